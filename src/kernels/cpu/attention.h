@@ -1,0 +1,29 @@
+// Causal softmax attention with grouped kv heads and an optional sink + window mask.
+#pragma once
+
+namespace golinear::kernels::cpu {
+
+// Which keys query t may see: all j ≤ t when window < 0 (full causal attention); otherwise
+// E_t = {j < sinks} ∪ {t − window < j ≤ t}.
+struct AttentionMask {
+  int sinks = 0;
+  int window = -1;
+  bool allows(long t, long j) const {
+    if (j > t) return false;
+    if (window < 0) return true;
+    return j < sinks || j > t - window;
+  }
+};
+
+// y (Tq, H, D) = softmax(q kᵀ / √D) v. q (Tq, H, D) holds queries at absolute positions
+// pos0 .. pos0+Tq−1; k, v (Tk, G, D) hold keys at positions 0 .. Tk−1 (Tk ≥ pos0 + Tq);
+// query head h reads kv head h / (H / G).
+void attention_forward(float* y, const float* q, const float* k, const float* v, int Tq, int Tk,
+                       long pos0, int H, int G, int D, AttentionMask mask);
+
+// Gradients (+=) for attention_forward with Tk = Tq and pos0 = 0.
+void attention_backward(float* dq, float* dk, float* dv, const float* dy, const float* q,
+                        const float* k, const float* v, int T, int H, int G, int D,
+                        AttentionMask mask);
+
+}  // namespace golinear::kernels::cpu

@@ -1,0 +1,40 @@
+#include "kernels/cpu/linear.h"
+
+#include <cblas.h>
+
+namespace golinear::kernels::cpu {
+
+void linear_forward(float* out, const float* x, const float* w, const float* bias, int T, int K,
+                    int N) {
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, N, K, 1.0f, x, K, w, K, 0.0f, out, N);
+  if (bias) {
+    for (int t = 0; t < T; ++t)
+      for (int n = 0; n < N; ++n) out[(long)t * N + n] += bias[n];
+  }
+}
+
+void linear_backward(float* dx, float* dw, float* dbias, const float* dout, const float* x,
+                     const float* w, int T, int K, int N) {
+  if (dx)
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, K, N, 1.0f, dout, N, w, K, 1.0f, dx,
+                K);
+  if (dw)
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, N, K, T, 1.0f, dout, N, x, K, 1.0f, dw, K);
+  if (dbias) {
+    for (int t = 0; t < T; ++t)
+      for (int n = 0; n < N; ++n) dbias[n] += dout[(long)t * N + n];
+  }
+}
+
+void linear_forward_reference(float* out, const float* x, const float* w, const float* bias, int T,
+                              int K, int N) {
+  for (int t = 0; t < T; ++t) {
+    for (int n = 0; n < N; ++n) {
+      double acc = bias ? bias[n] : 0.0;
+      for (int k = 0; k < K; ++k) acc += (double)x[(long)t * K + k] * w[(long)n * K + k];
+      out[(long)t * N + n] = (float)acc;
+    }
+  }
+}
+
+}  // namespace golinear::kernels::cpu
