@@ -1,0 +1,79 @@
+#include "io/checkpoint.h"
+
+#include <algorithm>
+
+#include "common/json.h"
+
+namespace golinear {
+
+Result<CheckpointWeights> CheckpointWeights::open(const std::string& dir) {
+  CheckpointWeights weights;
+  const std::string index_path = dir + "/model.safetensors.index.json";
+  const std::string single_path = dir + "/model.safetensors";
+  std::map<std::string, std::string> weight_map;  // tensor → shard file name
+  std::vector<std::string> shard_names;
+  if (file_exists(index_path)) {
+    GL_ASSIGN_OR_RETURN(Json index, json_read_file(index_path));
+    if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object())
+      return make_error(index_path, ": missing field 'weight_map'");
+    for (const auto& [name, file] : index["weight_map"].items()) {
+      if (!file.is_string())
+        return make_error(index_path, ": weight_map entry '", name, "' is not a file name");
+      weight_map[name] = file.get<std::string>();
+      if (std::find(shard_names.begin(), shard_names.end(), weight_map[name]) == shard_names.end())
+        shard_names.push_back(weight_map[name]);
+    }
+  } else if (file_exists(single_path)) {
+    shard_names.push_back("model.safetensors");
+  } else {
+    return make_error(dir, ": no model.safetensors or model.safetensors.index.json");
+  }
+  std::map<std::string, const SafetensorsFile*> by_name;
+  for (const std::string& shard : shard_names) {
+    const std::string path = dir + "/" + shard;
+    if (!file_exists(path))
+      return make_error(index_path, ": shard '", shard, "' listed in weight_map does not exist");
+    GL_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> file, SafetensorsFile::open(path));
+    weights.files_.push_back(std::move(file));
+    by_name[shard] = weights.files_.back().get();
+  }
+  if (weight_map.empty()) {
+    for (const auto& t : weights.files_[0]->tensors()) weights.where_[t.name] = weights.files_[0].get();
+  } else {
+    for (const auto& [name, shard] : weight_map) {
+      const SafetensorsFile* file = by_name[shard];
+      if (!file->find(name))
+        return make_error(file->path(), ": tensor '", name,
+                          "' listed in model.safetensors.index.json is not in this shard");
+      weights.where_[name] = file;
+    }
+  }
+  return weights;
+}
+
+Result<std::vector<float>> CheckpointWeights::read_f32(const std::string& name,
+                                                       const std::vector<int64_t>& shape) const {
+  auto it = where_.find(name);
+  if (it == where_.end()) return make_error("checkpoint: missing tensor '", name, "'");
+  const TensorView* view = it->second->find(name);
+  if (view->shape != shape)
+    return make_error(it->second->path(), ": tensor '", name, "' has shape ",
+                      shape_string(view->shape), ", expected ", shape_string(shape));
+  std::vector<float> out(view->numel());
+  GL_TRY(tensor_to_f32(*view, out.data(), it->second->path()));
+  return out;
+}
+
+std::string CheckpointWeights::storage_dtype() const {
+  if (files_.empty() || files_[0]->tensors().empty()) return "?";
+  return dtype_name(files_[0]->tensors()[0].dtype);
+}
+
+size_t CheckpointWeights::storage_bytes() const {
+  size_t total = 0;
+  for (const auto& f : files_)
+    for (const auto& t : f->tensors()) total += t.nbytes;
+  return total;
+}
+
+}  // namespace golinear

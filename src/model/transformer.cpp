@@ -1,0 +1,176 @@
+#include "model/transformer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "io/checkpoint.h"
+#include "kernels/cpu/activation.h"
+#include "kernels/cpu/linear.h"
+#include "kernels/cpu/norm.h"
+#include "mixers/softmax_mixer.h"
+
+namespace golinear {
+
+namespace cpu = kernels::cpu;
+
+mixers::AttentionShape Model::attention_shape() const {
+  return {config.hidden_size, config.num_heads, config.num_kv_heads, config.head_dim};
+}
+
+Result<std::unique_ptr<Model>> model_load(const std::string& dir) {
+  auto model = std::make_unique<Model>();
+  GL_ASSIGN_OR_RETURN(model->config, model_config_read(dir + "/config.json"));
+  GL_ASSIGN_OR_RETURN(CheckpointWeights weights, CheckpointWeights::open(dir));
+  const ModelConfig& c = model->config;
+  const int64_t C = c.hidden_size, F = c.intermediate_size, V = c.vocab_size, D = c.head_dim;
+  const int64_t QD = (int64_t)c.num_heads * D, KD = (int64_t)c.num_kv_heads * D;
+
+  // The architecture as data: every tensor's name, shape and destination.
+  struct Entry {
+    std::string name;
+    std::vector<int64_t> shape;
+    std::vector<float>* out;
+  };
+  std::vector<Entry> entries;
+  entries.push_back({"model.embed_tokens.weight", {V, C}, &model->embed});
+  entries.push_back({"model.norm.weight", {C}, &model->final_norm});
+  if (!c.tie_word_embeddings) entries.push_back({"lm_head.weight", {V, C}, &model->lm_head});
+  model->layers.resize(c.num_layers);
+  for (int l = 0; l < c.num_layers; ++l) {
+    LayerWeights& w = model->layers[l];
+    const std::string p = str_cat("model.layers.", l, ".");
+    entries.push_back({p + "input_layernorm.weight", {C}, &w.input_norm});
+    entries.push_back({p + "self_attn.q_proj.weight", {QD, C}, &w.q_proj});
+    entries.push_back({p + "self_attn.k_proj.weight", {KD, C}, &w.k_proj});
+    entries.push_back({p + "self_attn.v_proj.weight", {KD, C}, &w.v_proj});
+    entries.push_back({p + "self_attn.o_proj.weight", {C, QD}, &w.o_proj});
+    if (c.qkv_bias) {
+      entries.push_back({p + "self_attn.q_proj.bias", {QD}, &w.q_bias});
+      entries.push_back({p + "self_attn.k_proj.bias", {KD}, &w.k_bias});
+      entries.push_back({p + "self_attn.v_proj.bias", {KD}, &w.v_bias});
+    }
+    if (c.o_bias) entries.push_back({p + "self_attn.o_proj.bias", {C}, &w.o_bias});
+    if (c.qk_norm) {
+      entries.push_back({p + "self_attn.q_norm.weight", {D}, &w.q_norm});
+      entries.push_back({p + "self_attn.k_norm.weight", {D}, &w.k_norm});
+    }
+    entries.push_back({p + "post_attention_layernorm.weight", {C}, &w.post_norm});
+    entries.push_back({p + "mlp.gate_proj.weight", {F, C}, &w.gate_proj});
+    entries.push_back({p + "mlp.up_proj.weight", {F, C}, &w.up_proj});
+    entries.push_back({p + "mlp.down_proj.weight", {C, F}, &w.down_proj});
+  }
+  for (Entry& e : entries) {
+    if (!weights.contains(e.name))
+      return make_error(dir, ": checkpoint is missing tensor '", e.name, "'");
+    GL_ASSIGN_OR_RETURN(*e.out, weights.read_f32(e.name, e.shape));
+  }
+  model->inv_freq = rope_inverse_frequencies(c.rope, c.head_dim);
+  for (int l = 0; l < c.num_layers; ++l)
+    model->mixers.push_back(std::make_unique<mixers::SoftmaxMixer>(model->attention_shape()));
+  return model;
+}
+
+size_t SequenceCache::bytes() const {
+  size_t total = 0;
+  for (const auto& layer : layers) total += layer->bytes();
+  return total;
+}
+
+SequenceCache model_new_cache(const Model& model) {
+  SequenceCache cache;
+  for (const auto& mixer : model.mixers) cache.layers.push_back(mixer->make_cache());
+  return cache;
+}
+
+namespace {
+
+void add_in_place(float* a, const float* b, long n) {
+  for (long i = 0; i < n; ++i) a[i] += b[i];
+}
+
+// The shared body of model_forward and model_forward_cached: tokens ids[0..T) at positions
+// pos0.., through each layer's mixer (cached when `cache` is given).
+void forward_tokens(const Model& model, const int32_t* ids, int T, long pos0, SequenceCache* cache,
+                    float* logits, bool last_only, ForwardTrace* trace) {
+  const ModelConfig& c = model.config;
+  const int C = c.hidden_size, F = c.intermediate_size, V = c.vocab_size;
+  const int H = c.num_heads, G = c.num_kv_heads, D = c.head_dim;
+  const float eps = (float)c.rms_norm_eps;
+  std::vector<float> h((long)T * C), xn((long)T * C), q((long)T * H * D), k((long)T * G * D),
+      v((long)T * G * D), y((long)T * H * D), proj((long)T * C), gate((long)T * F),
+      up((long)T * F);
+  for (int t = 0; t < T; ++t)
+    std::memcpy(&h[(long)t * C], &model.embed[(long)ids[t] * C], sizeof(float) * C);
+  if (trace && trace->capture_hidden) trace->hidden.assign(1, h);
+  if (trace && trace->capture_mixer_io) trace->layers.assign(c.num_layers, {});
+
+  for (int l = 0; l < c.num_layers; ++l) {
+    const LayerWeights& w = model.layers[l];
+    cpu::rmsnorm_forward(xn.data(), h.data(), w.input_norm.data(), T, C, eps);
+    cpu::linear_forward(q.data(), xn.data(), w.q_proj.data(), w.q_bias.empty() ? nullptr : w.q_bias.data(), T, C, H * D);
+    cpu::linear_forward(k.data(), xn.data(), w.k_proj.data(), w.k_bias.empty() ? nullptr : w.k_bias.data(), T, C, G * D);
+    cpu::linear_forward(v.data(), xn.data(), w.v_proj.data(), w.v_bias.empty() ? nullptr : w.v_bias.data(), T, C, G * D);
+    if (!w.q_norm.empty()) {  // Qwen3: RMSNorm over each head's D channels, before RoPE
+      cpu::rmsnorm_forward(q.data(), q.data(), w.q_norm.data(), T * H, D, eps);
+      cpu::rmsnorm_forward(k.data(), k.data(), w.k_norm.data(), T * G, D, eps);
+    }
+    mixers::MixerInputs in;
+    in.T = T;
+    in.pos0 = pos0;
+    in.x = xn.data();
+    in.q = q.data();
+    in.k = k.data();
+    in.v = v.data();
+    in.inv_freq = model.inv_freq.data();
+    if (cache) {
+      model.mixers[l]->forward_cached(*cache->layers[l], in, y.data());
+    } else {
+      model.mixers[l]->forward(in, y.data());
+    }
+    if (trace && trace->capture_mixer_io) trace->layers[l] = {xn, q, k, v, y};
+    cpu::linear_forward(proj.data(), y.data(), w.o_proj.data(), w.o_bias.empty() ? nullptr : w.o_bias.data(), T, H * D, C);
+    add_in_place(h.data(), proj.data(), (long)T * C);
+
+    cpu::rmsnorm_forward(xn.data(), h.data(), w.post_norm.data(), T, C, eps);
+    cpu::linear_forward(gate.data(), xn.data(), w.gate_proj.data(), nullptr, T, C, F);
+    cpu::linear_forward(up.data(), xn.data(), w.up_proj.data(), nullptr, T, C, F);
+    cpu::swiglu_forward(gate.data(), gate.data(), up.data(), (long)T * F);
+    cpu::linear_forward(proj.data(), gate.data(), w.down_proj.data(), nullptr, T, F, C);
+    add_in_place(h.data(), proj.data(), (long)T * C);
+    if (trace && trace->capture_hidden && l + 1 < c.num_layers) trace->hidden.push_back(h);
+  }
+  cpu::rmsnorm_forward(h.data(), h.data(), model.final_norm.data(), T, C, eps);
+  if (trace && trace->capture_hidden) trace->hidden.push_back(h);
+  const int first = last_only ? T - 1 : 0;
+  cpu::linear_forward(logits, h.data() + (long)first * C, model.lm_head_weights(), nullptr,
+                      T - first, C, V);
+  if (cache) cache->position += T;
+}
+
+}  // namespace
+
+void model_forward(const Model& model, const int32_t* ids, int T, float* logits, bool last_only,
+                   ForwardTrace* trace) {
+  forward_tokens(model, ids, T, 0, nullptr, logits, last_only, trace);
+}
+
+void model_forward_cached(const Model& model, SequenceCache& cache, const int32_t* ids, int T,
+                          float* logits, bool last_only) {
+  forward_tokens(model, ids, T, cache.position, &cache, logits, last_only, nullptr);
+}
+
+std::vector<float> logprobs_of_next_tokens(const float* logits, const int32_t* ids, int T, int V) {
+  std::vector<float> out(T > 0 ? T - 1 : 0);
+#pragma omp parallel for schedule(static)
+  for (int t = 0; t < T - 1; ++t) {
+    const float* row = logits + (long)t * V;
+    float m = *std::max_element(row, row + V);
+    double sum = 0.0;
+    for (int i = 0; i < V; ++i) sum += std::exp((double)row[i] - m);
+    out[t] = (float)(row[ids[t + 1]] - m - std::log(sum));
+  }
+  return out;
+}
+
+}  // namespace golinear

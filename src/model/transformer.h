@@ -1,0 +1,91 @@
+// The decoder-only transformer of the Llama / Qwen2 / Qwen3 families on the CPU, fp32:
+//   embed → [norm → q/k/v (+bias, +q/k norm) → mixer → o_proj → +res → norm → SwiGLU → +res]×L
+//         → norm → lm_head
+// Each layer's token mixer is a mixers::Mixer: softmax attention for the teacher, a linear
+// mixer for a linearized layer. The model knows nothing of training or of the CLI.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "io/config.h"
+#include "mixers/mixer.h"
+
+namespace golinear {
+
+struct LayerWeights {
+  std::vector<float> input_norm;  // (C)
+  std::vector<float> q_proj;      // (H·D, C)
+  std::vector<float> q_bias;      // (H·D) or empty
+  std::vector<float> k_proj;      // (G·D, C)
+  std::vector<float> k_bias;      // (G·D) or empty
+  std::vector<float> v_proj;      // (G·D, C)
+  std::vector<float> v_bias;      // (G·D) or empty
+  std::vector<float> q_norm;      // (D) Qwen3, or empty
+  std::vector<float> k_norm;      // (D) Qwen3, or empty
+  std::vector<float> o_proj;      // (C, H·D)
+  std::vector<float> o_bias;      // (C) or empty
+  std::vector<float> post_norm;   // (C)
+  std::vector<float> gate_proj;   // (F, C)
+  std::vector<float> up_proj;     // (F, C)
+  std::vector<float> down_proj;   // (C, F)
+};
+
+struct Model {
+  ModelConfig config;
+  std::vector<float> embed;       // (V, C)
+  std::vector<LayerWeights> layers;
+  std::vector<float> final_norm;  // (C)
+  std::vector<float> lm_head;     // (V, C); empty when tied to embed
+  std::vector<float> inv_freq;    // (D/2) RoPE inverse frequencies, scaling applied
+  std::vector<std::unique_ptr<mixers::Mixer>> mixers;  // one per layer
+
+  const float* lm_head_weights() const { return lm_head.empty() ? embed.data() : lm_head.data(); }
+  mixers::AttentionShape attention_shape() const;
+};
+
+// Loads config.json and the weights of a checkpoint directory (fp32 in memory). Every layer
+// starts with softmax attention.
+Result<std::unique_ptr<Model>> model_load(const std::string& dir);
+
+// What a forward pass can record besides the logits.
+struct ForwardTrace {
+  bool capture_hidden = false;  // hidden[0] embeddings, hidden[l] after layer l, hidden[L] normed
+  std::vector<std::vector<float>> hidden;  // (L+1) × (T, C)
+
+  // Per layer: the mixer's inputs and the mixer output (before o_proj), for attention transfer
+  // and diagnostics.
+  struct Layer {
+    std::vector<float> x;  // (T, C) after input_layernorm
+    std::vector<float> q;  // (T, H, D)
+    std::vector<float> k;  // (T, G, D)
+    std::vector<float> v;  // (T, G, D)
+    std::vector<float> y;  // (T, H, D)
+  };
+  bool capture_mixer_io = false;
+  std::vector<Layer> layers;
+};
+
+// Per-sequence decode state: one cache per layer's mixer.
+struct SequenceCache {
+  std::vector<std::unique_ptr<mixers::MixerCache>> layers;
+  long position = 0;
+  size_t bytes() const;
+};
+
+SequenceCache model_new_cache(const Model& model);
+
+// Full forward of one sequence from position 0. logits (T, V) for every position, or only the
+// last row when `last_only` (logits then holds V floats).
+void model_forward(const Model& model, const int32_t* ids, int T, float* logits,
+                   bool last_only = false, ForwardTrace* trace = nullptr);
+
+// Appends T tokens to the cache and writes their logits as model_forward does.
+void model_forward_cached(const Model& model, SequenceCache& cache, const int32_t* ids, int T,
+                          float* logits, bool last_only = true);
+
+// log p(ids[t+1] | ids[..t]) for t = 0..T−2 from logits (T, V): the log-softmax picked.
+std::vector<float> logprobs_of_next_tokens(const float* logits, const int32_t* ids, int T, int V);
+
+}  // namespace golinear
