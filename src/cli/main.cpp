@@ -1,2 +1,39 @@
 #include <cstdio>
-int main() { std::puts("golinear"); return 0; }
+#include <cstring>
+#include <string>
+
+#include "cli/commands.h"
+
+namespace {
+
+constexpr const char* kUsage = R"(golinear — turn a pretrained Llama/Qwen checkpoint into a linear-time model
+
+usage: golinear COMMAND MODEL [options]      (MODEL: a Hugging Face checkpoint directory)
+
+commands:
+  info MODEL                      architecture, layers, heads, parameters, dtype, memory (JSON)
+  tokenize MODEL --input FILE     {"text"} lines → {"ids"} lines   [--no-special]
+  generate MODEL --prompt TEXT    stream a continuation  [--max-new-tokens N --temperature T
+                                  --top-p P --seed S]
+  score MODEL --input FILE        {"text"} or {"ids"} lines → {"ids", "logprobs"} lines
+                                  [--mode prefill|decode]
+
+The bundled default model is models/tiny-llama3-25m.
+)";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace golinear::cli;
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
+    std::fputs(kUsage, argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  const std::string command = argv[1];
+  Argv rest(argv + 2, argv + argc);
+  if (command == "info") return cmd_info(rest);
+  if (command == "tokenize") return cmd_tokenize(rest);
+  if (command == "generate") return cmd_generate(rest);
+  if (command == "score") return cmd_score(rest);
+  return fail("unknown command '" + command + "' (see golinear --help)");
+}

@@ -160,16 +160,17 @@ void model_forward_cached(const Model& model, SequenceCache& cache, const int32_
   forward_tokens(model, ids, T, cache.position, &cache, logits, last_only, nullptr);
 }
 
+float log_softmax_at(const float* row, int V, int32_t id) {
+  const float m = *std::max_element(row, row + V);
+  double sum = 0.0;
+  for (int i = 0; i < V; ++i) sum += std::exp((double)row[i] - m);
+  return (float)(row[id] - m - std::log(sum));
+}
+
 std::vector<float> logprobs_of_next_tokens(const float* logits, const int32_t* ids, int T, int V) {
   std::vector<float> out(T > 0 ? T - 1 : 0);
 #pragma omp parallel for schedule(static)
-  for (int t = 0; t < T - 1; ++t) {
-    const float* row = logits + (long)t * V;
-    float m = *std::max_element(row, row + V);
-    double sum = 0.0;
-    for (int i = 0; i < V; ++i) sum += std::exp((double)row[i] - m);
-    out[t] = (float)(row[ids[t + 1]] - m - std::log(sum));
-  }
+  for (int t = 0; t < T - 1; ++t) out[t] = log_softmax_at(logits + (long)t * V, V, ids[t + 1]);
   return out;
 }
 

@@ -88,4 +88,7 @@ void model_forward_cached(const Model& model, SequenceCache& cache, const int32_
 // log p(ids[t+1] | ids[..t]) for t = 0..T−2 from logits (T, V): the log-softmax picked.
 std::vector<float> logprobs_of_next_tokens(const float* logits, const int32_t* ids, int T, int V);
 
+// log softmax(row (V))[id].
+float log_softmax_at(const float* row, int V, int32_t id);
+
 }  // namespace golinear

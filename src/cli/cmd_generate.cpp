@@ -1,0 +1,76 @@
+#include <cstdio>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "cli/loading.h"
+#include "runtime/generate.h"
+
+namespace golinear::cli {
+
+namespace {
+
+// Length of the longest prefix of `text` that ends on a complete UTF-8 character: a byte-level
+// token can end inside a character, whose rest arrives with the next token.
+size_t complete_utf8_prefix(const std::string& text) {
+  size_t n = text.size();
+  for (size_t back = 1; back <= 4 && back <= n; ++back) {
+    unsigned char c = text[n - back];
+    if ((c & 0xC0) == 0x80) continue;  // continuation byte: keep looking for the lead byte
+    size_t need = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 1;
+    return need > back ? n - back : n;
+  }
+  return n;
+}
+
+}  // namespace
+
+int cmd_generate(const Argv& argv) {
+  auto args = Args::parse("generate", argv,
+                          {{"prompt", true}, {"max-new-tokens", true}, {"temperature", true},
+                           {"top-p", true}, {"seed", true}},
+                          1, 1);
+  if (!args.ok()) return fail(args.error());
+  if (!args->has("prompt")) return fail("golinear generate: --prompt TEXT is required");
+  runtime::GenerateOptions options;
+  auto max_new = args->get_int("max-new-tokens", 64, 0, 1 << 24);
+  auto temperature = args->get_double("temperature", 0.0, 0.0, 100.0);
+  auto top_p = args->get_double("top-p", 1.0, 1e-6, 1.0);
+  auto seed = args->get_int("seed", 0, 0, (1L << 62));
+  if (!max_new.ok()) return fail(max_new.error());
+  if (!temperature.ok()) return fail(temperature.error());
+  if (!top_p.ok()) return fail(top_p.error());
+  if (!seed.ok()) return fail(seed.error());
+  options.max_new_tokens = (int)*max_new;
+  options.sampler = {(float)*temperature, (float)*top_p, (uint64_t)*seed};
+
+  auto loaded = load_model_and_tokenizer(args->positional()[0]);
+  if (!loaded.ok()) return fail(loaded.error());
+  const Model& model = *loaded->model;
+  const Tokenizer& tokenizer = loaded->tokenizer;
+  options.stop_ids = model.config.eos_token_ids;
+  std::vector<int32_t> prompt = tokenizer.encode(args->get("prompt"), true);
+  if ((long)prompt.size() + options.max_new_tokens > model.config.max_position_embeddings)
+    std::fprintf(stderr, "golinear generate: warning: %zu + %d tokens exceed the model's "
+                 "max_position_embeddings (%d)\n", prompt.size(), options.max_new_tokens,
+                 model.config.max_position_embeddings);
+
+  std::vector<int32_t> generated;
+  size_t printed = 0;
+  std::fputs(args->get("prompt").c_str(), stdout);
+  runtime::generate(model, prompt, options, [&](int32_t id) {
+    generated.push_back(id);
+    std::string text = tokenizer.decode(generated, /*skip_special=*/true);
+    size_t ready = complete_utf8_prefix(text);
+    if (ready > printed) {
+      std::fwrite(text.data() + printed, 1, ready - printed, stdout);
+      std::fflush(stdout);
+      printed = ready;
+    }
+  });
+  std::string text = tokenizer.decode(generated, true);
+  if (text.size() > printed) std::fwrite(text.data() + printed, 1, text.size() - printed, stdout);
+  std::fputc('\n', stdout);
+  return 0;
+}
+
+}  // namespace golinear::cli

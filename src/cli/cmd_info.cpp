@@ -1,0 +1,43 @@
+#include <cstdio>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "io/checkpoint.h"
+
+namespace golinear::cli {
+
+int cmd_info(const Argv& argv) {
+  auto args = Args::parse("info", argv, {}, 1, 1);
+  if (!args.ok()) return fail(args.error());
+  const std::string dir = args->positional()[0];
+  auto config = model_config_read(dir + "/config.json");
+  if (!config.ok()) return fail(config.error());
+  auto weights = CheckpointWeights::open(dir);
+  if (!weights.ok()) return fail(weights.error());
+  const ModelConfig& c = *config;
+  const long params = model_config_parameter_count(c);
+  Json info = {
+      {"architecture", c.architecture},
+      {"family", model_family_name(c.family)},
+      {"layers", c.num_layers},
+      {"hidden_size", c.hidden_size},
+      {"intermediate_size", c.intermediate_size},
+      {"heads", c.num_heads},
+      {"kv_heads", c.num_kv_heads},
+      {"head_dim", c.head_dim},
+      {"vocab_size", c.vocab_size},
+      {"max_position_embeddings", c.max_position_embeddings},
+      {"rope", {{"type", c.rope.type}, {"theta", c.rope.theta}, {"factor", c.rope.factor}}},
+      {"tie_word_embeddings", c.tie_word_embeddings},
+      {"parameters", params},
+      {"dtype", weights->storage_dtype()},
+      {"checkpoint_bytes", weights->storage_bytes()},
+      {"fp32_weight_bytes", params * 4},
+      {"kv_cache_bytes_per_token_fp32",
+       2L * c.num_layers * c.num_kv_heads * c.head_dim * 4},
+  };
+  std::printf("%s\n", info.dump(2).c_str());
+  return 0;
+}
+
+}  // namespace golinear::cli
