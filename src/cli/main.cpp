@@ -17,6 +17,13 @@ commands:
                                   --top-p P --seed S]
   score MODEL --input FILE        {"text"} or {"ids"} lines → {"ids", "logprobs"} lines
                                   [--mode prefill|decode]
+  linearize MODEL --data FILE --out DIR
+                                  replace attention by a linear mixer and train it by attention
+                                  transfer  [--mixer gdn|gla|kgla|hedgehog|none --mix gate|add|scale
+                                  --sinks S --window W --conv|--no-conv --keep-full-layers LIST
+                                  --tokens N|--steps N --seq-len T --batch B --lr LR --seed S
+                                  --resume]
+  eval ppl MODEL --input FILE     perplexity  [--seq-len N --json]
 
 The bundled default model is models/tiny-llama3-25m.
 )";
@@ -35,5 +42,7 @@ int main(int argc, char** argv) {
   if (command == "tokenize") return cmd_tokenize(rest);
   if (command == "generate") return cmd_generate(rest);
   if (command == "score") return cmd_score(rest);
+  if (command == "linearize") return cmd_linearize(rest);
+  if (command == "eval") return cmd_eval(rest);
   return fail("unknown command '" + command + "' (see golinear --help)");
 }

@@ -77,3 +77,35 @@ size_t CheckpointWeights::storage_bytes() const {
 }
 
 }  // namespace golinear
+
+#include <filesystem>
+
+namespace golinear {
+
+Status checkpoint_copy_base(const std::string& src, const std::string& dst) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::create_directories(dst, ec);
+  if (ec) return make_error(dst, ": cannot create directory (", ec.message(), ")");
+  for (const auto& entry : fs::directory_iterator(src, ec)) {
+    const std::string name = entry.path().filename().string();
+    const bool wanted = name == "config.json" || name == "generation_config.json" ||
+                        name == "tokenizer.json" || name == "tokenizer_config.json" ||
+                        name == "special_tokens_map.json" ||
+                        name == "model.safetensors.index.json" ||
+                        (name.rfind("model", 0) == 0 && entry.path().extension() == ".safetensors");
+    if (!wanted || !entry.is_regular_file()) continue;
+    const fs::path target = fs::path(dst) / name;
+    fs::remove(target, ec);
+    fs::create_hard_link(entry.path(), target, ec);
+    if (ec) {
+      ec.clear();
+      fs::copy_file(entry.path(), target, fs::copy_options::overwrite_existing, ec);
+      if (ec) return make_error(target.string(), ": cannot copy (", ec.message(), ")");
+    }
+  }
+  if (ec) return make_error(src, ": cannot list (", ec.message(), ")");
+  return ok_status();
+}
+
+}  // namespace golinear

@@ -31,3 +31,11 @@ class CheckpointWeights {
 };
 
 }  // namespace golinear
+
+namespace golinear {
+
+// Copies the files of a base checkpoint (config, tokenizer, generation config, weights and their
+// shard index) from `src` into `dst`, hard-linking when both sit on one filesystem.
+Status checkpoint_copy_base(const std::string& src, const std::string& dst);
+
+}  // namespace golinear

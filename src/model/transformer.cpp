@@ -4,11 +4,13 @@
 #include <cmath>
 #include <cstring>
 
+#include "common/file.h"
 #include "io/checkpoint.h"
 #include "kernels/cpu/activation.h"
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/norm.h"
 #include "mixers/softmax_mixer.h"
+#include "model/linearization.h"
 
 namespace golinear {
 
@@ -68,6 +70,7 @@ Result<std::unique_ptr<Model>> model_load(const std::string& dir) {
   model->inv_freq = rope_inverse_frequencies(c.rope, c.head_dim);
   for (int l = 0; l < c.num_layers; ++l)
     model->mixers.push_back(std::make_unique<mixers::SoftmaxMixer>(model->attention_shape()));
+  if (file_exists(dir + "/linearization.json")) GL_TRY(linearization_apply(*model, dir));
   return model;
 }
 
@@ -143,8 +146,9 @@ void forward_tokens(const Model& model, const int32_t* ids, int T, long pos0, Se
   cpu::rmsnorm_forward(h.data(), h.data(), model.final_norm.data(), T, C, eps);
   if (trace && trace->capture_hidden) trace->hidden.push_back(h);
   const int first = last_only ? T - 1 : 0;
-  cpu::linear_forward(logits, h.data() + (long)first * C, model.lm_head_weights(), nullptr,
-                      T - first, C, V);
+  if (logits)
+    cpu::linear_forward(logits, h.data() + (long)first * C, model.lm_head_weights(), nullptr,
+                        T - first, C, V);
   if (cache) cache->position += T;
 }
 

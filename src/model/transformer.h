@@ -32,6 +32,9 @@ struct LayerWeights {
   std::vector<float> down_proj;   // (C, F)
 };
 
+// One mixer per layer.
+using MixerStack = std::vector<std::unique_ptr<mixers::Mixer>>;
+
 struct Model {
   ModelConfig config;
   std::vector<float> embed;       // (V, C)
@@ -39,14 +42,15 @@ struct Model {
   std::vector<float> final_norm;  // (C)
   std::vector<float> lm_head;     // (V, C); empty when tied to embed
   std::vector<float> inv_freq;    // (D/2) RoPE inverse frequencies, scaling applied
-  std::vector<std::unique_ptr<mixers::Mixer>> mixers;  // one per layer
+  MixerStack mixers;              // one per layer
 
   const float* lm_head_weights() const { return lm_head.empty() ? embed.data() : lm_head.data(); }
   mixers::AttentionShape attention_shape() const;
 };
 
 // Loads config.json and the weights of a checkpoint directory (fp32 in memory). Every layer
-// starts with softmax attention.
+// has softmax attention, unless the directory holds a linearization (model/linearization.h),
+// which is then applied.
 Result<std::unique_ptr<Model>> model_load(const std::string& dir);
 
 // What a forward pass can record besides the logits.
@@ -77,7 +81,8 @@ struct SequenceCache {
 SequenceCache model_new_cache(const Model& model);
 
 // Full forward of one sequence from position 0. logits (T, V) for every position, or only the
-// last row when `last_only` (logits then holds V floats).
+// last row when `last_only` (logits then holds V floats); none when `logits` is null (a
+// forward for its trace).
 void model_forward(const Model& model, const int32_t* ids, int T, float* logits,
                    bool last_only = false, ForwardTrace* trace = nullptr);
 

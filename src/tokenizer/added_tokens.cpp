@@ -18,9 +18,9 @@ size_t utf8_previous_start(std::string_view text, size_t end) {
 
 char32_t code_point_at(std::string_view text, size_t position, size_t* length) {
   utf8proc_int32_t code_point = -1;
-  utf8proc_ssize_t n = utf8proc_iterate(reinterpret_cast<const utf8proc_uint8_t*>(&text[position]),
-                                        static_cast<utf8proc_ssize_t>(text.size() - position),
-                                        &code_point);
+  utf8proc_ssize_t n =
+      utf8proc_iterate(reinterpret_cast<const utf8proc_uint8_t*>(&text[position]),
+                       static_cast<utf8proc_ssize_t>(text.size() - position), &code_point);
   *length = n > 0 ? static_cast<size_t>(n) : 1;
   return code_point < 0 ? 0xFFFD : static_cast<char32_t>(code_point);
 }
@@ -28,17 +28,22 @@ char32_t code_point_at(std::string_view text, size_t position, size_t* length) {
 // Rust's char::is_whitespace (the Unicode White_Space property), used by lstrip/rstrip.
 bool is_whitespace(char32_t c) {
   return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 ||
-         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F ||
-         c == 0x205F || c == 0x3000;
+         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F ||
+         c == 0x3000;
 }
 
 // Letters, numbers and '_', the word characters of the single_word check.
 bool is_word_character(char32_t c) {
   if (c == '_') return true;
   switch (utf8proc_category(static_cast<utf8proc_int32_t>(c))) {
-    case UTF8PROC_CATEGORY_LU: case UTF8PROC_CATEGORY_LL: case UTF8PROC_CATEGORY_LT:
-    case UTF8PROC_CATEGORY_LM: case UTF8PROC_CATEGORY_LO: case UTF8PROC_CATEGORY_ND:
-    case UTF8PROC_CATEGORY_NL: case UTF8PROC_CATEGORY_NO:
+    case UTF8PROC_CATEGORY_LU:
+    case UTF8PROC_CATEGORY_LL:
+    case UTF8PROC_CATEGORY_LT:
+    case UTF8PROC_CATEGORY_LM:
+    case UTF8PROC_CATEGORY_LO:
+    case UTF8PROC_CATEGORY_ND:
+    case UTF8PROC_CATEGORY_NL:
+    case UTF8PROC_CATEGORY_NO:
       return true;
     default:
       return false;
@@ -47,8 +52,7 @@ bool is_word_character(char32_t c) {
 
 }  // namespace
 
-Result<std::vector<AddedToken>> added_tokens_from_json(const Json& root,
-                                                       const std::string& what) {
+Result<std::vector<AddedToken>> added_tokens_from_json(const Json& root, const std::string& what) {
   std::vector<AddedToken> tokens;
   auto it = root.find("added_tokens");
   if (it == root.end() || it->is_null()) return tokens;
@@ -83,6 +87,17 @@ AddedTokenMatcher::AddedTokenMatcher(std::vector<AddedToken> tokens) : tokens_(s
   }
 }
 
+const AddedToken* AddedTokenMatcher::longest_match_at(std::string_view text,
+                                                      size_t position) const {
+  for (int32_t index : by_first_byte_[static_cast<uint8_t>(text[position])]) {
+    const AddedToken& candidate = tokens_[index];  // longest first
+    if (text.compare(position, candidate.content.size(), candidate.content) == 0) {
+      return &candidate;
+    }
+  }
+  return nullptr;
+}
+
 std::vector<Segment> AddedTokenMatcher::split(std::string_view text) const {
   std::vector<Segment> segments;
   size_t segment_start = 0;  // end of the previous added token
@@ -90,25 +105,18 @@ std::vector<Segment> AddedTokenMatcher::split(std::string_view text) const {
   while (search < text.size()) {
     // Leftmost-longest: the first position with a match, the longest token there.
     const AddedToken* token = nullptr;
-    size_t match = search;
-    for (; match < text.size() && token == nullptr; ++match) {
-      for (int32_t index : by_first_byte_[static_cast<uint8_t>(text[match])]) {
-        const AddedToken& candidate = tokens_[index];
-        if (text.compare(match, candidate.content.size(), candidate.content) == 0) {
-          token = &candidate;
-          break;
-        }
-      }
+    size_t start = search;
+    for (; start < text.size(); ++start) {
+      token = longest_match_at(text, start);
+      if (token != nullptr) break;
     }
     if (token == nullptr) break;
-    size_t start = match - 1;
     size_t stop = start + token->content.size();
     search = stop;
     size_t length = 0;
     if (token->single_word) {
-      bool word_before =
-          start > 0 &&
-          is_word_character(code_point_at(text, utf8_previous_start(text, start), &length));
+      bool word_before = start > 0 && is_word_character(code_point_at(
+                                          text, utf8_previous_start(text, start), &length));
       bool word_after = stop < text.size() && is_word_character(code_point_at(text, stop, &length));
       if (word_before || word_after) continue;  // HF skips the match and searches after it
     }

@@ -44,7 +44,9 @@ class AddedTokenMatcher {
   bool empty() const { return tokens_.empty(); }
 
  private:
-  std::vector<AddedToken> tokens_;  // sorted by decreasing content length
+  const AddedToken* longest_match_at(std::string_view text, size_t position) const;
+
+  std::vector<AddedToken> tokens_;                       // sorted by decreasing content length
   std::array<std::vector<int32_t>, 256> by_first_byte_;  // indices into tokens_, longest first
 };
 

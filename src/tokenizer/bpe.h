@@ -36,7 +36,8 @@ class BpeModel {
 
   std::vector<int32_t> merge_word(std::string_view word) const;
   static uint64_t pair_key(int32_t left, int32_t right) {
-    return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) | static_cast<uint32_t>(right);
+    return (static_cast<uint64_t>(static_cast<uint32_t>(left)) << 32) |
+           static_cast<uint32_t>(right);
   }
 
   std::unordered_map<std::string, int32_t> vocab_;

@@ -9,7 +9,7 @@ namespace {
 // GPT-2's bytes_to_unicode(): printable Latin-1 bytes ('!'..'~', '¡'..'¬', '®'..'ÿ') map to
 // themselves, the other 68 bytes to U+0100, U+0101, ... in byte order.
 struct ByteLevelTables {
-  std::array<std::string, 256> byte_to_text;          // byte -> UTF-8 of its character
+  std::array<std::string, 256> byte_to_text;           // byte -> UTF-8 of its character
   std::unordered_map<char32_t, uint8_t> char_to_byte;  // character -> byte
 };
 
@@ -69,9 +69,12 @@ SequenceCheck utf8_check_sequence(std::string_view text) {
 char32_t utf8_decode_valid(std::string_view text, size_t length) {
   auto byte = [&](size_t i) { return static_cast<char32_t>(static_cast<uint8_t>(text[i])); };
   switch (length) {
-    case 1: return byte(0);
-    case 2: return ((byte(0) & 0x1F) << 6) | (byte(1) & 0x3F);
-    case 3: return ((byte(0) & 0x0F) << 12) | ((byte(1) & 0x3F) << 6) | (byte(2) & 0x3F);
+    case 1:
+      return byte(0);
+    case 2:
+      return ((byte(0) & 0x1F) << 6) | (byte(1) & 0x3F);
+    case 3:
+      return ((byte(0) & 0x0F) << 12) | ((byte(1) & 0x3F) << 6) | (byte(2) & 0x3F);
     default:
       return ((byte(0) & 0x07) << 18) | ((byte(1) & 0x3F) << 12) | ((byte(2) & 0x3F) << 6) |
              (byte(3) & 0x3F);

@@ -14,8 +14,7 @@ namespace {
 constexpr const char* kGpt2Pattern =
     R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
-Result<std::string> node_type(const Json& node, const std::string& field,
-                              const std::string& what) {
+Result<std::string> node_type(const Json& node, const std::string& field, const std::string& what) {
   if (!node.is_object()) return make_error(what, ": field '", field, "' must be an object");
   return json_get<std::string>(node, "type", str_cat(what, ": ", field));
 }
@@ -72,10 +71,10 @@ std::string Normalizer::apply(std::string_view text) const {
   for (int options : forms_) {
     if (current.empty()) break;
     utf8proc_uint8_t* mapped = nullptr;
-    utf8proc_ssize_t length = utf8proc_map(
-        reinterpret_cast<const utf8proc_uint8_t*>(current.data()),
-        static_cast<utf8proc_ssize_t>(current.size()), &mapped,
-        static_cast<utf8proc_option_t>(options));
+    utf8proc_ssize_t length =
+        utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(current.data()),
+                     static_cast<utf8proc_ssize_t>(current.size()), &mapped,
+                     static_cast<utf8proc_option_t>(options));
     std::unique_ptr<utf8proc_uint8_t, decltype(&std::free)> owner(mapped, std::free);
     // utf8proc only fails on invalid UTF-8 or allocation failure; the text was repaired before.
     if (length >= 0) current.assign(reinterpret_cast<const char*>(mapped), length);
@@ -113,8 +112,9 @@ Status PreTokenizer::add_steps(const Json& node, const std::string& field, const
     if (!literal && !pattern->contains("Regex")) {
       return make_error(where, ": field 'pattern' needs 'Regex' or 'String'");
     }
-    GL_ASSIGN_OR_RETURN(std::string text, json_get<std::string>(*pattern, literal ? "String" : "Regex",
-                                                                where + ".pattern"));
+    GL_ASSIGN_OR_RETURN(
+        std::string text,
+        json_get<std::string>(*pattern, literal ? "String" : "Regex", where + ".pattern"));
     GL_ASSIGN_OR_RETURN(step.regex, Regex::compile(text, literal, where + ".pattern"));
   } else if (type == "ByteLevel") {
     step.byte_level = true;
@@ -125,8 +125,7 @@ Status PreTokenizer::add_steps(const Json& node, const std::string& field, const
       GL_ASSIGN_OR_RETURN(step.regex, Regex::compile(kGpt2Pattern, false, where));
     }
   } else {
-    return make_error(what, ": unsupported pre_tokenizer type '", type, "' at field '", field,
-                      "'");
+    return make_error(what, ": unsupported pre_tokenizer type '", type, "' at field '", field, "'");
   }
   steps->push_back(std::move(step));
   return ok_status();

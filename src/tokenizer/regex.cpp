@@ -34,8 +34,8 @@ std::vector<std::pair<size_t, size_t>> Regex::find_all(std::string_view text) co
   size_t offset = 0;
   while (offset < text.size()) {
     uint32_t options = PCRE2_NO_UTF_CHECK;
-    int rc = pcre2_match(code_.get(), subject, text.size(), offset, options, match_data.get(),
-                         nullptr);
+    int rc =
+        pcre2_match(code_.get(), subject, text.size(), offset, options, match_data.get(), nullptr);
     if (rc == PCRE2_ERROR_JIT_STACKLIMIT) {
       // A very long backtracking match: retry with the interpreter, which uses the heap.
       rc = pcre2_match(code_.get(), subject, text.size(), offset, options | PCRE2_NO_JIT,

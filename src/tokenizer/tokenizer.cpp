@@ -83,13 +83,12 @@ Status read_post_processor(const Json& node, const std::string& field, const std
       return make_error(what, ": field '", field, ".processors' must be an array");
     }
     for (size_t i = 0; i < children->size(); ++i) {
-      GL_TRY(read_post_processor((*children)[i], str_cat(field, ".processors[", i, "]"), what,
-                                 state));
+      GL_TRY(
+          read_post_processor((*children)[i], str_cat(field, ".processors[", i, "]"), what, state));
     }
     return ok_status();
   }
-  return make_error(what, ": unsupported post_processor type '", type, "' at field '", field,
-                    "'");
+  return make_error(what, ": unsupported post_processor type '", type, "' at field '", field, "'");
 }
 
 // "decoder": ByteLevel, or a Sequence holding only ByteLevel decoders.
@@ -146,16 +145,16 @@ Result<Tokenizer> Tokenizer::from_json_text(const std::string& json_text, const 
   }
   GL_ASSIGN_OR_RETURN(state->model, tokenizer::BpeModel::from_json(*model, what));
 
-  GL_ASSIGN_OR_RETURN(state->normalizer,
-                      tokenizer::Normalizer::from_json(tokenizer::field_or_null(root, "normalizer"), what));
-  GL_ASSIGN_OR_RETURN(state->pre_tokenizer, tokenizer::PreTokenizer::from_json(
-                                                tokenizer::field_or_null(root, "pre_tokenizer"), what));
-  GL_TRY(tokenizer::read_post_processor(tokenizer::field_or_null(root, "post_processor"), "post_processor",
-                                        what, state.get()));
+  GL_ASSIGN_OR_RETURN(state->normalizer, tokenizer::Normalizer::from_json(
+                                             tokenizer::field_or_null(root, "normalizer"), what));
+  GL_ASSIGN_OR_RETURN(
+      state->pre_tokenizer,
+      tokenizer::PreTokenizer::from_json(tokenizer::field_or_null(root, "pre_tokenizer"), what));
+  GL_TRY(tokenizer::read_post_processor(tokenizer::field_or_null(root, "post_processor"),
+                                        "post_processor", what, state.get()));
   GL_TRY(tokenizer::check_decoder(tokenizer::field_or_null(root, "decoder"), "decoder", what));
 
-  GL_ASSIGN_OR_RETURN(std::vector<AddedToken> added,
-                      tokenizer::added_tokens_from_json(root, what));
+  GL_ASSIGN_OR_RETURN(std::vector<AddedToken> added, tokenizer::added_tokens_from_json(root, what));
   std::vector<AddedToken> raw, normalized;
   int32_t max_id = state->model.max_id();
   for (AddedToken& token : added) {
@@ -174,8 +173,10 @@ Result<Tokenizer> Tokenizer::from_json_text(const std::string& json_text, const 
   state->normalized_matcher = tokenizer::AddedTokenMatcher(std::move(normalized));
   state->vocab_size = max_id + 1;
 
-  for (int32_t id : state->template_prefix) {
-    if (id < 0 || id > max_id) return make_error(what, ": post_processor uses unknown id ", id);
+  for (const auto* ids : {&state->template_prefix, &state->template_suffix}) {
+    for (int32_t id : *ids) {
+      if (id < 0 || id > max_id) return make_error(what, ": post_processor uses unknown id ", id);
+    }
   }
   Tokenizer tokenizer;
   tokenizer.state_ = std::move(state);

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/cpu/linear_state.h"
+
 namespace golinear::kernels::cpu {
 
 namespace {
@@ -50,7 +52,8 @@ void attention_forward_generic(S* y, const S* q, const S* k, const S* v, int Tq,
                                int H, int G, int D, AttentionMask mask) {
   const int group = H / G;
   const S scale = S(1) / std::sqrt((S)D);
-#pragma omp parallel
+  const long keys = mask.window < 0 ? Tk : std::min<long>(Tk, mask.sinks + mask.window);
+#pragma omp parallel if ((long)Tq * H * D * keys >= kParallelMinWork)
   {
     std::vector<S> p(Tk);
 #pragma omp for collapse(2) schedule(static)
@@ -92,7 +95,8 @@ void attention_backward_generic(S* dq, S* dk, S* dv, const S* dy, const S* q, co
   const int group = H / G;
   const S scale = S(1) / std::sqrt((S)D);
   // Parallel over kv heads: dk and dv of kv head g are written only by the queries of its group.
-#pragma omp parallel for schedule(static)
+  const long keys = mask.window < 0 ? T : std::min<long>(T, mask.sinks + mask.window);
+#pragma omp parallel for schedule(static) if ((long)T * H * D * keys >= kParallelMinWork)
   for (int g = 0; g < G; ++g) {
     std::vector<S> p(T), dp(T);
     for (int h = g * group; h < (g + 1) * group; ++h) {

@@ -31,7 +31,7 @@ void gated_delta_recurrent_forward(S* o, S* state_final, const S* state_init, co
                                    const S* k, const S* v, const S* g, const S* beta, int N, int H,
                                    int Dk, int Dv) {
   const long state_size = (long)Dk * Dv;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if ((long)N * H * Dk * Dv >= kParallelMinWork)
   for (int h = 0; h < H; ++h) {
     std::vector<S> state(state_size, S(0)), scratch(Dv);
     if (state_init) std::copy_n(state_init + h * state_size, state_size, state.begin());
@@ -51,7 +51,7 @@ void gated_delta_chunked_forward(S* o, S* state_final, const S* state_init, cons
                                  int Dk, int Dv) {
   const long state_size = (long)Dk * Dv;
   const int chunk = kLinearStateChunk;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if ((long)N * H * Dk * Dv >= kParallelMinWork)
   for (int h = 0; h < H; ++h) {
     std::vector<S> state(state_size, S(0));  // S_0 of the current chunk, (Dk, Dv)
     if (state_init) std::copy_n(state_init + h * state_size, state_size, state.begin());
@@ -141,7 +141,7 @@ void gated_delta_backward(S* dq, S* dk, S* dv, S* dg, S* dbeta, const S* dout, c
   const long state_size = (long)Dk * Dv;
   const int chunk = kLinearStateChunk;
   const int segments = (N + chunk - 1) / chunk;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if ((long)N * H * Dk * Dv >= kParallelMinWork)
   for (int h = 0; h < H; ++h) {
     auto row_of = [&](int n) { return (long)n * H + h; };
     // Forward sweep: the state entering every segment, (segments, Dk, Dv).

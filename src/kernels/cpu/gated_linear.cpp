@@ -22,7 +22,7 @@ void gated_linear_recurrent_forward(S* o, S* state_final, const S* state_init, c
                                     const S* k, const S* v, const S* g, int N, int H, int Dk,
                                     int Dv) {
   const long state_size = (long)Dk * Dv;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if ((long)N * H * Dk * Dv >= kParallelMinWork)
   for (int h = 0; h < H; ++h) {
     std::vector<S> state(state_size, S(0));
     if (state_init) std::copy_n(state_init + h * state_size, state_size, state.begin());
@@ -42,7 +42,7 @@ void gated_linear_chunked_forward(S* o, S* state_final, const S* state_init, con
                                   int Dv) {
   const long state_size = (long)Dk * Dv;
   const int chunk = kLinearStateChunk;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if ((long)N * H * Dk * Dv >= kParallelMinWork)
   for (int h = 0; h < H; ++h) {
     std::vector<S> state(state_size, S(0));  // S_0 of the current chunk
     if (state_init) std::copy_n(state_init + h * state_size, state_size, state.begin());
@@ -93,7 +93,7 @@ void gated_linear_backward(S* dq, S* dk, S* dv, S* dg, const S* dout, const S* q
   const long state_size = (long)Dk * Dv;
   const int chunk = kLinearStateChunk;
   const int segments = (N + chunk - 1) / chunk;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if ((long)N * H * Dk * Dv >= kParallelMinWork)
   for (int h = 0; h < H; ++h) {
     auto row_of = [&](int n) { return (long)n * H + h; };
     auto decay_of = [&](long r) { return g ? g + r * Dk : nullptr; };

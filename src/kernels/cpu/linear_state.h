@@ -9,6 +9,10 @@ namespace golinear::kernels::cpu {
 // Tokens per chunk of the chunked forward forms, and per recomputed segment of the backwards.
 inline constexpr int kLinearStateChunk = 64;
 
+// Multiply-adds below which a kernel stays on one thread: for the tiny shapes of tests and decode,
+// waking threads costs more than it saves (and thrashes when cores are shared).
+inline constexpr long kParallelMinWork = 1L << 18;
+
 // o (Dv) = Sᵀ q: a query q (Dk) reads a state S (Dk, Dv).
 template <class S>
 inline void linear_state_query(S* o, const S* state, const S* q, int Dk, int Dv) {

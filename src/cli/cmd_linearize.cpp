@@ -1,0 +1,174 @@
+#include <cstdio>
+#include <filesystem>
+#include <sstream>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "cli/loading.h"
+#include "common/file.h"
+#include "io/checkpoint.h"
+#include "model/linearization.h"
+#include "train/attention_transfer.h"
+
+namespace golinear::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// "3,5,7" → {3, 5, 7}.
+Result<std::vector<int>> parse_layer_list(const std::string& text) {
+  std::vector<int> layers;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    char* end = nullptr;
+    long v = std::strtol(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || v < 0)
+      return make_error("golinear linearize: --keep-full-layers expects layer numbers like 0,3,7; got '", text, "'");
+    layers.push_back((int)v);
+  }
+  return layers;
+}
+
+struct LinearizeSettings {
+  std::string base, data, out;
+  mixers::MixerOptions mixer;
+  std::vector<int> keep_full;
+  long tokens = 0, steps = 0;
+  int seq_len = 0, batch = 1;
+  float lr = 3e-3f;
+  uint64_t seed = 0;
+  bool resume = false;
+  std::string stage = "transfer";
+};
+
+Result<LinearizeSettings> parse_settings(const Args& args, int model_context) {
+  LinearizeSettings s;
+  s.base = args.positional()[0];
+  s.data = args.get("data");
+  s.out = args.get("out");
+  if (s.data.empty()) return make_error("golinear linearize: --data FILE is required");
+  if (s.out.empty()) return make_error("golinear linearize: --out DIR is required");
+  GL_ASSIGN_OR_RETURN(s.mixer.kind, mixers::mixer_kind_parse(args.get("mixer", "gdn")));
+  GL_ASSIGN_OR_RETURN(s.mixer.mix, mixers::mix_kind_parse(args.get("mix", "gate")));
+  GL_ASSIGN_OR_RETURN(long sinks, args.get_int("sinks", 8, -1000000, 1000000));
+  GL_ASSIGN_OR_RETURN(long window, args.get_int("window", 56, -1000000, 1000000));
+  s.mixer.sinks = (int)sinks;
+  s.mixer.window = (int)window;
+  if (args.has("conv") && args.has("no-conv"))
+    return make_error("golinear linearize: --conv and --no-conv contradict each other");
+  s.mixer.conv = !args.has("no-conv");
+  s.mixer.linear_rope = args.has("linear-rope");
+  GL_TRY(mixers::mixer_options_validate(s.mixer));
+  if (args.has("keep-full-layers")) {
+    GL_ASSIGN_OR_RETURN(s.keep_full, parse_layer_list(args.get("keep-full-layers")));
+  }
+  GL_ASSIGN_OR_RETURN(long seq_len, args.get_int("seq-len", std::min(4096, model_context), 2, model_context));
+  s.seq_len = (int)seq_len;
+  GL_ASSIGN_OR_RETURN(long batch, args.get_int("batch", 1, 1, 4096));
+  s.batch = (int)batch;
+  if (args.has("tokens") && args.has("steps"))
+    return make_error("golinear linearize: give --tokens or --steps, not both");
+  GL_ASSIGN_OR_RETURN(s.tokens, args.get_int("tokens", 1000000, 1, 1L << 50));
+  GL_ASSIGN_OR_RETURN(s.steps, args.get_int("steps", 0, 1, 1L << 40));
+  if (!args.has("steps")) s.steps = std::max(1L, (s.tokens + (long)s.seq_len * s.batch - 1) / ((long)s.seq_len * s.batch));
+  GL_ASSIGN_OR_RETURN(double lr, args.get_double("lr", 3e-3, 1e-8, 1.0));
+  s.lr = (float)lr;
+  GL_ASSIGN_OR_RETURN(long seed, args.get_int("seed", 0, 0, 1L << 62));
+  s.seed = (uint64_t)seed;
+  s.resume = args.has("resume");
+  s.stage = args.get("stage", "transfer");
+  if (s.stage != "transfer")
+    return make_error("golinear linearize: --stage must be transfer (end-to-end distillation: see docs/RESULTS.md), got '", s.stage, "'");
+  const std::string device = args.get("device", "cpu");
+  if (device != "cpu")
+    return make_error("golinear linearize: --device ", device, " is not available in this build (cpu only)");
+  return s;
+}
+
+}  // namespace
+
+int cmd_linearize(const Argv& argv) {
+  auto args = Args::parse("linearize", argv,
+                          {{"data", true}, {"out", true}, {"mixer", true}, {"mix", true},
+                           {"sinks", true}, {"window", true}, {"conv", false}, {"no-conv", false},
+                           {"linear-rope", false}, {"keep-full-layers", true}, {"tokens", true},
+                           {"steps", true}, {"seq-len", true}, {"batch", true}, {"lr", true},
+                           {"seed", true}, {"device", true}, {"resume", false}, {"stage", true}},
+                          1, 1);
+  if (!args.ok()) return fail(args.error());
+  auto config = model_config_read(args->positional()[0] + "/config.json");
+  if (!config.ok()) return fail(config.error());
+  auto parsed = parse_settings(*args, config->max_position_embeddings);
+  if (!parsed.ok()) return fail(parsed.error());
+  const LinearizeSettings& s = *parsed;
+
+  // The run works in OUT.partial and renames it to OUT only when everything is written, so an
+  // interrupted run never leaves a directory that looks complete.
+  const std::string partial = s.out + ".partial";
+  if (fs::exists(s.out)) return fail(s.out + ": already exists; choose another --out");
+  if (fs::exists(partial) && !s.resume)
+    return fail(partial + ": an interrupted run is there; pass --resume to continue it or delete it");
+
+  auto loaded = load_model_and_tokenizer(s.base);
+  if (!loaded.ok()) return fail(loaded.error());
+  Model& model = *loaded->model;
+  for (const auto& mixer : model.mixers)
+    if (mixer->kind() != "softmax")
+      return fail(s.base + ": already linearized; linearize its base checkpoint instead");
+  auto students = linearized_mixers(model, s.mixer, s.keep_full, s.seed);
+  if (!students.ok()) return fail(students.error());
+
+  const int bos = loaded->tokenizer.bos_id().value_or(model.config.bos_token_id);
+  const int eos = model.config.eos_token_ids.empty() ? -1 : model.config.eos_token_ids[0];
+  train::DatasetOptions data_options;
+  data_options.seq_len = s.seq_len;
+  data_options.max_sequences = s.steps * s.batch;
+  data_options.seed = s.seed;
+  std::fprintf(stderr, "golinear linearize: tokenizing %s\n", s.data.c_str());
+  auto data = train::dataset_build(s.data, loaded->tokenizer, bos, eos, data_options);
+  if (!data.ok()) return fail(data.error());
+  if (data->size() < s.steps * s.batch)
+    std::fprintf(stderr, "golinear linearize: %s holds %ld sequences of %d tokens; %ld steps × %d "
+                 "will revisit them\n", s.data.c_str(), data->size(), s.seq_len, s.steps, s.batch);
+
+  if (Status st = checkpoint_copy_base(s.base, partial); !st.ok()) return fail(st.error());
+  train::TrainOptions options;
+  options.steps = s.steps;
+  options.batch = s.batch;
+  options.lr = s.lr;
+  options.warmup = std::max(1L, std::min(100L, s.steps / 20));
+  options.checkpoint_every = std::max(1L, s.steps / 10);
+  options.state_path = partial + "/train_state.safetensors";
+  options.resume = s.resume;
+  if (const char* stop = std::getenv("GOLINEAR_STOP_AFTER_STEPS")) options.stop_after = std::atol(stop);
+  auto report = train::attention_transfer(model, *students, *data, options);
+  if (!report.ok()) return fail(report.error());
+  if (report->steps_done < s.steps) {
+    std::fprintf(stderr, "golinear linearize: stopped after step %ld of %ld; resume with --resume\n",
+                 report->steps_done, s.steps);
+    return 3;
+  }
+
+  model.mixers = std::move(*students);
+  LinearizationRecipe recipe = linearization_recipe_of(model, s.mixer);
+  recipe.training = {{"stage", s.stage},           {"data", s.data},
+                     {"steps", s.steps},           {"batch", s.batch},
+                     {"seq_len", s.seq_len},       {"tokens", s.steps * s.batch * (long)s.seq_len},
+                     {"lr", s.lr},                 {"seed", s.seed},
+                     {"final_nmse", report->final_loss},
+                     {"layer_nmse", report->layer_nmse},
+                     {"tokens_per_s", report->tokens_per_s}};
+  if (Status st = linearization_save(model, recipe, partial); !st.ok()) return fail(st.error());
+  fs::remove(options.state_path);
+  std::error_code ec;
+  fs::rename(partial, s.out, ec);
+  if (ec) return fail(s.out + ": cannot move the finished run into place (" + ec.message() + ")");
+  Json summary = {{"out", s.out}, {"steps", s.steps}, {"final_nmse", report->final_loss},
+                  {"layer_nmse", report->layer_nmse}, {"tokens_per_s", report->tokens_per_s}};
+  std::printf("%s\n", summary.dump().c_str());
+  return 0;
+}
+
+}  // namespace golinear::cli

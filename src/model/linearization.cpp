@@ -1,0 +1,143 @@
+#include "model/linearization.h"
+
+#include <algorithm>
+
+#include "common/file.h"
+#include "io/safetensors.h"
+#include "mixers/softmax_mixer.h"
+
+namespace golinear {
+
+namespace {
+
+constexpr const char* kFormat = "golinear.linearization";
+constexpr int kVersion = 1;
+
+Json base_shape_json(const ModelConfig& c) {
+  return {{"architecture", c.architecture}, {"num_hidden_layers", c.num_layers},
+          {"hidden_size", c.hidden_size},   {"num_attention_heads", c.num_heads},
+          {"num_key_value_heads", c.num_kv_heads}, {"head_dim", c.head_dim},
+          {"vocab_size", c.vocab_size}};
+}
+
+}  // namespace
+
+Result<MixerStack> linearized_mixers(const Model& model, const mixers::MixerOptions& options,
+                                     const std::vector<int>& keep_full, uint64_t seed) {
+  GL_TRY(mixers::mixer_options_validate(options));
+  const int L = model.config.num_layers;
+  for (int l : keep_full)
+    if (l < 0 || l >= L)
+      return make_error("keep-full layer ", l, " does not exist (the model has ", L, " layers)");
+  MixerStack stack(L);
+  for (int l = 0; l < L; ++l) {
+    if (std::find(keep_full.begin(), keep_full.end(), l) != keep_full.end()) {
+      stack[l] = std::make_unique<mixers::SoftmaxMixer>(model.attention_shape());
+      continue;
+    }
+    GL_ASSIGN_OR_RETURN(stack[l], mixers::mixer_create(options, model.attention_shape(), seed + l));
+  }
+  return stack;
+}
+
+LinearizationRecipe linearization_recipe_of(const Model& model,
+                                            const mixers::MixerOptions& options) {
+  LinearizationRecipe recipe;
+  recipe.options = options;
+  for (const auto& mixer : model.mixers) recipe.layer_mixers.push_back(mixer->kind());
+  return recipe;
+}
+
+Status linearization_save(const Model& model, const LinearizationRecipe& recipe,
+                          const std::string& dir) {
+  const auto& o = recipe.options;
+  Json json = {
+      {"format", kFormat},
+      {"version", kVersion},
+      {"base", base_shape_json(model.config)},
+      {"recipe",
+       {{"mixer", mixers::to_string(o.kind)}, {"mix", mixers::to_string(o.mix)},
+        {"sinks", o.sinks}, {"window", o.window}, {"conv", o.conv},
+        {"linear_rope", o.linear_rope}}},
+      {"layers", recipe.layer_mixers},
+      {"training", recipe.training},
+  };
+  std::vector<TensorToWrite> tensors;
+  for (size_t l = 0; l < model.mixers.size(); ++l)
+    for (mixers::Parameter* p : model.mixers[l]->parameters())
+      tensors.push_back({str_cat("layers.", l, ".", p->name), p->shape, p->value.data()});
+  // Weights first, the JSON last: a directory with linearization.json is complete.
+  GL_TRY(safetensors_write(dir + "/linearization.safetensors", tensors,
+                           {{"format", kFormat}}));
+  return file_write_atomic(dir + "/linearization.json", json.dump(2) + "\n");
+}
+
+Result<LinearizationRecipe> linearization_recipe_parse(const Json& json, const ModelConfig& config,
+                                                       const std::string& what) {
+  GL_ASSIGN_OR_RETURN(std::string format, json_get<std::string>(json, "format", what));
+  if (format != kFormat) return make_error(what, ": not a golinear linearization (format '", format, "')");
+  GL_ASSIGN_OR_RETURN(int version, json_get<int>(json, "version", what));
+  if (version != kVersion)
+    return make_error(what, ": linearization version ", version, " is not supported (expected ", kVersion, ")");
+  GL_ASSIGN_OR_RETURN(Json base, json_get<Json>(json, "base", what));
+  const Json expected = base_shape_json(config);
+  for (const auto& [key, value] : expected.items()) {
+    if (!base.contains(key) || base[key] != value)
+      return make_error(what, ": made for a model with ", key, " = ",
+                        base.contains(key) ? base[key].dump() : "?", ", but this model has ",
+                        value.dump());
+  }
+  GL_ASSIGN_OR_RETURN(Json r, json_get<Json>(json, "recipe", what));
+  const std::string rwhat = what + " recipe";
+  LinearizationRecipe recipe;
+  GL_ASSIGN_OR_RETURN(std::string kind, json_get<std::string>(r, "mixer", rwhat));
+  GL_ASSIGN_OR_RETURN(recipe.options.kind, mixers::mixer_kind_parse(kind));
+  GL_ASSIGN_OR_RETURN(std::string mix, json_get<std::string>(r, "mix", rwhat));
+  GL_ASSIGN_OR_RETURN(recipe.options.mix, mixers::mix_kind_parse(mix));
+  GL_ASSIGN_OR_RETURN(recipe.options.sinks, json_get<int>(r, "sinks", rwhat));
+  GL_ASSIGN_OR_RETURN(recipe.options.window, json_get<int>(r, "window", rwhat));
+  GL_ASSIGN_OR_RETURN(recipe.options.conv, json_get<bool>(r, "conv", rwhat));
+  GL_ASSIGN_OR_RETURN(recipe.options.linear_rope, json_get<bool>(r, "linear_rope", rwhat));
+  GL_TRY(mixers::mixer_options_validate(recipe.options));
+  GL_ASSIGN_OR_RETURN(recipe.layer_mixers, json_get<std::vector<std::string>>(json, "layers", what));
+  if ((int)recipe.layer_mixers.size() != config.num_layers)
+    return make_error(what, ": lists ", recipe.layer_mixers.size(), " layers, the model has ",
+                      config.num_layers);
+  for (const std::string& m : recipe.layer_mixers)
+    if (m != "softmax" && m != kind)
+      return make_error(what, ": layer mixer '", m, "' is neither 'softmax' nor the recipe's '", kind, "'");
+  if (json.contains("training")) recipe.training = json["training"];
+  return recipe;
+}
+
+Status linearization_apply(Model& model, const std::string& dir) {
+  const std::string json_path = dir + "/linearization.json";
+  const std::string weights_path = dir + "/linearization.safetensors";
+  GL_ASSIGN_OR_RETURN(Json json, json_read_file(json_path));
+  GL_ASSIGN_OR_RETURN(LinearizationRecipe recipe,
+                      linearization_recipe_parse(json, model.config, json_path));
+  std::vector<int> keep_full;
+  for (int l = 0; l < (int)recipe.layer_mixers.size(); ++l)
+    if (recipe.layer_mixers[l] == "softmax") keep_full.push_back(l);
+  GL_ASSIGN_OR_RETURN(model.mixers, linearized_mixers(model, recipe.options, keep_full, 0));
+  GL_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> file, SafetensorsFile::open(weights_path));
+  size_t expected = 0;
+  for (size_t l = 0; l < model.mixers.size(); ++l) {
+    for (mixers::Parameter* p : model.mixers[l]->parameters()) {
+      ++expected;
+      const std::string name = str_cat("layers.", l, ".", p->name);
+      const TensorView* t = file->find(name);
+      if (!t) return make_error(weights_path, ": missing parameter '", name, "'");
+      if (t->shape != p->shape)
+        return make_error(weights_path, ": parameter '", name, "' has shape ",
+                          shape_string(t->shape), ", the recipe needs ", shape_string(p->shape));
+      GL_TRY(tensor_to_f32(*t, p->value.data(), weights_path));
+    }
+  }
+  if (file->tensors().size() != expected)
+    return make_error(weights_path, ": holds ", file->tensors().size(),
+                      " tensors but the recipe has ", expected, " parameters");
+  return ok_status();
+}
+
+}  // namespace golinear

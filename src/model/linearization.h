@@ -1,0 +1,43 @@
+// A linearized checkpoint is the base checkpoint directory plus two files (DESIGN.md §4):
+//   linearization.json         the recipe (mixer options), the mixer of every layer ("softmax" for
+//                              layers kept full), the base shapes it was made for, training notes;
+//   linearization.safetensors  the new parameters, "layers.<l>.<name>" (fp32).
+// model_load() applies them when present; a recipe that does not fit the base model, or a file
+// that lacks, adds or misshapes a parameter, is refused with the reason.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/json.h"
+#include "mixers/mixer_factory.h"
+#include "model/transformer.h"
+
+namespace golinear {
+
+struct LinearizationRecipe {
+  mixers::MixerOptions options;
+  std::vector<std::string> layer_mixers;  // per layer: to_string(options.kind) or "softmax"
+  Json training = Json::object();         // free-form notes written by `linearize`
+};
+
+// Fresh mixers for `model`: softmax attention for the layers in `keep_full`, a mixer of
+// `options` for every other (parameters initialised from `seed`, layer l with seed + l).
+Result<MixerStack> linearized_mixers(const Model& model, const mixers::MixerOptions& options,
+                                     const std::vector<int>& keep_full, uint64_t seed);
+
+// The recipe of a model's current mixers.
+LinearizationRecipe linearization_recipe_of(const Model& model, const mixers::MixerOptions& options);
+
+// Writes linearization.json and linearization.safetensors of `model` into `dir`.
+Status linearization_save(const Model& model, const LinearizationRecipe& recipe,
+                          const std::string& dir);
+
+// Reads dir/linearization.{json,safetensors} and installs the mixers into `model`.
+Status linearization_apply(Model& model, const std::string& dir);
+
+// Parses the recipe part of linearization.json (`what` names the file).
+Result<LinearizationRecipe> linearization_recipe_parse(const Json& json, const ModelConfig& config,
+                                                       const std::string& what);
+
+}  // namespace golinear
