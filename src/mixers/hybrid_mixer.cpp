@@ -358,8 +358,11 @@ StateShift state_shift(const Dims& dm, int T) {
 }
 
 // o (T, H, Dv) = q-features read against the delayed state; rows t < s + w stay 0.
+// state_final (H, Dk, Dv) or null receives the state of tokens s .. T−w−1 (what a decode cache
+// holds after T tokens); it is left untouched when no token has left the window.
 template <class S>
-void state_forward(const Dims& dm, const LinearFeatures<S>& f, int T, StateForm form, S* o) {
+void state_forward(const Dims& dm, const LinearFeatures<S>& f, int T, StateForm form, S* o,
+                   S* state_final = nullptr) {
   const int H = dm.H, Dk = dm.Dk, Dv = dm.Dv, nd = dm.decay_size;
   const StateShift sh = state_shift(dm, T);
   std::fill(o, o + (long)T * H * Dv, S(0));
@@ -373,16 +376,18 @@ void state_forward(const Dims& dm, const LinearFeatures<S>& f, int T, StateForm 
     const S* g = f.g.data() + kr;
     const S* beta = f.beta.data() + kr;
     if (form == StateForm::chunked)
-      cpu::gated_delta_chunked_forward<S>(out, nullptr, nullptr, q, k, v, g, beta, sh.N, H, Dk, Dv);
+      cpu::gated_delta_chunked_forward<S>(out, state_final, nullptr, q, k, v, g, beta, sh.N, H,
+                                          Dk, Dv);
     else
-      cpu::gated_delta_recurrent_forward<S>(out, nullptr, nullptr, q, k, v, g, beta, sh.N, H, Dk,
-                                            Dv);
+      cpu::gated_delta_recurrent_forward<S>(out, state_final, nullptr, q, k, v, g, beta, sh.N, H,
+                                            Dk, Dv);
   } else {
     const S* g = nd > 0 ? f.g.data() + kr * nd : nullptr;
     if (form == StateForm::chunked)
-      cpu::gated_linear_chunked_forward<S>(out, nullptr, nullptr, q, k, v, g, sh.N, H, Dk, Dv);
+      cpu::gated_linear_chunked_forward<S>(out, state_final, nullptr, q, k, v, g, sh.N, H, Dk, Dv);
     else
-      cpu::gated_linear_recurrent_forward<S>(out, nullptr, nullptr, q, k, v, g, sh.N, H, Dk, Dv);
+      cpu::gated_linear_recurrent_forward<S>(out, state_final, nullptr, q, k, v, g, sh.N, H, Dk,
+                                             Dv);
   }
 }
 
@@ -529,9 +534,11 @@ struct HybridActivations {
   std::vector<S> lambda;      // (T, H) mix gate
 };
 
+// The whole sequence, keeping every activation in `a`; state_final as in state_forward.
 template <class S>
 void hybrid_run_forward(const Dims& dm, const MixerOptions& o, const HybridTensors<const S*>& p,
-                        const HybridInputs<S>& in, StateForm form, HybridActivations<S>& a, S* y) {
+                        const HybridInputs<S>& in, StateForm form, HybridActivations<S>& a, S* y,
+                        S* state_final = nullptr) {
   const int T = in.T, H = dm.H, G = dm.G, D = dm.D;
   const long nq = (long)T * H * D, nk = (long)T * G * D;
   a.qc.resize(nq), a.kc.resize(nk), a.vc.resize(nk);
@@ -556,7 +563,7 @@ void hybrid_run_forward(const Dims& dm, const MixerOptions& o, const HybridTenso
     linear_features_forward(dm, o, p, in.x, a.qc.data(), a.kc.data(), a.vc.data(), T, 0,
                             in.inv_freq, a.features);
     a.o.resize((long)T * H * dm.Dv);
-    state_forward(dm, a.features, T, form, a.o.data());
+    state_forward(dm, a.features, T, form, a.o.data(), state_final);
     a.y_lin.resize(nq);
     linear_output_forward(dm, a.o.data(), T, a.y_lin.data());
   }
@@ -861,11 +868,54 @@ std::unique_ptr<MixerCache> HybridMixer::make_cache() const {
   return c;
 }
 
+// Prefill of an empty cache with T > 1 tokens: one chunked forward of the whole prompt, then the
+// cache is filled from its activations as if the tokens had been decoded one by one (conv history,
+// sinks, ring of the last w tokens, and the state of the tokens s .. T−w−1).
+void HybridMixer::prefill(MixerCache& base, const MixerInputs& in, float* y) const {
+  auto& c = static_cast<HybridCache&>(base);
+  const Dims dm = dims_of(options_, shape_);
+  const int T = in.T, s = dm.s, w = dm.w, H = dm.H, Dk = dm.Dk, Dv = dm.Dv, nd = dm.decay_size;
+  const long HD = (long)H * dm.D, GD = (long)dm.G * dm.D;
+  HybridActivations<float> a;
+  hybrid_run_forward(dm, options_, tensors(), HybridInputs<float>{T, in.x, in.q, in.k, in.v, in.inv_freq},
+                     StateForm::chunked, a, y, dm.has_linear ? c.state.data() : nullptr);
+  if (options_.conv) {  // history rows are positions T−3 .. T−1 (zero before the first token)
+    const int K = cpu::kShortConvWidth - 1;
+    for (int r = 0; r < K; ++r) {
+      const int t = T - K + r;
+      if (t < 0) continue;
+      std::copy_n(in.q + t * HD, HD, c.conv_q.begin() + r * HD);
+      std::copy_n(in.k + t * GD, GD, c.conv_k.begin() + r * GD);
+      std::copy_n(in.v + t * GD, GD, c.conv_v.begin() + r * GD);
+    }
+  }
+  if (dm.has_exact) {
+    for (int j = 0; j < std::min(s, T); ++j) {
+      std::copy_n(a.kr.begin() + j * GD, GD, c.sink_k.begin() + j * GD);
+      std::copy_n(a.vc.begin() + j * GD, GD, c.sink_v.begin() + j * GD);
+    }
+    for (int j = std::max(0, T - w); j < T; ++j) {
+      const long slot = j % w;
+      std::copy_n(a.kr.begin() + j * GD, GD, c.ring_k.begin() + slot * GD);
+      std::copy_n(a.vc.begin() + j * GD, GD, c.ring_v.begin() + slot * GD);
+      if (!dm.has_linear) continue;
+      const LinearFeatures<float>& f = a.features;
+      std::copy_n(f.kf.begin() + j * H * Dk, H * Dk, c.ring_kf.begin() + slot * H * Dk);
+      std::copy_n(f.vf.begin() + j * H * Dv, H * Dv, c.ring_vf.begin() + slot * H * Dv);
+      std::copy_n(f.g.begin() + j * H * nd, H * nd, c.ring_g.begin() + slot * H * nd);
+      if (dm.kind == MixerKind::gdn)
+        std::copy_n(f.beta.begin() + j * H, H, c.ring_beta.begin() + slot * H);
+    }
+  }
+  c.position = T;
+}
+
 // Token by token: the recurrent form. Per token at position t:
 //   conv → features of t → push token t − w (leaving the window) into the state (w = 0: token t
 //   itself) → store t in sinks/ring → exact attention over sinks ∪ window → read the state → mix.
 void HybridMixer::forward_cached(MixerCache& base, const MixerInputs& in, float* y) const {
   auto& c = static_cast<HybridCache&>(base);
+  if (c.position == 0 && in.T > 1) return prefill(c, in, y);
   const Dims dm = dims_of(options_, shape_);
   const auto p = tensors();
   const int C = dm.C, H = dm.H, G = dm.G, D = dm.D, s = dm.s, w = dm.w;

@@ -145,6 +145,8 @@ void hybrid_backward(const MixerOptions& options, const AttentionShape& shape,
 //           g and β), pushed into the state when the token leaves the window;
 //   state   (H, Dk, Dv) fp32;
 //   conv    the last 3 raw q, k, v rows.
+// forward_cached on an empty cache with T > 1 (a prompt) runs the chunked forward and fills the
+// cache from it; otherwise it steps token by token (the recurrent form).
 class HybridMixer final : public Mixer {
  public:
   HybridMixer(const MixerOptions& options, const AttentionShape& shape, uint64_t seed);
@@ -161,6 +163,9 @@ class HybridMixer final : public Mixer {
   HybridTensors<const float*> tensors() const;  // views of the parameter values
 
  private:
+  // forward_cached on an empty cache with more than one token: the chunked form over the prompt.
+  void prefill(MixerCache& cache, const MixerInputs& in, float* y) const;
+
   MixerOptions options_;
   AttentionShape shape_;
   std::vector<Parameter> parameters_;

@@ -31,6 +31,11 @@ std::string recipe_name(const ::testing::TestParamInfo<Recipe>& info) {
          (r.conv ? "_conv" : "_noconv") + "_" + to_string(r.mix) + (r.linear_rope ? "_rope" : "");
 }
 
+void PrintTo(const Recipe& r, std::ostream* os) {
+  *os << to_string(r.kind) << " s=" << r.sinks << " w=" << r.window << " conv=" << r.conv
+      << " mix=" << to_string(r.mix) << " linear_rope=" << r.linear_rope;
+}
+
 MixerOptions options_of(const Recipe& r) {
   MixerOptions o;
   o.kind = r.kind, o.sinks = r.sinks, o.window = r.window, o.conv = r.conv, o.mix = r.mix;
@@ -89,6 +94,16 @@ TEST_P(HybridForms, CachedDecodeEqualsForward) {
       for (int t = 0; t < T; ++t) mixer->forward_cached(*cache, in.slice(kShape, t, 1), y.data() + t * HD);
       EXPECT_EQ(cache->position, T);
       EXPECT_LE(max_abs_diff(y, y_full), tol) << "token by token, T=" << T;
+    }
+    // A prompt (the chunked prefill), then token by token.
+    {
+      auto cache = mixer->make_cache();
+      std::vector<float> y(T * HD, -99.0f);
+      const int prompt = std::max(2, 2 * T / 3);
+      mixer->forward_cached(*cache, in.slice(kShape, 0, std::min(prompt, T)), y.data());
+      for (int t = prompt; t < T; ++t)
+        mixer->forward_cached(*cache, in.slice(kShape, t, 1), y.data() + t * HD);
+      EXPECT_LE(max_abs_diff(y, y_full), tol) << "prompt then tokens, T=" << T;
     }
     // Uneven pieces: 5, 1, 30, 5, 1, 30, ...
     {

@@ -26,6 +26,11 @@ std::string case_name(const ::testing::TestParamInfo<GradientCase>& info) {
          std::to_string(c.window) + (c.conv ? "_conv" : "") + (c.linear_rope ? "_rope" : "");
 }
 
+void PrintTo(const GradientCase& c, std::ostream* os) {
+  *os << to_string(c.kind) << " mix=" << to_string(c.mix) << " s=" << c.sinks << " w=" << c.window
+      << " conv=" << c.conv << " linear_rope=" << c.linear_rope;
+}
+
 MixerOptions options_of(const GradientCase& c) {
   MixerOptions o;
   o.kind = c.kind, o.mix = c.mix, o.sinks = c.sinks, o.window = c.window, o.conv = c.conv;

@@ -1,0 +1,183 @@
+// The golinear binary as a user runs it: outputs, exit codes, and one clear line for each kind
+// of bad input.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "common/json.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kFixtures = std::string(GOLINEAR_TEST_DATA) + "/fixtures/";
+const std::string kLlama = kFixtures + "random-llama";
+
+struct CliRun {
+  int status;
+  std::string out, err;
+};
+
+std::string slurp(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("golinear_cli_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  CliRun run(const std::string& args, const std::string& env = "") {
+    const fs::path out = dir_ / "stdout", err = dir_ / "stderr";
+    const std::string command = env + " " + GOLINEAR_CLI + " " + args + " >" + out.string() +
+                                " 2>" + err.string() + " </dev/null";
+    int raw = std::system(command.c_str());
+    return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, slurp(out), slurp(err)};
+  }
+
+  std::string write(const std::string& name, const std::string& text) {
+    std::ofstream(dir_ / name) << text;
+    return (dir_ / name).string();
+  }
+
+  // A copy of the random-llama fixture whose `file` is replaced by `text`.
+  std::string broken_checkpoint(const std::string& file, const std::string& text) {
+    const fs::path copy = dir_ / "ckpt";
+    fs::create_directories(copy);
+    for (const auto& e : fs::directory_iterator(kLlama)) fs::copy_file(e.path(), copy / e.path().filename());
+    std::ofstream(copy / file, std::ios::trunc) << text;
+    return copy.string();
+  }
+
+  // The one-line error contract: non-zero exit, exactly one line on stderr naming `what`.
+  void expect_one_line_error(const CliRun& r, const std::string& what) {
+    EXPECT_NE(r.status, 0);
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_NE(r.err.find(what), std::string::npos) << r.err;
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(Cli, InfoReportsTheArchitecture) {
+  CliRun r = run("info " + kFixtures + "random-qwen3");
+  ASSERT_EQ(r.status, 0) << r.err;
+  golinear::Json info = golinear::Json::parse(r.out);
+  EXPECT_EQ(info["architecture"], "Qwen3ForCausalLM");
+  EXPECT_EQ(info["head_dim"], 32);
+  EXPECT_EQ(info["layers"], 2);
+  EXPECT_GT(info["parameters"].get<long>(), 0);
+}
+
+TEST_F(Cli, TokenizeWithAndWithoutSpecialTokens) {
+  std::string input = write("in.jsonl", "{\"text\": \"Hello world\"}\n{\"text\": \"\"}\n");
+  CliRun with = run("tokenize " + kLlama + " --input " + input);
+  ASSERT_EQ(with.status, 0) << with.err;
+  EXPECT_EQ(with.out, "{\"ids\":[0,41,7402,3153]}\n{\"ids\":[0]}\n");
+  CliRun without = run("tokenize " + kLlama + " --input " + input + " --no-special");
+  EXPECT_EQ(without.out, "{\"ids\":[41,7402,3153]}\n{\"ids\":[]}\n");
+}
+
+TEST_F(Cli, ScoreDecodeEqualsPrefill) {
+  std::string input = write("in.jsonl", "{\"text\": \"The quick brown fox jumps over the lazy dog.\"}\n{\"ids\": [0, 5, 9, 200, 31]}\n");
+  CliRun prefill = run("score " + kLlama + " --input " + input);
+  CliRun decode = run("score " + kLlama + " --input " + input + " --mode decode");
+  ASSERT_EQ(prefill.status, 0) << prefill.err;
+  ASSERT_EQ(decode.status, 0) << decode.err;
+  std::istringstream a(prefill.out), b(decode.out);
+  std::string la, lb;
+  int rows = 0;
+  while (std::getline(a, la) && std::getline(b, lb)) {
+    auto ja = golinear::Json::parse(la), jb = golinear::Json::parse(lb);
+    EXPECT_EQ(ja["ids"], jb["ids"]);
+    ASSERT_EQ(ja["logprobs"].size(), ja["ids"].size() - 1);
+    for (size_t i = 0; i < ja["logprobs"].size(); ++i)
+      EXPECT_NEAR(ja["logprobs"][i].get<double>(), jb["logprobs"][i].get<double>(), 1e-4);
+    ++rows;
+  }
+  EXPECT_EQ(rows, 2);
+}
+
+TEST_F(Cli, GenerateIsDeterministicForASeed) {
+  const std::string args = "generate " + kLlama + " --prompt 'Once upon' --max-new-tokens 6 --temperature 0.8 --top-p 0.9 --seed 3";
+  CliRun a = run(args), b = run(args);
+  ASSERT_EQ(a.status, 0) << a.err;
+  EXPECT_EQ(a.out, b.out);
+  EXPECT_EQ(a.out.rfind("Once upon", 0), 0u);
+}
+
+TEST_F(Cli, BadInputGetsOneClearLine) {
+  expect_one_line_error(run("frobnicate " + kLlama), "unknown command 'frobnicate'");
+  expect_one_line_error(run("score " + kLlama + " --input x --bogus"), "unknown option --bogus");
+  expect_one_line_error(run("generate " + kLlama + " --prompt hi --max-new-tokens abc"), "--max-new-tokens expects an integer");
+  expect_one_line_error(run("score " + kLlama + " --input " + write("bad.jsonl", "{\"text\": \"ok\"}\n{\"text\": \n")), "bad.jsonl:2");
+  expect_one_line_error(run("score " + kLlama + " --input " + write("ids.jsonl", "{\"ids\": [1, 99999]}\n")), "token id 99999 outside the vocabulary");
+  expect_one_line_error(run("score " + kLlama + " --input " + write("nofield.jsonl", "{\"txt\": 1}\n")), "expected a field \"text\" or \"ids\"");
+  expect_one_line_error(run("info " + (dir_ / "nowhere").string()), "config.json");
+  expect_one_line_error(run("score " + kLlama + " --input in.jsonl --mode sideways"), "--mode must be prefill or decode");
+}
+
+TEST_F(Cli, BrokenCheckpointFilesAreNamed) {
+  expect_one_line_error(run("info " + broken_checkpoint("config.json", "{\"architectures\": [")), "config.json: malformed JSON");
+  fs::remove_all(dir_ / "ckpt");
+  std::string input = write("in.jsonl", "{\"text\": \"hi\"}\n");
+  expect_one_line_error(run("score " + broken_checkpoint("tokenizer.json", "{\"model\": 3}") + " --input " + input), "tokenizer.json");
+  fs::remove_all(dir_ / "ckpt");
+  expect_one_line_error(run("info " + broken_checkpoint("model.safetensors", "garbage!!")), "model.safetensors");
+  fs::remove_all(dir_ / "ckpt");
+  expect_one_line_error(run("info " + broken_checkpoint("config.json", slurp(kLlama + "/config.json").replace(slurp(kLlama + "/config.json").find("LlamaForCausalLM"), 16, "GPT2LMHeadModel"))), "unsupported architecture 'GPT2LMHeadModel'");
+}
+
+TEST_F(Cli, LinearizeWritesACheckpointThatLoadsAndResumes) {
+  std::string data = write("data.jsonl", [] {
+    std::string s;
+    for (int i = 0; i < 40; ++i) s += "{\"text\": \"Document " + std::to_string(i) + ": the grass is green and the sky is blue, number " + std::to_string(i * 7) + ".\"}\n";
+    return s;
+  }());
+  const std::string common = "linearize " + kLlama + " --data " + data + " --steps 4 --seq-len 32 --sinks 2 --window 6 --seed 1";
+  // Interrupted after 2 of 4 steps: OUT does not exist, OUT.partial holds the resume state.
+  const std::string out = (dir_ / "lin").string();
+  CliRun stopped = run(common + " --out " + out, "GOLINEAR_STOP_AFTER_STEPS=2");
+  EXPECT_EQ(stopped.status, 3) << stopped.err;
+  EXPECT_FALSE(fs::exists(out));
+  EXPECT_TRUE(fs::exists(out + ".partial/train_state.safetensors"));
+  expect_one_line_error(run(common + " --out " + out), "pass --resume");
+  CliRun resumed = run(common + " --out " + out + " --resume");
+  ASSERT_EQ(resumed.status, 0) << resumed.err;
+  EXPECT_TRUE(fs::exists(out + "/linearization.json"));
+  EXPECT_FALSE(fs::exists(out + ".partial"));
+  // The same run without interruption gives the same parameters, and the base weights are the
+  // base model's bytes.
+  const std::string straight = (dir_ / "straight").string();
+  ASSERT_EQ(run(common + " --out " + straight).status, 0);
+  EXPECT_EQ(slurp(out + "/linearization.safetensors"), slurp(straight + "/linearization.safetensors"));
+  EXPECT_EQ(slurp(out + "/model.safetensors"), slurp(kLlama + "/model.safetensors"));
+  // Every command loads the result; decode through the constant-memory cache equals prefill.
+  std::string input = write("in.jsonl", "{\"text\": \"The grass is green and the sky is blue and the grass is green again, number 7.\"}\n");
+  CliRun prefill = run("score " + out + " --input " + input);
+  CliRun decode = run("score " + out + " --input " + input + " --mode decode");
+  ASSERT_EQ(prefill.status, 0) << prefill.err;
+  auto ja = golinear::Json::parse(prefill.out), jb = golinear::Json::parse(decode.out);
+  for (size_t i = 0; i < ja["logprobs"].size(); ++i)
+    EXPECT_NEAR(ja["logprobs"][i].get<double>(), jb["logprobs"][i].get<double>(), 1e-4);
+  CliRun ppl = run("eval ppl " + out + " --input " + data + " --seq-len 32 --json");
+  ASSERT_EQ(ppl.status, 0) << ppl.err;
+  EXPECT_GT(golinear::Json::parse(ppl.out)["ppl"].get<double>(), 1.0);
+  expect_one_line_error(run(common + " --out " + out), "already exists");
+  expect_one_line_error(run("linearize " + kLlama + " --data " + data + " --out x --mixer transformer"), "transformer");
+  expect_one_line_error(run("linearize " + kLlama + " --data " + data + " --out x --window -3"), "window");
+}
+
+}  // namespace
