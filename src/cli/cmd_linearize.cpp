@@ -9,6 +9,7 @@
 #include "io/checkpoint.h"
 #include "model/linearization.h"
 #include "train/attention_transfer.h"
+#include "train/distillation.h"
 
 namespace golinear::cli {
 
@@ -40,7 +41,9 @@ struct LinearizeSettings {
   float lr = 3e-3f;
   uint64_t seed = 0;
   bool resume = false;
-  std::string stage = "transfer";
+  std::string stage = "both";
+  long e2e_steps = 0;
+  float e2e_lr = 1e-3f;
 };
 
 Result<LinearizeSettings> parse_settings(const Args& args, int model_context) {
@@ -78,9 +81,19 @@ Result<LinearizeSettings> parse_settings(const Args& args, int model_context) {
   GL_ASSIGN_OR_RETURN(long seed, args.get_int("seed", 0, 0, 1L << 62));
   s.seed = (uint64_t)seed;
   s.resume = args.has("resume");
-  s.stage = args.get("stage", "transfer");
-  if (s.stage != "transfer")
-    return make_error("golinear linearize: --stage must be transfer (end-to-end distillation: see docs/RESULTS.md), got '", s.stage, "'");
+  s.stage = args.get("stage", "both");
+  if (s.stage != "transfer" && s.stage != "e2e" && s.stage != "both")
+    return make_error("golinear linearize: --stage must be transfer, e2e or both, got '", s.stage, "'");
+  // Stage 2 budget: --e2e-tokens, by default a quarter of the stage-1 budget (the recipe anchor
+  // used 1 M end-to-end tokens after 4 M of attention transfer).
+  const long per_step = (long)s.seq_len * s.batch;
+  GL_ASSIGN_OR_RETURN(long e2e_tokens, args.get_int("e2e-tokens", s.steps * per_step / 4, 0, 1L << 50));
+  s.e2e_steps = s.stage == "transfer" ? 0 : e2e_tokens / per_step;
+  if (s.stage == "e2e" && s.e2e_steps == 0) s.e2e_steps = s.steps;
+  if (s.stage == "both" && s.e2e_steps == 0) s.stage = "transfer";  // budget too small for stage 2
+  if (s.stage == "e2e") s.steps = 0;
+  GL_ASSIGN_OR_RETURN(double e2e_lr, args.get_double("e2e-lr", 1e-3, 1e-8, 1.0));
+  s.e2e_lr = (float)e2e_lr;
   const std::string device = args.get("device", "cpu");
   if (device != "cpu")
     return make_error("golinear linearize: --device ", device, " is not available in this build (cpu only)");
@@ -95,7 +108,8 @@ int cmd_linearize(const Argv& argv) {
                            {"sinks", true}, {"window", true}, {"conv", false}, {"no-conv", false},
                            {"linear-rope", false}, {"keep-full-layers", true}, {"tokens", true},
                            {"steps", true}, {"seq-len", true}, {"batch", true}, {"lr", true},
-                           {"seed", true}, {"device", true}, {"resume", false}, {"stage", true}},
+                           {"seed", true}, {"device", true}, {"resume", false}, {"stage", true},
+                           {"e2e-tokens", true}, {"e2e-lr", true}},
                           1, 1);
   if (!args.ok()) return fail(args.error());
   auto config = model_config_read(args->positional()[0] + "/config.json");
@@ -124,12 +138,12 @@ int cmd_linearize(const Argv& argv) {
   const int eos = model.config.eos_token_ids.empty() ? -1 : model.config.eos_token_ids[0];
   train::DatasetOptions data_options;
   data_options.seq_len = s.seq_len;
-  data_options.max_sequences = s.steps * s.batch;
+  data_options.max_sequences = std::max(s.steps, s.e2e_steps) * s.batch;
   data_options.seed = s.seed;
   std::fprintf(stderr, "golinear linearize: tokenizing %s\n", s.data.c_str());
   auto data = train::dataset_build(s.data, loaded->tokenizer, bos, eos, data_options);
   if (!data.ok()) return fail(data.error());
-  if (data->size() < s.steps * s.batch)
+  if (data->size() < std::max(s.steps, s.e2e_steps) * s.batch)
     std::fprintf(stderr, "golinear linearize: %s holds %ld sequences of %d tokens; %ld steps × %d "
                  "will revisit them\n", s.data.c_str(), data->size(), s.seq_len, s.steps, s.batch);
 
@@ -140,33 +154,64 @@ int cmd_linearize(const Argv& argv) {
   options.lr = s.lr;
   options.warmup = std::max(1L, std::min(100L, s.steps / 20));
   options.checkpoint_every = std::max(1L, s.steps / 10);
-  options.state_path = partial + "/train_state.safetensors";
+  options.state_path = partial + "/transfer_state.safetensors";
   options.resume = s.resume;
   if (const char* stop = std::getenv("GOLINEAR_STOP_AFTER_STEPS")) options.stop_after = std::atol(stop);
-  auto report = train::attention_transfer(model, *students, *data, options);
-  if (!report.ok()) return fail(report.error());
-  if (report->steps_done < s.steps) {
-    std::fprintf(stderr, "golinear linearize: stopped after step %ld of %ld; resume with --resume\n",
-                 report->steps_done, s.steps);
-    return 3;
+  const std::string transfer_report_path = partial + "/transfer_report.json";
+  Json transfer = Json::object();
+  bool transfer_finished_before = false;
+  if (s.steps > 0) {
+    if (s.resume && file_exists(transfer_report_path)) {  // stage 1 finished before the interruption
+      auto saved = json_read_file(transfer_report_path);
+      if (!saved.ok()) return fail(saved.error());
+      transfer = *saved;
+      transfer_finished_before = true;
+    }
+    auto report = train::attention_transfer(model, *students, *data, options);
+    if (!report.ok()) return fail(report.error());
+    if (report->steps_done < s.steps) {
+      std::fprintf(stderr, "golinear linearize: stopped after step %ld of %ld; resume with --resume\n",
+                   report->steps_done, s.steps);
+      return 3;
+    }
+    if (!transfer_finished_before) {
+      transfer = {{"steps", s.steps}, {"tokens", s.steps * s.batch * (long)s.seq_len},
+                  {"lr", s.lr}, {"final_nmse", report->final_loss},
+                  {"layer_nmse", report->layer_nmse}, {"tokens_per_s", report->tokens_per_s}};
+      if (Status st = file_write_atomic(transfer_report_path, transfer.dump()); !st.ok()) return fail(st.error());
+    }
+  }
+  Json e2e = Json::object();
+  if (s.e2e_steps > 0) {
+    train::TrainOptions e2e_options = options;
+    e2e_options.steps = s.e2e_steps;
+    e2e_options.lr = s.e2e_lr;
+    e2e_options.warmup = std::max(1L, std::min(50L, s.e2e_steps / 20));
+    e2e_options.checkpoint_every = std::max(1L, s.e2e_steps / 10);
+    e2e_options.state_path = partial + "/e2e_state.safetensors";
+    auto report = train::distill_end_to_end(model, *students, *data, e2e_options);
+    if (!report.ok()) return fail(report.error());
+    if (report->steps_done < s.e2e_steps) {
+      std::fprintf(stderr, "golinear linearize: stopped after distillation step %ld of %ld; resume with --resume\n",
+                   report->steps_done, s.e2e_steps);
+      return 3;
+    }
+    e2e = {{"steps", s.e2e_steps}, {"tokens", s.e2e_steps * s.batch * (long)s.seq_len},
+           {"lr", s.e2e_lr}, {"final_kl", report->final_loss}, {"tokens_per_s", report->tokens_per_s}};
   }
 
   model.mixers = std::move(*students);
   LinearizationRecipe recipe = linearization_recipe_of(model, s.mixer);
-  recipe.training = {{"stage", s.stage},           {"data", s.data},
-                     {"steps", s.steps},           {"batch", s.batch},
-                     {"seq_len", s.seq_len},       {"tokens", s.steps * s.batch * (long)s.seq_len},
-                     {"lr", s.lr},                 {"seed", s.seed},
-                     {"final_nmse", report->final_loss},
-                     {"layer_nmse", report->layer_nmse},
-                     {"tokens_per_s", report->tokens_per_s}};
+  recipe.training = {{"stage", s.stage}, {"data", s.data}, {"batch", s.batch},
+                     {"seq_len", s.seq_len}, {"seed", s.seed},
+                     {"transfer", transfer}, {"e2e", e2e}};
   if (Status st = linearization_save(model, recipe, partial); !st.ok()) return fail(st.error());
-  fs::remove(options.state_path);
+  for (const char* name : {"transfer_state.safetensors", "e2e_state.safetensors", "transfer_report.json"})
+    fs::remove(partial + "/" + name);
   std::error_code ec;
   fs::rename(partial, s.out, ec);
   if (ec) return fail(s.out + ": cannot move the finished run into place (" + ec.message() + ")");
-  Json summary = {{"out", s.out}, {"steps", s.steps}, {"final_nmse", report->final_loss},
-                  {"layer_nmse", report->layer_nmse}, {"tokens_per_s", report->tokens_per_s}};
+  Json summary = {{"out", s.out}, {"transfer", transfer}, {"e2e", e2e}};
   std::printf("%s\n", summary.dump().c_str());
   return 0;
 }

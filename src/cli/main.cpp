@@ -24,6 +24,11 @@ commands:
                                   --tokens N|--steps N --seq-len T --batch B --lr LR --seed S
                                   --resume]
   eval ppl MODEL --input FILE     perplexity  [--seq-len N --json]
+  analyze MODEL --data FILE --out DIR
+                                  diagnostics per layer, head and position (key concentration,
+                                  projection residual, sink mass, hardness), NMSE of students;
+                                  JSON, CSV, SVG plots, report.md  [--student DIR[,DIR...]
+                                  --tokens N --seq-len T --sinks S --window W --seed S]
 
 The bundled default model is models/tiny-llama3-25m.
 )";
@@ -44,5 +49,6 @@ int main(int argc, char** argv) {
   if (command == "score") return cmd_score(rest);
   if (command == "linearize") return cmd_linearize(rest);
   if (command == "eval") return cmd_eval(rest);
+  if (command == "analyze") return cmd_analyze(rest);
   return fail("unknown command '" + command + "' (see golinear --help)");
 }

@@ -13,6 +13,7 @@
 #include <cmath>
 #include <numbers>
 #include <random>
+#include <type_traits>
 
 #include "kernels/cpu/exact_attention.h"
 #include "kernels/cpu/gated_delta.h"
@@ -375,7 +376,11 @@ void state_forward(const Dims& dm, const LinearFeatures<S>& f, int T, StateForm 
   if (dm.kind == MixerKind::gdn) {
     const S* g = f.g.data() + kr;
     const S* beta = f.beta.data() + kr;
-    if (form == StateForm::chunked)
+    if (form == StateForm::chunked && std::is_same_v<S, float>)  // the fast fp32 form
+      cpu::gated_delta_blocked_forward((float*)out, (float*)state_final, nullptr, (const float*)q,
+                                       (const float*)k, (const float*)v, (const float*)g,
+                                       (const float*)beta, sh.N, H, Dk, Dv);
+    else if (form == StateForm::chunked)  // fp64: the reference, for gradient checks
       cpu::gated_delta_chunked_forward<S>(out, state_final, nullptr, q, k, v, g, beta, sh.N, H,
                                           Dk, Dv);
     else
@@ -404,9 +409,14 @@ void state_backward(const Dims& dm, const LinearFeatures<S>& f, int T, const S* 
   const S* k = f.kf.data() + kr * Dk;
   const S* v = f.vf.data() + kr * Dv;
   if (dm.kind == MixerKind::gdn) {
-    cpu::gated_delta_backward<S>(dqf + qr * Dk, dkf + kr * Dk, dvf + kr * Dv, dg + kr, dbeta + kr,
-                                 dout + qr * Dv, q, k, v, f.g.data() + kr, f.beta.data() + kr,
-                                 sh.N, H, Dk, Dv);
+    if constexpr (std::is_same_v<S, float>)  // the fast form, checked against the reference
+      cpu::gated_delta_blocked_backward(dqf + qr * Dk, dkf + kr * Dk, dvf + kr * Dv, dg + kr,
+                                        dbeta + kr, dout + qr * Dv, q, k, v, f.g.data() + kr,
+                                        f.beta.data() + kr, sh.N, H, Dk, Dv);
+    else  // fp64: the token-by-token reference, for gradient checks
+      cpu::gated_delta_backward<S>(dqf + qr * Dk, dkf + kr * Dk, dvf + kr * Dv, dg + kr,
+                                   dbeta + kr, dout + qr * Dv, q, k, v, f.g.data() + kr,
+                                   f.beta.data() + kr, sh.N, H, Dk, Dv);
   } else {
     const S* g = nd > 0 ? f.g.data() + kr * nd : nullptr;
     cpu::gated_linear_backward<S>(dqf + qr * Dk, dkf + kr * Dk, dvf + kr * Dv,

@@ -106,15 +106,23 @@ void forward_tokens(const Model& model, const int32_t* ids, int T, long pos0, Se
   for (int t = 0; t < T; ++t)
     std::memcpy(&h[(long)t * C], &model.embed[(long)ids[t] * C], sizeof(float) * C);
   if (trace && trace->capture_hidden) trace->hidden.assign(1, h);
-  if (trace && trace->capture_mixer_io) trace->layers.assign(c.num_layers, {});
+  const bool keep_acts = trace && trace->capture_activations;
+  const bool keep_io = trace && (trace->capture_mixer_io || keep_acts);
+  if (keep_io) trace->layers.assign(c.num_layers, {});
+  if (keep_acts) trace->activations.assign(c.num_layers, {});
 
   for (int l = 0; l < c.num_layers; ++l) {
     const LayerWeights& w = model.layers[l];
+    if (keep_acts) trace->activations[l].h_in = h;
     cpu::rmsnorm_forward(xn.data(), h.data(), w.input_norm.data(), T, C, eps);
     cpu::linear_forward(q.data(), xn.data(), w.q_proj.data(), w.q_bias.empty() ? nullptr : w.q_bias.data(), T, C, H * D);
     cpu::linear_forward(k.data(), xn.data(), w.k_proj.data(), w.k_bias.empty() ? nullptr : w.k_bias.data(), T, C, G * D);
     cpu::linear_forward(v.data(), xn.data(), w.v_proj.data(), w.v_bias.empty() ? nullptr : w.v_bias.data(), T, C, G * D);
     if (!w.q_norm.empty()) {  // Qwen3: RMSNorm over each head's D channels, before RoPE
+      if (keep_acts) {
+        trace->activations[l].q_raw = q;
+        trace->activations[l].k_raw = k;
+      }
       cpu::rmsnorm_forward(q.data(), q.data(), w.q_norm.data(), T * H, D, eps);
       cpu::rmsnorm_forward(k.data(), k.data(), w.k_norm.data(), T * G, D, eps);
     }
@@ -131,20 +139,28 @@ void forward_tokens(const Model& model, const int32_t* ids, int T, long pos0, Se
     } else {
       model.mixers[l]->forward(in, y.data());
     }
-    if (trace && trace->capture_mixer_io) trace->layers[l] = {xn, q, k, v, y};
+    if (keep_io) trace->layers[l] = {xn, q, k, v, y};
     cpu::linear_forward(proj.data(), y.data(), w.o_proj.data(), w.o_bias.empty() ? nullptr : w.o_bias.data(), T, H * D, C);
     add_in_place(h.data(), proj.data(), (long)T * C);
+    if (keep_acts) trace->activations[l].h_mid = h;
 
     cpu::rmsnorm_forward(xn.data(), h.data(), w.post_norm.data(), T, C, eps);
     cpu::linear_forward(gate.data(), xn.data(), w.gate_proj.data(), nullptr, T, C, F);
     cpu::linear_forward(up.data(), xn.data(), w.up_proj.data(), nullptr, T, C, F);
+    if (keep_acts) {
+      trace->activations[l].xn2 = xn;
+      trace->activations[l].gate = gate;
+      trace->activations[l].up = up;
+    }
     cpu::swiglu_forward(gate.data(), gate.data(), up.data(), (long)T * F);
     cpu::linear_forward(proj.data(), gate.data(), w.down_proj.data(), nullptr, T, F, C);
     add_in_place(h.data(), proj.data(), (long)T * C);
     if (trace && trace->capture_hidden && l + 1 < c.num_layers) trace->hidden.push_back(h);
   }
+  if (keep_acts) trace->h_final = h;
   cpu::rmsnorm_forward(h.data(), h.data(), model.final_norm.data(), T, C, eps);
   if (trace && trace->capture_hidden) trace->hidden.push_back(h);
+  if (keep_acts) trace->h_normed = h;
   const int first = last_only ? T - 1 : 0;
   if (logits)
     cpu::linear_forward(logits, h.data() + (long)first * C, model.lm_head_weights(), nullptr,

@@ -69,6 +69,21 @@ struct ForwardTrace {
   };
   bool capture_mixer_io = false;
   std::vector<Layer> layers;
+
+  // What model_backward needs besides the mixer I/O (implies capture_mixer_io).
+  struct Activations {
+    std::vector<float> h_in;   // (T, C) residual stream entering the layer
+    std::vector<float> q_raw;  // (T, H, D) before the Qwen3 q_norm (empty otherwise)
+    std::vector<float> k_raw;  // (T, G, D) before the Qwen3 k_norm (empty otherwise)
+    std::vector<float> h_mid;  // (T, C) residual stream after the attention block
+    std::vector<float> xn2;    // (T, C) after post_attention_layernorm
+    std::vector<float> gate;   // (T, F) gate_proj output, before SiLU
+    std::vector<float> up;     // (T, F) up_proj output
+  };
+  bool capture_activations = false;
+  std::vector<Activations> activations;
+  std::vector<float> h_final;   // (T, C) before the final norm
+  std::vector<float> h_normed;  // (T, C) after it (the input of lm_head)
 };
 
 // Per-sequence decode state: one cache per layer's mixer.

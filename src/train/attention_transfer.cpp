@@ -83,6 +83,7 @@ Result<TrainReport> attention_transfer(const Model& teacher, MixerStack& student
     GL_ASSIGN_OR_RETURN(start, train_state_load(options.state_path, students, optimizer));
   }
   TrainReport report;
+  report.steps_done = start;
   report.layer_nmse.assign(L, -1.0);
   std::vector<double> layer_sum(L, 0.0);
   long tail_steps = 0;
@@ -132,8 +133,10 @@ Result<TrainReport> attention_transfer(const Model& teacher, MixerStack& student
     }
     report.steps_done = step + 1;
     bar.update(step + 1, (double)tokens_this_run, str_cat("nmse ", std::to_string(loss).substr(0, 6), " · lr ", lr));
-    const bool checkpoint = options.checkpoint_every > 0 && !options.state_path.empty() &&
-                            (step + 1) % options.checkpoint_every == 0;
+    // The last step is always saved, so a resumed multi-stage run can skip a finished stage.
+    const bool checkpoint = !options.state_path.empty() &&
+                            ((options.checkpoint_every > 0 && (step + 1) % options.checkpoint_every == 0) ||
+                             step + 1 == options.steps);
     const bool stopping = options.stop_after > 0 && step + 1 - start >= options.stop_after;
     if ((checkpoint || stopping) && !options.state_path.empty())
       GL_TRY(train_state_save(options.state_path, students, optimizer, step + 1));

@@ -146,13 +146,13 @@ TEST_F(Cli, LinearizeWritesACheckpointThatLoadsAndResumes) {
     for (int i = 0; i < 40; ++i) s += "{\"text\": \"Document " + std::to_string(i) + ": the grass is green and the sky is blue, number " + std::to_string(i * 7) + ".\"}\n";
     return s;
   }());
-  const std::string common = "linearize " + kLlama + " --data " + data + " --steps 4 --seq-len 32 --sinks 2 --window 6 --seed 1";
+  const std::string common = "linearize " + kLlama + " --data " + data + " --steps 4 --seq-len 32 --sinks 2 --window 6 --seed 1 --stage transfer";
   // Interrupted after 2 of 4 steps: OUT does not exist, OUT.partial holds the resume state.
   const std::string out = (dir_ / "lin").string();
   CliRun stopped = run(common + " --out " + out, "GOLINEAR_STOP_AFTER_STEPS=2");
   EXPECT_EQ(stopped.status, 3) << stopped.err;
   EXPECT_FALSE(fs::exists(out));
-  EXPECT_TRUE(fs::exists(out + ".partial/train_state.safetensors"));
+  EXPECT_TRUE(fs::exists(out + ".partial/transfer_state.safetensors"));
   expect_one_line_error(run(common + " --out " + out), "pass --resume");
   CliRun resumed = run(common + " --out " + out + " --resume");
   ASSERT_EQ(resumed.status, 0) << resumed.err;
@@ -178,6 +178,29 @@ TEST_F(Cli, LinearizeWritesACheckpointThatLoadsAndResumes) {
   expect_one_line_error(run(common + " --out " + out), "already exists");
   expect_one_line_error(run("linearize " + kLlama + " --data " + data + " --out x --mixer transformer"), "transformer");
   expect_one_line_error(run("linearize " + kLlama + " --data " + data + " --out x --window -3"), "window");
+}
+
+TEST_F(Cli, BothStagesResumeAcrossTheStageBoundary) {
+  std::string data = write("data.jsonl", [] {
+    std::string s;
+    for (int i = 0; i < 40; ++i) s += "{\"text\": \"Line " + std::to_string(i) + " of a small corpus about the grass, the sky and the sun.\"}\n";
+    return s;
+  }());
+  // 2 transfer steps, then 4 distillation steps (4 × 32 tokens).
+  const std::string common = "linearize " + kLlama + " --data " + data + " --steps 2 --e2e-tokens 128 --seq-len 32 --sinks 2 --window 6";
+  const std::string out = (dir_ / "both").string(), straight = (dir_ / "straight").string();
+  CliRun stopped = run(common + " --out " + out, "GOLINEAR_STOP_AFTER_STEPS=3");
+  EXPECT_EQ(stopped.status, 3) << stopped.err;
+  EXPECT_NE(stopped.err.find("distillation step 3 of 4"), std::string::npos) << stopped.err;
+  EXPECT_FALSE(fs::exists(out));
+  CliRun resumed = run(common + " --out " + out + " --resume");
+  ASSERT_EQ(resumed.status, 0) << resumed.err;
+  ASSERT_EQ(run(common + " --out " + straight).status, 0);
+  EXPECT_EQ(slurp(out + "/linearization.safetensors"), slurp(straight + "/linearization.safetensors"));
+  auto recipe = golinear::Json::parse(slurp(out + "/linearization.json"));
+  EXPECT_EQ(recipe["training"]["stage"], "both");
+  EXPECT_EQ(recipe["training"]["e2e"]["steps"], 4);
+  EXPECT_GT(recipe["training"]["transfer"]["final_nmse"].get<double>(), 0.0);
 }
 
 }  // namespace

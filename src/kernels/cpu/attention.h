@@ -18,12 +18,23 @@ struct AttentionMask {
 // y (Tq, H, D) = softmax(q kᵀ / √D) v. q (Tq, H, D) holds queries at absolute positions
 // pos0 .. pos0+Tq−1; k, v (Tk, G, D) hold keys at positions 0 .. Tk−1 (Tk ≥ pos0 + Tq);
 // query head h reads kv head h / (H / G).
+// Blocked: per head, 64 queries at a time against the keys their mask allows (all earlier keys,
+// or sinks ∪ the window span), scores and P·V as cblas_sgemm on 64×64 blocks, a vectorized exp.
+// Checked against attention_forward_reference in tests/kernels/attention_blocked_test.cpp.
 void attention_forward(float* y, const float* q, const float* k, const float* v, int Tq, int Tk,
                        long pos0, int H, int G, int D, AttentionMask mask);
 
-// Gradients (+=) for attention_forward with Tk = Tq and pos0 = 0.
+// Gradients (+=) for attention_forward with Tk = Tq and pos0 = 0. Blocked as the forward
+// (probabilities recomputed), parallel over kv heads.
 void attention_backward(float* dq, float* dk, float* dv, const float* dy, const float* q,
                         const float* k, const float* v, int T, int H, int G, int D,
                         AttentionMask mask);
+
+// The specifications of the two above: one query and one key at a time, as the math reads.
+void attention_forward_reference(float* y, const float* q, const float* k, const float* v, int Tq,
+                                 int Tk, long pos0, int H, int G, int D, AttentionMask mask);
+void attention_backward_reference(float* dq, float* dk, float* dv, const float* dy,
+                                  const float* q, const float* k, const float* v, int T, int H,
+                                  int G, int D, AttentionMask mask);
 
 }  // namespace golinear::kernels::cpu

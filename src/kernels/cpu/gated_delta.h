@@ -54,4 +54,24 @@ void gated_delta_backward(S* dq, S* dk, S* dv, S* dg, S* dbeta, const S* dout, c
                           const S* k, const S* v, const S* g, const S* beta, int N, int H, int Dk,
                           int Dv);
 
+// The fast fp32 forms for prefill and training: the chunked WY form above on 64-token blocks,
+// every product a cblas_sgemm (block_gemm.h) and the (I + A) solve a cblas_strsm, one head per
+// OpenMP thread. Same arguments and results as gated_delta_chunked_forward<float> and
+// gated_delta_backward<float> (the specifications; tests/kernels/linear_state_test.cpp compares
+// them). The backward differentiates the chunked form chunk by chunk from the end, with the state
+// entering each chunk kept from one forward sweep: (N/64)·Dk·Dv floats per head, O(N·Dk·Dv) time.
+// Per chunk (notation of gated_delta_chunked_forward, P_im = e^{γ_i−γ_m} q_iᵀk_m for m ≤ i,
+// K̄_m = e^{γ_{L−1}−γ_m} k_m, T = (I + A)⁻¹), given dO and dS_next:
+//   dŨ = Pᵀ dO + K̄ dS_next,  dP = dO Ũᵀ,  dU = dŨ,  dW = −dŨ S_0ᵀ,
+//   [dβV | dβe^γK] = Tᵀ [dU | dW],  dA = −(dβV) Uᵀ − (dβe^γK) Wᵀ (strictly lower part),
+//   dS_0 = e^{γ_{L−1}} dS_next + Qᵀ diag(e^γ) dO − Wᵀ dŨ,
+// and the chain rule through A, P, K̄ and the e^γ factors to q, k, v, β and γ (dg = suffix sums
+// of dγ within the chunk).
+void gated_delta_blocked_forward(float* o, float* state_final, const float* state_init,
+                                 const float* q, const float* k, const float* v, const float* g,
+                                 const float* beta, int N, int H, int Dk, int Dv);
+void gated_delta_blocked_backward(float* dq, float* dk, float* dv, float* dg, float* dbeta,
+                                  const float* dout, const float* q, const float* k, const float* v,
+                                  const float* g, const float* beta, int N, int H, int Dk, int Dv);
+
 }  // namespace golinear::kernels::cpu

@@ -1,0 +1,257 @@
+#include "analysis/analyze.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "analysis/diagnostics.h"
+#include "common/json.h"
+#include "common/progress.h"
+#include "model/linearization.h"
+
+namespace golinear::analysis {
+
+namespace {
+
+double ratio(double numerator, double denominator) {
+  if (denominator > 0) return numerator / denominator;
+  return numerator == 0 ? 0.0 : std::numeric_limits<double>::infinity();
+}
+
+// Running sums of one student's errors against the teacher.
+struct StudentSums {
+  std::vector<double> layer_error, layer_reference;        // (L)
+  std::vector<double> head_error, head_reference;          // (L, H)
+  std::vector<double> position_error, position_reference;  // (L, T)
+  std::vector<double> point_error, point_reference;        // (L, G, T)
+};
+
+std::vector<double> column(const std::vector<double>& values, const std::vector<int>& rows) {
+  std::vector<double> out;
+  for (int r : rows) out.push_back(values[r]);
+  return out;
+}
+
+void add_correlations(const AnalysisResult& r, StudentResult& s) {
+  std::vector<int> linear_layers;
+  for (int l = 0; l < r.L; ++l)
+    if (s.linearized(l)) linear_layers.push_back(l);
+  const std::vector<double> nmse = column(s.layer_nmse, linear_layers);
+  auto layer = [&](const std::string& name, const std::vector<double>& values) {
+    s.correlations.push_back({name, "layer", (long)linear_layers.size(),
+                              spearman(column(values, linear_layers), nmse)});
+  };
+  layer("concentration", r.concentration);
+  layer("residual", r.residual);
+  if (r.attention_mass) {
+    layer("sink_mass", r.sink_mass);
+    layer("far_mass", r.far_mass);
+  }
+  layer("hardness_teacher", r.hardness);
+
+  // Token level: one point per (linearized layer, kv head, position).
+  std::vector<double> concentration, residual, position, point_nmse;
+  for (int l : linear_layers)
+    for (int g = 0; g < r.G; ++g)
+      for (int t = 0; t < r.T; ++t) {
+        const long i = ((long)l * r.G + g) * r.T + t;
+        concentration.push_back(r.point_concentration[i]);
+        residual.push_back(r.point_residual[i]);
+        position.push_back(t);
+        point_nmse.push_back(s.point_nmse[i]);
+      }
+  const long n = (long)point_nmse.size();
+  s.correlations.push_back({"concentration", "token", n, spearman(concentration, point_nmse)});
+  s.correlations.push_back({"residual", "token", n, spearman(residual, point_nmse)});
+  s.correlations.push_back({"position", "token", n, spearman(position, point_nmse)});
+}
+
+}  // namespace
+
+Result<StudentMixers> student_mixers_load(Model& teacher, const std::string& dir,
+                                          const std::string& label) {
+  const std::string json_path = dir + "/linearization.json";
+  GL_ASSIGN_OR_RETURN(Json json, json_read_file(json_path));
+  GL_ASSIGN_OR_RETURN(LinearizationRecipe recipe,
+                      linearization_recipe_parse(json, teacher.config, json_path));
+  MixerStack teacher_mixers = std::move(teacher.mixers);
+  Status applied = linearization_apply(teacher, dir);
+  StudentMixers student;
+  student.label = label;
+  student.dir = dir;
+  student.options = recipe.options;
+  student.mixers = std::move(teacher.mixers);
+  teacher.mixers = std::move(teacher_mixers);
+  if (!applied.ok()) return std::move(applied).take_error();
+  return student;
+}
+
+Result<AnalysisResult> analysis_run(const Model& teacher, const std::vector<StudentMixers>& students,
+                                    const int32_t* tokens, long N, int T,
+                                    const AnalysisOptions& options) {
+  const ModelConfig& c = teacher.config;
+  const int L = c.num_layers, H = c.num_heads, G = c.num_kv_heads, D = c.head_dim;
+  for (int l = 0; l < L; ++l)
+    if (teacher.mixers[l]->kind() != "softmax")
+      return make_error("analyze: the teacher's layer ", l, " is '", teacher.mixers[l]->kind(),
+                        "', not softmax attention; analyze the base checkpoint and pass the "
+                        "linearized one with --student");
+  if (N < 1 || T < 2) return make_error("analyze: need at least one sequence of 2 tokens or more (got ", N, " of ", T, ")");
+  if (options.sinks < 0 || options.window < 0)
+    return make_error("analyze: sinks and window must be >= 0 (got ", options.sinks, ", ", options.window, ")");
+  for (const StudentMixers& s : students)
+    if ((int)s.mixers.size() != L)
+      return make_error("analyze: student '", s.label, "' has ", s.mixers.size(), " mixers, the teacher ", L, " layers");
+
+  AnalysisResult r;
+  r.L = L, r.H = H, r.G = G, r.D = D, r.T = T;
+  r.sequences = N;
+  r.sinks = options.sinks, r.window = options.window;
+  r.attention_mass = options.attention_mass;
+  std::vector<double> head_concentration((long)L * G), head_residual((long)L * G),
+      head_sink((long)L * H), head_far((long)L * H), position_concentration((long)L * T),
+      position_residual((long)L * T), position_sink((long)L * T), position_far((long)L * T),
+      point_concentration((long)L * G * T), point_residual((long)L * G * T);
+  std::vector<StudentSums> sums(students.size());
+  for (StudentSums& s : sums) {
+    s.layer_error.assign(L, 0.0), s.layer_reference.assign(L, 0.0);
+    s.head_error.assign((long)L * H, 0.0), s.head_reference.assign((long)L * H, 0.0);
+    s.position_error.assign((long)L * T, 0.0), s.position_reference.assign((long)L * T, 0.0);
+    s.point_error.assign((long)L * G * T, 0.0), s.point_reference.assign((long)L * G * T, 0.0);
+  }
+
+  ProgressBar bar("analyze", N);
+  std::vector<float> k_hat((long)T * G * D), concentration((long)T * G), residual((long)T * G),
+      sink((long)T * H), far((long)T * H), y((long)T * H * D);
+  std::vector<double> error((long)T * H), reference((long)T * H);
+  for (long n = 0; n < N; ++n) {
+    ForwardTrace trace;
+    trace.capture_mixer_io = true;
+    model_forward(teacher, tokens + n * T, T, nullptr, false, &trace);
+    for (int l = 0; l < L; ++l) {
+      const ForwardTrace::Layer& io = trace.layers[l];
+      unit_keys(k_hat.data(), io.k.data(), T, G, D);
+      key_concentration(concentration.data(), k_hat.data(), T, G, D);
+      projection_residual(residual.data(), k_hat.data(), T, G, D);
+      for (int t = 0; t < T; ++t)
+        for (int g = 0; g < G; ++g) {
+          const double cv = concentration[(long)t * G + g], rv = residual[(long)t * G + g];
+          head_concentration[(long)l * G + g] += cv;
+          head_residual[(long)l * G + g] += rv;
+          position_concentration[(long)l * T + t] += cv;
+          position_residual[(long)l * T + t] += rv;
+          point_concentration[((long)l * G + g) * T + t] += cv;
+          point_residual[((long)l * G + g) * T + t] += rv;
+        }
+      if (options.attention_mass) {
+        attention_mass(sink.data(), far.data(), io.q.data(), io.k.data(), teacher.inv_freq.data(),
+                       T, H, G, D, options.sinks, options.window);
+        for (int t = 0; t < T; ++t)
+          for (int h = 0; h < H; ++h) {
+            head_sink[(long)l * H + h] += sink[(long)t * H + h];
+            head_far[(long)l * H + h] += far[(long)t * H + h];
+            position_sink[(long)l * T + t] += sink[(long)t * H + h];
+            position_far[(long)l * T + t] += far[(long)t * H + h];
+          }
+      }
+      for (size_t s = 0; s < students.size(); ++s) {
+        mixers::MixerInputs in;
+        in.T = T;
+        in.x = io.x.data();
+        in.q = io.q.data();
+        in.k = io.k.data();
+        in.v = io.v.data();
+        in.inv_freq = teacher.inv_freq.data();
+        students[s].mixers[l]->forward(in, y.data());
+        std::fill(error.begin(), error.end(), 0.0);
+        std::fill(reference.begin(), reference.end(), 0.0);
+        accumulate_squared_error(error.data(), reference.data(), y.data(), io.y.data(),
+                                 (long)T * H, D);
+        StudentSums& ss = sums[s];
+        for (int t = 0; t < T; ++t)
+          for (int h = 0; h < H; ++h) {
+            const double e = error[(long)t * H + h], f = reference[(long)t * H + h];
+            const long point = ((long)l * G + h / (H / G)) * T + t;
+            ss.layer_error[l] += e, ss.layer_reference[l] += f;
+            ss.head_error[(long)l * H + h] += e, ss.head_reference[(long)l * H + h] += f;
+            ss.position_error[(long)l * T + t] += e, ss.position_reference[(long)l * T + t] += f;
+            ss.point_error[point] += e, ss.point_reference[point] += f;
+          }
+      }
+    }
+    if (options.show_progress) bar.update(n + 1, (double)(n + 1) * T);
+  }
+  if (options.show_progress) bar.finish();
+
+  // Means.
+  auto divide = [](std::vector<double> v, double by) {
+    for (double& x : v) x /= by;
+    return v;
+  };
+  r.head_concentration = divide(head_concentration, (double)N * T);
+  r.head_residual = divide(head_residual, (double)N * T);
+  r.position_concentration = divide(position_concentration, (double)N * G);
+  r.position_residual = divide(position_residual, (double)N * G);
+  r.point_concentration = divide(point_concentration, (double)N);
+  r.point_residual = divide(point_residual, (double)N);
+  r.concentration.assign(L, 0.0), r.residual.assign(L, 0.0);
+  for (int l = 0; l < L; ++l)
+    for (int g = 0; g < G; ++g) {
+      r.concentration[l] += r.head_concentration[(long)l * G + g] / G;
+      r.residual[l] += r.head_residual[(long)l * G + g] / G;
+    }
+  if (options.attention_mass) {
+    r.head_sink_mass = divide(head_sink, (double)N * T);
+    r.head_far_mass = divide(head_far, (double)N * T);
+    r.position_sink_mass = divide(position_sink, (double)N * H);
+    r.position_far_mass = divide(position_far, (double)N * H);
+    r.sink_mass.assign(L, 0.0), r.far_mass.assign(L, 0.0);
+    for (int l = 0; l < L; ++l)
+      for (int h = 0; h < H; ++h) {
+        r.sink_mass[l] += r.head_sink_mass[(long)l * H + h] / H;
+        r.far_mass[l] += r.head_far_mass[(long)l * H + h] / H;
+      }
+  }
+  r.hardness = layer_hardness(r.concentration, r.residual);
+
+  for (size_t s = 0; s < students.size(); ++s) {
+    const StudentSums& ss = sums[s];
+    StudentResult out;
+    out.label = students[s].label;
+    out.dir = students[s].dir;
+    for (const auto& mixer : students[s].mixers) out.layer_kinds.push_back(mixer->kind());
+    auto ratios = [](const std::vector<double>& e, const std::vector<double>& f) {
+      std::vector<double> v(e.size());
+      for (size_t i = 0; i < e.size(); ++i) v[i] = ratio(e[i], f[i]);
+      return v;
+    };
+    out.layer_nmse = ratios(ss.layer_error, ss.layer_reference);
+    out.head_nmse = ratios(ss.head_error, ss.head_reference);
+    out.position_nmse = ratios(ss.position_error, ss.position_reference);
+    out.point_nmse = ratios(ss.point_error, ss.point_reference);
+    out.hardness = layer_hardness(r.concentration, r.residual, out.layer_nmse);
+    add_correlations(r, out);
+    r.students.push_back(std::move(out));
+  }
+  return r;
+}
+
+Result<std::vector<double>> teacher_layer_hardness(const Model& teacher, const int32_t* tokens,
+                                                   long N, int T, bool show_progress) {
+  AnalysisOptions options;
+  options.attention_mass = false;
+  options.show_progress = show_progress;
+  GL_ASSIGN_OR_RETURN(AnalysisResult result, analysis_run(teacher, {}, tokens, N, T, options));
+  return result.hardness;
+}
+
+std::vector<int> hardness_ranking(const std::vector<double>& hardness) {
+  std::vector<int> order(hardness.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return hardness[a] > hardness[b]; });
+  return order;
+}
+
+}  // namespace golinear::analysis

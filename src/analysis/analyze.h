@@ -1,0 +1,105 @@
+// `golinear analyze`: the diagnostics of DESIGN.md §5 gathered over a set of token sequences.
+//
+// One teacher forward per sequence records, per layer, the attention block's input and the
+// teacher's q, k, v and attention output (ForwardTrace). From them:
+//   teacher   key concentration and projection residual of the unit keys (analysis/diagnostics.h)
+//             per kv head and position; sink mass and far mass of the teacher's attention
+//             probabilities per query head and position;
+//   students  each student mixer runs on the teacher's inputs of its layer (as attention transfer
+//             trains it), and its output is compared with the teacher's: NMSE per layer, per head,
+//             per position and per (kv head, position) point;
+//   hardness  per layer, from the layer means (analysis/diagnostics.h layer_hardness): from the
+//             teacher alone, and for each student with its NMSE added;
+//   Spearman rank correlations of the diagnostics with each student's NMSE, over the layers and
+//             over the (layer, kv head, position) points of the linearized layers.
+// Aggregation: "mean" is the plain mean over sequences (and heads, positions); NMSE is always a
+// ratio of sums, Σ‖y^S − y^T‖² / Σ‖y^T‖², over what it aggregates.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+#include "mixers/mixer_factory.h"
+#include "model/transformer.h"
+
+namespace golinear::analysis {
+
+struct AnalysisOptions {
+  int sinks = 8;              // s: sink mass is the attention on keys j < s
+  int window = 56;            // w: far mass is the attention on keys s ≤ j ≤ t − w
+  bool attention_mass = true; // false: skip the O(T²) recomputation of the teacher's attention
+  bool show_progress = false; // a progress bar on stderr
+};
+
+// A linearized model's mixers, to be compared with the teacher they were trained from.
+struct StudentMixers {
+  std::string label;              // shown in plots and tables
+  std::string dir;                // where it was loaded from
+  mixers::MixerOptions options;   // its recipe (sinks, window, kind)
+  MixerStack mixers;              // (L)
+};
+
+// The mixers of the linearized checkpoint `dir` (linearization.json + .safetensors), built for
+// `teacher`'s shapes; teacher.mixers is left as it was. The recipe is checked against the
+// teacher's config; the student's base weights are not read: `dir` must be a linearization of
+// this teacher.
+Result<StudentMixers> student_mixers_load(Model& teacher, const std::string& dir,
+                                          const std::string& label);
+
+// One Spearman correlation of a diagnostic with a student's NMSE.
+struct Correlation {
+  std::string diagnostic;  // "concentration", "residual", "sink_mass", "far_mass", "position",
+                           // "hardness_teacher"
+  std::string level;       // "layer" (one point per linearized layer) or "token" (one point per
+                           // linearized layer, kv head and position, means over sequences)
+  long n = 0;
+  double rho = 0;          // NaN when undefined (n < 2 or a constant side)
+};
+
+struct StudentResult {
+  std::string label, dir;
+  std::vector<std::string> layer_kinds;  // (L) "softmax" for the layers it keeps full
+  std::vector<double> layer_nmse;        // (L)
+  std::vector<double> head_nmse;         // (L, H)
+  std::vector<double> position_nmse;     // (L, T) over sequences and query heads
+  std::vector<double> point_nmse;        // (L, G, T) over sequences and the group's query heads
+  std::vector<double> hardness;          // (L) layer_hardness with this student's NMSE
+  std::vector<Correlation> correlations;
+  bool linearized(int layer) const { return layer_kinds[layer] != "softmax"; }
+};
+
+struct AnalysisResult {
+  int L = 0, H = 0, G = 0, D = 0, T = 0;
+  long sequences = 0;
+  int sinks = 0, window = 0;
+  bool attention_mass = false;
+  // Teacher, per layer (L): means over sequences, heads and positions.
+  std::vector<double> concentration, residual, sink_mass, far_mass;
+  std::vector<double> head_concentration, head_residual;  // (L, G)
+  std::vector<double> head_sink_mass, head_far_mass;      // (L, H)
+  std::vector<double> position_concentration, position_residual;  // (L, T) over sequences, kv heads
+  std::vector<double> position_sink_mass, position_far_mass;      // (L, T) over sequences, query heads
+  std::vector<double> point_concentration, point_residual;        // (L, G, T) over sequences
+  std::vector<double> hardness;  // (L) teacher only: concentration and residual
+  std::vector<StudentResult> students;
+};
+
+// The analysis of `teacher` (every mixer softmax) on N sequences of T tokens, tokens (N, T), with
+// each student compared against it.
+Result<AnalysisResult> analysis_run(const Model& teacher, const std::vector<StudentMixers>& students,
+                                    const int32_t* tokens, long N, int T,
+                                    const AnalysisOptions& options);
+
+// Per-layer hardness (L) of `teacher` from the teacher alone (no student needed): layer_hardness
+// of its mean key concentration and projection residual over N sequences of T tokens, tokens
+// (N, T) (e.g. a train::PackedDataset: data.tokens.data(), data.size(), data.seq_len). Feed it to
+// select_full_layers(hardness, K, "hard").
+Result<std::vector<double>> teacher_layer_hardness(const Model& teacher, const int32_t* tokens,
+                                                   long N, int T, bool show_progress = false);
+
+// Layers ordered hardest first (ties: lower index first).
+std::vector<int> hardness_ranking(const std::vector<double>& hardness);
+
+}  // namespace golinear::analysis

@@ -1,0 +1,104 @@
+#include "eval/generation_eval.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "common/progress.h"
+#include "eval/scoring.h"
+
+namespace golinear::eval {
+
+std::vector<int32_t> greedy_generate(const Model& model, const std::vector<int32_t>& prompt,
+                                     int max_new_tokens, const std::vector<int>& stop_ids) {
+  const int V = model.config.vocab_size;
+  std::vector<int32_t> out;
+  if (prompt.empty() || max_new_tokens <= 0) return out;
+  SequenceCache cache = model_new_cache(model);
+  std::vector<float> logits(V);
+  model_forward_cached(model, cache, prompt.data(), (int)prompt.size(), logits.data(), true);
+  for (int step = 0; step < max_new_tokens; ++step) {
+    const int32_t next = (int32_t)(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    out.push_back(next);
+    if (std::find(stop_ids.begin(), stop_ids.end(), next) != stop_ids.end()) break;
+    if (step + 1 < max_new_tokens) model_forward_cached(model, cache, &next, 1, logits.data(), true);
+  }
+  return out;
+}
+
+namespace {
+
+std::string depth_label(double depth) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", depth);
+  return text;
+}
+
+}  // namespace
+
+TaskReport synthetic_report(const std::string& name, const std::vector<SyntheticSample>& samples,
+                            const std::vector<std::string>& generations) {
+  TaskReport report;
+  report.task = name;
+  std::vector<std::string> task_order;
+  std::map<std::string, std::vector<double>> by_task;
+  std::map<std::string, std::map<double, std::vector<double>>> by_depth;
+  for (size_t i = 0; i < samples.size(); ++i) {
+    const SyntheticSample& sample = samples[i];
+    const double score = string_match_all(generations[i], sample.references);
+    if (!by_task.count(sample.task)) task_order.push_back(sample.task);
+    by_task[sample.task].push_back(score);
+    Json entry = {{"index", i}, {"task", sample.task}, {"generation", generations[i]},
+                  {"score", score}, {"references", sample.references}};
+    if (sample.needles.size() == 1 && sample.depths.size() == 1) {
+      by_depth[sample.task][sample.depths[0]].push_back(score);
+      entry["depth"] = sample.depths[0];
+    }
+    report.samples.push_back(std::move(entry));
+  }
+  std::vector<double> task_means;
+  double squares = 0;
+  for (const std::string& task : task_order) {
+    const std::vector<double>& scores = by_task[task];
+    report.metrics.push_back({task, "string_match_all", mean_of(scores), mean_stderr(scores),
+                              (long)scores.size()});
+    task_means.push_back(report.metrics.back().value);
+    squares += std::pow(report.metrics.back().stderr_value, 2);
+    if (by_depth[task].size() > 1)
+      for (const auto& [depth, depth_scores] : by_depth[task])
+        report.metrics.push_back({task + "@depth=" + depth_label(depth), "string_match_all",
+                                  mean_of(depth_scores), mean_stderr(depth_scores),
+                                  (long)depth_scores.size()});
+  }
+  if (task_order.size() > 1)
+    report.metrics.push_back({name, "string_match_all", mean_of(task_means),
+                              std::sqrt(squares) / (double)task_means.size(), (long)task_means.size()});
+  return report;
+}
+
+Result<TaskReport> synthetic_evaluate(const Model& model, const Tokenizer& tokenizer,
+                                      const std::string& name,
+                                      const std::vector<SyntheticSample>& samples,
+                                      const GenerationEvalOptions& options) {
+  std::vector<std::string> generations;
+  ProgressBar bar(name, (long)samples.size());
+  double tokens = 0;
+  for (size_t i = 0; i < samples.size(); ++i) {
+    const std::vector<int32_t> prompt = tokenizer.encode(samples[i].prompt, options.add_special);
+    if ((long)prompt.size() + samples[i].max_new_tokens > model.config.max_position_embeddings)
+      return make_error(samples[i].task, ": a prompt of ", prompt.size(), " tokens plus ",
+                        samples[i].max_new_tokens, " generated exceeds the model's ",
+                        model.config.max_position_embeddings, " positions");
+    const std::vector<int32_t> generated =
+        greedy_generate(model, prompt, samples[i].max_new_tokens, model.config.eos_token_ids);
+    generations.push_back(ruler_postprocess_prediction(tokenizer.decode(generated, /*skip_special=*/true)));
+    tokens += (double)(prompt.size() + generated.size());
+    if (options.show_progress) bar.update((long)i + 1, tokens);
+  }
+  if (options.show_progress) bar.finish();
+  TaskReport report = synthetic_report(name, samples, generations);
+  report.config = {{"add_special_tokens", options.add_special}};
+  return report;
+}
+
+}  // namespace golinear::eval

@@ -1,0 +1,51 @@
+// Log-likelihood of continuations, as lm-evaluation-harness's HFLM computes it:
+//   - tokenization split (_encode_pair): trailing whitespace of the context moves to the front of
+//     the continuation; whole = tok(ctx + cont), ctx_ids = tok(ctx), cont_ids = whole[len(ctx_ids):],
+//     both with the tokenizer's special tokens (BOS for Llama-3), as lm-eval ≥ 0.4.9.2, or
+//     without (older releases: the `add_special = false` legacy convention). An empty context is
+//     replaced by the prefix token (BOS, else EOS) and the continuation tokenized alone.
+//   - the model reads (ctx_ids + cont_ids)[-(max_length + 1):][:-1]; ll = Σ log p(cont token),
+//     is_greedy = every continuation token is the argmax of its row (first index on ties).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "eval/likelihood_tasks.h"
+#include "model/transformer.h"
+#include "tokenizer/tokenizer.h"
+
+namespace golinear::eval {
+
+struct TokenizedRequest {
+  std::vector<int32_t> context_ids;
+  std::vector<int32_t> continuation_ids;
+};
+
+struct TokenizeOptions {
+  bool add_special = true;  // false: the pre-0.4.9.2 convention (no BOS)
+  int prefix_token_id = 0;  // context of an empty-context request (BOS, else EOS)
+};
+
+TokenizedRequest request_tokenize(const Tokenizer& tokenizer, const LikelihoodRequest& request,
+                                  const TokenizeOptions& options);
+
+struct LoglikelihoodResult {
+  double ll = 0;           // summed log-prob of the continuation tokens
+  bool is_greedy = false;  // every continuation token is the argmax
+};
+
+// From the logit rows that predict the continuation: rows (n, V), row j predicts
+// continuation[j].
+LoglikelihoodResult continuation_loglikelihood(const float* rows, int V,
+                                               const std::vector<int32_t>& continuation);
+
+// Scores the requests of one document. Requests whose model input is a prefix of another's
+// (e.g. MMLU's one-token answers " A".." D" after one shared context) share that forward;
+// only the logit rows of continuations are computed (the rest of the input goes through the
+// per-sequence cache with last-row logits). Inputs longer than max_length are cut on the left
+// as lm-eval does; a continuation of max_length tokens or more is an error.
+Result<std::vector<LoglikelihoodResult>> loglikelihood_score_requests(
+    const Model& model, const std::vector<TokenizedRequest>& requests, int max_length);
+
+}  // namespace golinear::eval

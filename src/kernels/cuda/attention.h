@@ -1,0 +1,34 @@
+// Causal softmax attention on the GPU with grouped kv heads and the hybrid's sink + window mask
+// (same semantics as kernels/cpu/attention.h: window < 0 is full causal attention, otherwise query
+// t sees E_t = {j < sinks} ∪ {t − window < j ≤ t}).
+//
+// Forward: flash-style (64 queries × 64 keys tiles on tensor cores, online softmax in fp32),
+// visiting only the key blocks the mask allows, so the sink + window branch costs O(T·(s+w)).
+// Decode: one query per head over a KV cache, split over the keys and combined (flash decoding).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "kernels/cuda/cuda_common.h"
+
+namespace golinear::kernels::cuda {
+
+struct AttentionMaskSpec {
+  int sinks = 0;
+  int window = -1;  // < 0: full causal
+};
+
+// y (T, H, D) bf16 = softmax(q kᵀ/√D) v; q (T, H, D), k, v (T, G, D) bf16, already RoPE'd;
+// lse (T, H) fp32 or null receives the log-sum-exp of each row (for a backward).
+Status attention_forward(bf16* y, float* lse, const bf16* q, const bf16* k, const bf16* v, int T,
+                         int H, int G, int D, AttentionMaskSpec mask, cudaStream_t stream);
+
+// Bytes of scratch attention_decode needs for a context of up to max_context keys.
+size_t attention_decode_workspace_bytes(int H, int D, long max_context);
+
+// One query per head over a KV cache: y (H, D) bf16 from q (H, D), k, v (context, G, D) bf16.
+Status attention_decode(bf16* y, const bf16* q, const bf16* k, const bf16* v, long context, int H,
+                        int G, int D, void* workspace, size_t workspace_bytes,
+                        cudaStream_t stream);
+
+}  // namespace golinear::kernels::cuda

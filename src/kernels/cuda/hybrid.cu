@@ -1,0 +1,529 @@
+// The hybrid mixer's stages, its whole-sequence forward and its fused decode step (hybrid.h).
+#include "kernels/cuda/hybrid.h"
+
+#include <algorithm>
+
+#include "kernels/cuda/attention.h"
+#include "kernels/cuda/device_utils.cuh"
+#include "kernels/cuda/gated_delta.h"
+
+namespace golinear::kernels::cuda {
+
+namespace {
+
+constexpr float kUnitNormEps = 1e-6f;
+constexpr int kConvWidth = 4;
+
+size_t align_up(size_t x) { return (x + 255) / 256 * 256; }
+
+const char* cublas_status_name(cublasStatus_t s) {
+  switch (s) {
+    case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
+    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_ARCH_MISMATCH: return "CUBLAS_STATUS_ARCH_MISMATCH";
+    case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
+    case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
+    default: return "cuBLAS error";
+  }
+}
+#define GL_CUBLAS_CHECK(expr)                                                                   \
+  do {                                                                                          \
+    const cublasStatus_t gl_cublas_code_ = (expr);                                              \
+    if (gl_cublas_code_ != CUBLAS_STATUS_SUCCESS)                                               \
+      return make_error(cublas_status_name(gl_cublas_code_), " in ", #expr, " at ", __FILE__, \
+                        ":", __LINE__);                                                         \
+  } while (0)
+
+unsigned blocks_for(long n, int threads) { return (unsigned)std::min<long>((n + threads - 1) / threads, 1L << 20); }
+
+__global__ void short_conv_forward_kernel(bf16* y, const bf16* x, const float* w, int T, int N) {
+  const long total = (long)T * N;
+  for (long idx = blockIdx.x * (long)blockDim.x + threadIdx.x; idx < total;
+       idx += (long)gridDim.x * blockDim.x) {
+    const int t = (int)(idx / N), c = (int)(idx % N);
+    float acc = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kConvWidth; ++i) {
+      const int src = t - (kConvWidth - 1) + i;
+      if (src >= 0) acc += w[(long)c * kConvWidth + i] * __bfloat162float(x[(long)src * N + c]);
+    }
+    y[idx] = __float2bfloat16(acc);
+  }
+}
+
+// One thread per channel, looping over time: dw needs no atomics.
+__global__ void short_conv_backward_kernel(float* dx, float* dw, const float* dy, const bf16* x,
+                                           const float* w, int T, int N) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= N) return;
+  float wc[kConvWidth], dwc[kConvWidth] = {0, 0, 0, 0};
+#pragma unroll
+  for (int i = 0; i < kConvWidth; ++i) wc[i] = w[(long)c * kConvWidth + i];
+  for (int s = 0; s < T; ++s) {  // x_s feeds y_{s + 3 − i} through tap i
+    float acc = 0.0f;
+    const float xs = __bfloat162float(x[(long)s * N + c]);
+#pragma unroll
+    for (int i = 0; i < kConvWidth; ++i) {
+      const int t = s + (kConvWidth - 1) - i;
+      if (t < T) {
+        const float g = dy[(long)t * N + c];
+        acc += wc[i] * g;
+        dwc[i] += g * xs;
+      }
+    }
+    dx[(long)s * N + c] = acc;
+  }
+#pragma unroll
+  for (int i = 0; i < kConvWidth; ++i) dw[(long)c * kConvWidth + i] += dwc[i];
+}
+
+// One warp per row.
+__global__ void unit_rows_forward_kernel(bf16* out, const bf16* in, long rows, int D) {
+  const long row = (blockIdx.x * (long)blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= rows) return;
+  float ss = 0.0f;
+  for (int d = lane; d < D; d += 32) {
+    const float a = __bfloat162float(in[row * D + d]);
+    ss += a * a;
+  }
+  const float inv = rsqrtf(device::warp_sum(ss) + kUnitNormEps);
+  for (int d = lane; d < D; d += 32) out[row * D + d] = __float2bfloat16(__bfloat162float(in[row * D + d]) * inv);
+}
+
+__global__ void unit_rows_backward_kernel(float* din, const float* dout, const bf16* in, long rows,
+                                          int D) {
+  const long row = (blockIdx.x * (long)blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= rows) return;
+  float ss = 0.0f, ad = 0.0f;
+  for (int d = lane; d < D; d += 32) {
+    const float a = __bfloat162float(in[row * D + d]);
+    ss += a * a;
+    ad += a * dout[row * D + d];
+  }
+  const float inv = rsqrtf(device::warp_sum(ss) + kUnitNormEps);
+  const float proj = device::warp_sum(ad) * inv * inv * inv;
+  for (int d = lane; d < D; d += 32)
+    din[row * D + d] = inv * dout[row * D + d] - proj * __bfloat162float(in[row * D + d]);
+}
+
+__global__ void rope_kernel(bf16* x, const float* inv_freq, int T, int N, int D, long pos0,
+                            float sign) {
+  const int half = D / 2;
+  const long total = (long)T * N * half;
+  for (long idx = blockIdx.x * (long)blockDim.x + threadIdx.x; idx < total;
+       idx += (long)gridDim.x * blockDim.x) {
+    const int i = (int)(idx % half);
+    const long tn = idx / half;
+    const int t = (int)(tn / N);
+    const float angle = (float)(pos0 + t) * inv_freq[i];  // fp32 angle, as the CPU reference
+    float s, c;
+    sincosf(angle, &s, &c);
+    s *= sign;
+    bf16* row = x + tn * D;
+    const float a = __bfloat162float(row[i]), b = __bfloat162float(row[i + half]);
+    row[i] = __float2bfloat16(a * c - b * s);
+    row[i + half] = __float2bfloat16(b * c + a * s);
+  }
+}
+
+__global__ void rmsnorm_kernel(bf16* out, const bf16* x, const float* w, int C, float eps) {
+  __shared__ float scratch[32];
+  const long n = blockIdx.x;
+  float ss = 0.0f;
+  for (int c = threadIdx.x; c < C; c += blockDim.x) {
+    const float a = __bfloat162float(x[n * C + c]);
+    ss += a * a;
+  }
+  const float inv = rsqrtf(device::block_sum(ss, scratch) / C + eps);
+  for (int c = threadIdx.x; c < C; c += blockDim.x)
+    out[n * C + c] = __float2bfloat16(__bfloat162float(x[n * C + c]) * inv * w[c]);
+}
+
+__global__ void swiglu_kernel(bf16* out, const bf16* gate, const bf16* up, long N) {
+  for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < N; i += (long)gridDim.x * blockDim.x) {
+    const float z = __bfloat162float(gate[i]);
+    out[i] = __float2bfloat16(z / (1.0f + expf(-z)) * __bfloat162float(up[i]));
+  }
+}
+
+// logits (T, 3H) = x [w_a; w_b; w_λ]ᵀ → g, β, λ (T, H).
+__global__ void gates_kernel(float* g, float* beta, float* lambda, const float* logits,
+                             const float* A_log, const float* dt_bias, const float* b_beta,
+                             const float* b_lambda, int T, int H) {
+  const long total = (long)T * H;
+  for (long idx = blockIdx.x * (long)blockDim.x + threadIdx.x; idx < total;
+       idx += (long)gridDim.x * blockDim.x) {
+    const long t = idx / H;
+    const int h = (int)(idx % H);
+    const float* row = logits + t * 3 * H;
+    g[idx] = -expf(A_log[h]) * device::softplusf_(row[h] + dt_bias[h]);
+    beta[idx] = device::sigmoidf_(row[H + h] + b_beta[h]);
+    lambda[idx] = device::sigmoidf_(row[2 * H + h] + b_lambda[h]);
+  }
+}
+
+__global__ void mix_gate_kernel(bf16* y, const bf16* y_exact, const bf16* y_lin,
+                                const float* lambda, long rows, int D) {
+  const long total = rows * D;
+  for (long idx = blockIdx.x * (long)blockDim.x + threadIdx.x; idx < total;
+       idx += (long)gridDim.x * blockDim.x) {
+    const float l = lambda[idx / D];
+    y[idx] = __float2bfloat16((1.0f - l) * __bfloat162float(y_exact[idx]) +
+                              l * __bfloat162float(y_lin[idx]));
+  }
+}
+
+// ---- fused decode step ---------------------------------------------------------------------
+
+// grid (H), 256 threads; block h owns query head h (and reads kv head h / (H / G)).
+template <int D>
+__global__ void __launch_bounds__(256) hybrid_decode_kernel(
+    bf16* __restrict__ y, HybridParams p, HybridCacheView cache, const bf16* __restrict__ x,
+    const bf16* __restrict__ q, const bf16* __restrict__ k, const bf16* __restrict__ v, int C,
+    int H, int G, int sinks, int window) {
+  __shared__ float qc[D], kc[D], vc[D], qn[D], kn[D], qr[D], kr[D];
+  __shared__ float scores[256 + 64];
+  __shared__ float scratch[32];
+  __shared__ float red_r[256 / D][D], red_o[256 / D][D];
+  __shared__ float gates[3];
+  const int h = blockIdx.x, group = H / G, hk = h / group;
+  const bool leader = h % group == 0;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const long pos = *cache.position;
+  const int ring = window + 1;
+
+  // 1 short conv over the raw rows of the last 3 tokens and this one.
+  for (int idx = tid; idx < 3 * D; idx += blockDim.x) {
+    const int which = idx / D, d = idx % D;
+    const float* hist = which == 0 ? cache.conv_q : which == 1 ? cache.conv_k : cache.conv_v;
+    const float* w = which == 0 ? p.conv_q : which == 1 ? p.conv_k : p.conv_v;
+    const int heads = which == 0 ? H : G, head = which == 0 ? h : hk;
+    const bf16* now = which == 0 ? q : which == 1 ? k : v;
+    const long ch = (long)head * D + d;
+    float acc = w[ch * kConvWidth + 3] * __bfloat162float(now[ch]);
+    for (int i = 0; i < 3; ++i) {
+      const long j = pos - 3 + i;
+      if (j >= 0) acc += w[ch * kConvWidth + i] * hist[((j % 4) * heads + head) * (long)D + d];
+    }
+    (which == 0 ? qc : which == 1 ? kc : vc)[d] = acc;
+  }
+  // 2 gate logits: three dot products of length C.
+  float part[3] = {0, 0, 0};
+  for (int c = tid; c < C; c += blockDim.x) {
+    const float xc = __bfloat162float(x[c]);
+#pragma unroll
+    for (int i = 0; i < 3; ++i) part[i] += xc * __bfloat162float(p.w_gates[((long)i * H + h) * C + c]);
+  }
+  for (int i = 0; i < 3; ++i) {
+    const float total = device::block_sum(part[i], scratch);
+    if (tid == 0) gates[i] = total;
+  }
+  __syncthreads();
+  const float g_now = -expf(p.A_log[h]) * device::softplusf_(gates[0] + p.dt_bias[h]);
+  const float beta_now = device::sigmoidf_(gates[1] + p.b_beta[h]);
+  const float lambda = device::sigmoidf_(gates[2] + p.b_lambda[h]);
+  // 3 unit norms (linear branch) and RoPE (exact branch).
+  float sq = 0.0f, sk = 0.0f;
+  for (int d = tid; d < D; d += blockDim.x) sq += qc[d] * qc[d], sk += kc[d] * kc[d];
+  const float inv_q = rsqrtf(device::block_sum(sq, scratch) + kUnitNormEps);
+  const float inv_k = rsqrtf(device::block_sum(sk, scratch) + kUnitNormEps);
+  for (int d = tid; d < D; d += blockDim.x) {
+    qn[d] = qc[d] * inv_q;
+    kn[d] = kc[d] * inv_k;
+    const int i = d % (D / 2);
+    float s, c;
+    sincosf((float)pos * p.inv_freq[i], &s, &c);
+    const int other = d < D / 2 ? d + D / 2 : d - D / 2;
+    const float sgn = d < D / 2 ? -1.0f : 1.0f;
+    qr[d] = qc[d] * c + sgn * qc[other] * s;
+    kr[d] = kc[d] * c + sgn * kc[other] * s;
+  }
+  __syncthreads();
+  // 4 exact branch: keys j < sinks, then t − window < j ≤ t (the current one from shared memory).
+  const long n_sink = min((long)sinks, pos + 1);
+  const long w_begin = max((long)sinks, pos - window + 1);
+  const int n_keys = (int)(n_sink + (pos - w_begin + 1));
+  auto key_row = [&](int idx, long& j) -> const bf16* {
+    if (idx < n_sink) { j = idx; return cache.sink_k + ((long)idx * G + hk) * D; }
+    j = w_begin + (idx - n_sink);
+    return cache.ring_k + ((j % ring) * G + hk) * (long)D;
+  };
+  const float scale = rsqrtf((float)D);
+  for (int idx = warp; idx < n_keys; idx += blockDim.x / 32) {
+    long j;
+    const bf16* kj = key_row(idx, j);
+    float s = 0.0f;
+    for (int d = lane; d < D; d += 32) s += qr[d] * (j == pos ? kr[d] : __bfloat162float(kj[d]));
+    s = device::warp_sum(s);
+    if (lane == 0) scores[idx] = s * scale;
+  }
+  __syncthreads();
+  float mx = -INFINITY;
+  {
+    float m_local = -INFINITY;
+    for (int idx = tid; idx < n_keys; idx += blockDim.x) m_local = fmaxf(m_local, scores[idx]);
+    m_local = device::warp_max(m_local);
+    __syncthreads();
+    if (lane == 0) scratch[warp] = m_local;
+    __syncthreads();
+    mx = -INFINITY;
+    for (int w = 0; w < (int)blockDim.x / 32; ++w) mx = fmaxf(mx, scratch[w]);
+    __syncthreads();
+  }
+  float se = 0.0f;
+  for (int idx = tid; idx < n_keys; idx += blockDim.x) {
+    const float e = expf(scores[idx] - mx);
+    scores[idx] = e;
+    se += e;
+  }
+  const float inv_sum = 1.0f / device::block_sum(se, scratch);
+  // 5 linear branch: the token leaving the window enters the state, then q̂ reads it.
+  const long leaving = pos - window;
+  const bool enters = leaving >= sinks && leaving >= 0;
+  float alpha = 1.0f, b = 0.0f;
+  const bf16* k_leave = nullptr;
+  const bf16* v_leave = nullptr;
+  if (enters) {
+    const long slot = leaving % ring;
+    alpha = expf(cache.ring_g[slot * H + h]);
+    b = cache.ring_beta[slot * H + h];
+    k_leave = cache.ring_key + (slot * G + hk) * (long)D;
+    v_leave = cache.ring_v + (slot * G + hk) * (long)D;
+  }
+  float* S = cache.state + (long)h * D * D;
+  const int e = tid % D, half = tid / D, rows = D / (256 / D);  // 256/D row groups
+  const int r0 = half * rows;
+  if (enters) {
+    float r = 0.0f;
+    for (int d = r0; d < r0 + rows; ++d) r += __bfloat162float(k_leave[d]) * S[(long)d * D + e];
+    red_r[half][e] = r;
+  }
+  __syncthreads();
+  float u = 0.0f;
+  if (enters) {
+    float r = 0.0f;
+    for (int x2 = 0; x2 < 256 / D; ++x2) r += red_r[x2][e];
+    u = b * (__bfloat162float(v_leave[e]) - alpha * r);
+  }
+  float o = 0.0f;
+  for (int d = r0; d < r0 + rows; ++d) {
+    float s = S[(long)d * D + e];
+    if (enters) {
+      s = alpha * s + __bfloat162float(k_leave[d]) * u;
+      S[(long)d * D + e] = s;
+    }
+    o += qn[d] * s;
+  }
+  red_o[half][e] = o;
+  __syncthreads();
+  // 6 mix and write y; the exact output is Σ p_j v_j.
+  for (int d = tid; d < D; d += blockDim.x) {
+    float ye = 0.0f;
+    for (int idx = 0; idx < n_keys; ++idx) {
+      long j;
+      if (idx < n_sink) j = idx; else j = w_begin + (idx - n_sink);
+      const float vj = j == pos ? vc[d]
+                       : idx < n_sink ? __bfloat162float(cache.sink_v[((long)j * G + hk) * D + d])
+                                      : __bfloat162float(cache.ring_v[((j % ring) * G + hk) * (long)D + d]);
+      ye += scores[idx] * vj;
+    }
+    ye *= inv_sum;
+    float yl = 0.0f;
+    for (int x2 = 0; x2 < 256 / D; ++x2) yl += red_o[x2][d];
+    y[(long)h * D + d] = __float2bfloat16((1.0f - lambda) * ye + lambda * yl);
+  }
+  // 7 this token into the cache (slots no other block reads in this step).
+  const long slot = pos % ring;
+  for (int d = tid; d < D; d += blockDim.x) {
+    cache.conv_q[((pos % 4) * H + h) * (long)D + d] = __bfloat162float(q[(long)h * D + d]);
+    if (leader) {
+      cache.conv_k[((pos % 4) * G + hk) * (long)D + d] = __bfloat162float(k[(long)hk * D + d]);
+      cache.conv_v[((pos % 4) * G + hk) * (long)D + d] = __bfloat162float(v[(long)hk * D + d]);
+      cache.ring_k[(slot * G + hk) * (long)D + d] = __float2bfloat16(kr[d]);
+      cache.ring_v[(slot * G + hk) * (long)D + d] = __float2bfloat16(vc[d]);
+      cache.ring_key[(slot * G + hk) * (long)D + d] = __float2bfloat16(kn[d]);
+      if (pos < sinks) {
+        cache.sink_k[(pos * G + hk) * (long)D + d] = __float2bfloat16(kr[d]);
+        cache.sink_v[(pos * G + hk) * (long)D + d] = __float2bfloat16(vc[d]);
+      }
+    }
+  }
+  if (tid == 0) {
+    cache.ring_g[slot * H + h] = g_now;
+    cache.ring_beta[slot * H + h] = beta_now;
+  }
+}
+
+__global__ void increment_kernel(long* position) { *position += 1; }
+
+}  // namespace
+
+Status short_conv_forward(bf16* y, const bf16* x, const float* w, int T, int N, cudaStream_t stream) {
+  short_conv_forward_kernel<<<blocks_for((long)T * N, 256), 256, 0, stream>>>(y, x, w, T, N);
+  GL_CUDA_CHECK_LAUNCH();
+  return ok_status();
+}
+
+Status short_conv_backward(float* dx, float* dw, const float* dy, const bf16* x, const float* w,
+                           int T, int N, cudaStream_t stream) {
+  short_conv_backward_kernel<<<(N + 127) / 128, 128, 0, stream>>>(dx, dw, dy, x, w, T, N);
+  GL_CUDA_CHECK_LAUNCH();
+  return ok_status();
+}
+
+Status unit_rows_forward(bf16* out, const bf16* in, long rows, int D, cudaStream_t stream) {
+  unit_rows_forward_kernel<<<blocks_for(rows * 32, 256), 256, 0, stream>>>(out, in, rows, D);
+  GL_CUDA_CHECK_LAUNCH();
+  return ok_status();
+}
+
+Status unit_rows_backward(float* din, const float* dout, const bf16* in, long rows, int D,
+                          cudaStream_t stream) {
+  unit_rows_backward_kernel<<<blocks_for(rows * 32, 256), 256, 0, stream>>>(din, dout, in, rows, D);
+  GL_CUDA_CHECK_LAUNCH();
+  return ok_status();
+}
+
+Status rope_apply(bf16* x, const float* inv_freq, int T, int N, int D, long pos0, int sign,
+                  cudaStream_t stream) {
+  rope_kernel<<<blocks_for((long)T * N * D / 2, 256), 256, 0, stream>>>(x, inv_freq, T, N, D, pos0,
+                                                                        (float)sign);
+  GL_CUDA_CHECK_LAUNCH();
+  return ok_status();
+}
+
+Status rmsnorm_forward(bf16* out, const bf16* x, const float* w, int N, int C, float eps,
+                       cudaStream_t stream) {
+  rmsnorm_kernel<<<N, 256, 0, stream>>>(out, x, w, C, eps);
+  GL_CUDA_CHECK_LAUNCH();
+  return ok_status();
+}
+
+Status swiglu_forward(bf16* out, const bf16* gate, const bf16* up, long N, cudaStream_t stream) {
+  swiglu_kernel<<<blocks_for(N, 256), 256, 0, stream>>>(out, gate, up, N);
+  GL_CUDA_CHECK_LAUNCH();
+  return ok_status();
+}
+
+Status gemm_bf16_nt(cublasHandle_t handle, void* C, bool c_is_bf16, const bf16* A, const bf16* B,
+                    int M, int N, int K, cudaStream_t stream) {
+  // Row-major C (M, N) = A (M, K) Bᵀ is column-major Cᵀ (N, M) = B (N, K as col-major K×N)ᵀ … :
+  // cuBLAS computes Cᵀ = op(B) · op(A) with B read as (K, N) column-major transposed.
+  const float one = 1.0f, zero = 0.0f;
+  GL_CUBLAS_CHECK(cublasSetStream(handle, stream));
+  GL_CUBLAS_CHECK(cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &one, B, CUDA_R_16BF, K,
+                               A, CUDA_R_16BF, K, &zero, C, c_is_bf16 ? CUDA_R_16BF : CUDA_R_32F,
+                               N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  return ok_status();
+}
+
+size_t hybrid_forward_workspace_bytes(const HybridShape& s, int T) {
+  const size_t tq = (size_t)T * s.H * s.D, tk = (size_t)T * s.G * s.D;
+  const int n = std::max(1, T - s.sinks - s.window);
+  return 4 * align_up(tq * 2) + 4 * align_up(tk * 2) + align_up((size_t)T * 3 * s.H * 4) +
+         3 * align_up((size_t)T * s.H * 4) + gated_delta_forward_workspace_bytes(n, s.H, s.D, false);
+}
+
+Status hybrid_forward(bf16* y, float* state_final, const HybridShape& s, const HybridParams& p,
+                      const bf16* x, const bf16* q, const bf16* k, const bf16* v, int T,
+                      void* workspace, size_t workspace_bytes, cublasHandle_t cublas,
+                      cudaStream_t stream) {
+  if (workspace_bytes < hybrid_forward_workspace_bytes(s, T))
+    return make_error("hybrid_forward: workspace too small");
+  const size_t tq = (size_t)T * s.H * s.D, tk = (size_t)T * s.G * s.D;
+  char* w = static_cast<char*>(workspace);
+  auto take = [&](size_t bytes) { char* r = w; w += align_up(bytes); return r; };
+  bf16* qc = (bf16*)take(tq * 2); bf16* qr = (bf16*)take(tq * 2);
+  bf16* qn = (bf16*)take(tq * 2); bf16* y_exact = (bf16*)take(tq * 2);
+  bf16* kc = (bf16*)take(tk * 2); bf16* kr = (bf16*)take(tk * 2);
+  bf16* kn = (bf16*)take(tk * 2); bf16* vc = (bf16*)take(tk * 2);
+  float* logits = (float*)take((size_t)T * 3 * s.H * 4);
+  float* g = (float*)take((size_t)T * s.H * 4);
+  float* beta = (float*)take((size_t)T * s.H * 4);
+  float* lambda = (float*)take((size_t)T * s.H * 4);
+  const int n = std::max(1, T - s.sinks - s.window);
+  const size_t gdn_bytes = gated_delta_forward_workspace_bytes(n, s.H, s.D, false);
+  void* gdn_ws = take(gdn_bytes);
+  bf16* y_lin = qr;  // the RoPE'd queries are dead once the exact branch has run
+
+  GL_TRY(short_conv_forward(qc, q, p.conv_q, T, s.H * s.D, stream));
+  GL_TRY(short_conv_forward(kc, k, p.conv_k, T, s.G * s.D, stream));
+  GL_TRY(short_conv_forward(vc, v, p.conv_v, T, s.G * s.D, stream));
+  GL_CUDA_CHECK(cudaMemcpyAsync(qr, qc, tq * 2, cudaMemcpyDeviceToDevice, stream));
+  GL_CUDA_CHECK(cudaMemcpyAsync(kr, kc, tk * 2, cudaMemcpyDeviceToDevice, stream));
+  GL_TRY(rope_apply(qr, p.inv_freq, T, s.H, s.D, 0, 1, stream));
+  GL_TRY(rope_apply(kr, p.inv_freq, T, s.G, s.D, 0, 1, stream));
+  GL_TRY(attention_forward(y_exact, nullptr, qr, kr, vc, T, s.H, s.G, s.D,
+                           AttentionMaskSpec{s.sinks, s.window}, stream));
+  GL_TRY(unit_rows_forward(qn, qc, (long)T * s.H, s.D, stream));
+  GL_TRY(unit_rows_forward(kn, kc, (long)T * s.G, s.D, stream));
+  GL_TRY(gemm_bf16_nt(cublas, logits, false, x, p.w_gates, T, 3 * s.H, s.C, stream));
+  gates_kernel<<<blocks_for((long)T * s.H, 256), 256, 0, stream>>>(
+      g, beta, lambda, logits, p.A_log, p.dt_bias, p.b_beta, p.b_lambda, T, s.H);
+  GL_CUDA_CHECK_LAUNCH();
+  // Linear branch with the delayed read: keys from row s, queries from row s + w.
+  const int shift = s.sinks + s.window;
+  GL_CUDA_CHECK(cudaMemsetAsync(y_lin, 0, (size_t)std::min(T, shift) * s.H * s.D * 2, stream));
+  if (T > shift) {
+    const int N = T - shift;
+    GL_TRY(gated_delta_chunked_forward(
+        y_lin + (size_t)shift * s.H * s.D, state_final, nullptr, qn + (size_t)shift * s.H * s.D,
+        kn + (size_t)s.sinks * s.G * s.D, vc + (size_t)s.sinks * s.G * s.D,
+        g + (size_t)s.sinks * s.H, beta + (size_t)s.sinks * s.H, N, s.H, s.G, s.D, gdn_ws,
+        gdn_bytes, stream));
+  }
+  mix_gate_kernel<<<blocks_for((long)tq, 256), 256, 0, stream>>>(y, y_exact, y_lin, lambda,
+                                                                 (long)T * s.H, s.D);
+  GL_CUDA_CHECK_LAUNCH();
+  return ok_status();
+}
+
+size_t hybrid_cache_bytes(const HybridShape& s) {
+  const size_t gd = (size_t)s.G * s.D, hd = (size_t)s.H * s.D, ring = s.window + 1;
+  return align_up(sizeof(long)) + align_up(4 * hd * 4) + 2 * align_up(4 * gd * 4) +
+         2 * align_up(std::max(1, s.sinks) * gd * 2) + 3 * align_up(ring * gd * 2) +
+         2 * align_up(ring * s.H * 4) + align_up((size_t)s.H * s.D * s.D * 4);
+}
+
+Result<HybridCacheView> hybrid_cache_create(const HybridShape& s, void* memory,
+                                            cudaStream_t stream) {
+  GL_CUDA_CHECK(cudaMemsetAsync(memory, 0, hybrid_cache_bytes(s), stream));
+  const size_t gd = (size_t)s.G * s.D, hd = (size_t)s.H * s.D, ring = s.window + 1;
+  char* w = static_cast<char*>(memory);
+  auto take = [&](size_t bytes) { char* r = w; w += align_up(bytes); return r; };
+  HybridCacheView c;
+  c.position = (long*)take(sizeof(long));
+  c.conv_q = (float*)take(4 * hd * 4);
+  c.conv_k = (float*)take(4 * gd * 4);
+  c.conv_v = (float*)take(4 * gd * 4);
+  c.sink_k = (bf16*)take(std::max(1, s.sinks) * gd * 2);
+  c.sink_v = (bf16*)take(std::max(1, s.sinks) * gd * 2);
+  c.ring_k = (bf16*)take(ring * gd * 2);
+  c.ring_v = (bf16*)take(ring * gd * 2);
+  c.ring_key = (bf16*)take(ring * gd * 2);
+  c.ring_g = (float*)take(ring * s.H * 4);
+  c.ring_beta = (float*)take(ring * s.H * 4);
+  c.state = (float*)take((size_t)s.H * s.D * s.D * 4);
+  return c;
+}
+
+Status hybrid_decode_step(bf16* y, const HybridShape& s, const HybridParams& p,
+                          const HybridCacheView& cache, const bf16* x, const bf16* q,
+                          const bf16* k, const bf16* v, cudaStream_t stream) {
+  if (s.sinks + s.window > 256) return make_error("hybrid_decode_step: sinks + window > 256");
+  if (s.H % s.G != 0) return make_error("hybrid_decode_step: G must divide H");
+  GL_TRY(dispatch_head_dim(s.D, [&](auto d) -> Status {
+    constexpr int Dc = decltype(d)::value;
+    hybrid_decode_kernel<Dc><<<s.H, 256, 0, stream>>>(y, p, cache, x, q, k, v, s.C, s.H, s.G,
+                                                      s.sinks, s.window);
+    GL_CUDA_CHECK_LAUNCH();
+    return ok_status();
+  }));
+  increment_kernel<<<1, 1, 0, stream>>>(cache.position);
+  GL_CUDA_CHECK_LAUNCH();
+  return ok_status();
+}
+
+}  // namespace golinear::kernels::cuda

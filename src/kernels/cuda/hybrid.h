@@ -1,0 +1,107 @@
+// The hybrid mixer of DESIGN.md §3 on the GPU (gdn state, mix gate, conv on; the default recipe),
+// built from the kernels of this folder: the elementwise stages below, attention.h (exact branch),
+// gated_delta.h (linear branch with the delayed read as a pointer shift), cuBLAS for the gate
+// projections, and a fused single-token decode step over a constant-size cache.
+// Semantics follow mixers/hybrid_mixer.h (the specification).
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+
+#include "kernels/cuda/cuda_common.h"
+
+namespace golinear::kernels::cuda {
+
+// ---- elementwise stages (each a plain kernel + launcher) ------------------------------------
+
+// Causal depthwise conv of width 4: y, x (T, N) bf16, w (N, 4) fp32 (tap 3 = current token).
+Status short_conv_forward(bf16* y, const bf16* x, const float* w, int T, int N,
+                          cudaStream_t stream);
+// dx (T, N) fp32 (=), dw (N, 4) fp32 (+=) from dy (T, N) fp32.
+Status short_conv_backward(float* dx, float* dw, const float* dy, const bf16* x, const float* w,
+                           int T, int N, cudaStream_t stream);
+
+// out (rows, D) = in / sqrt(‖in‖² + 1e-6), bf16 → bf16.
+Status unit_rows_forward(bf16* out, const bf16* in, long rows, int D, cudaStream_t stream);
+// din (rows, D) fp32 (=) from dout (rows, D) fp32.
+Status unit_rows_backward(float* din, const float* dout, const bf16* in, long rows, int D,
+                          cudaStream_t stream);
+
+// RoPE (NeoX half rotation) in place on x (T, N, D) bf16, token t at position pos0 + t; sign 1
+// forward, −1 the backward (rotation by −θ). inv_freq (D/2) fp32 (llama3 scaling already in it).
+Status rope_apply(bf16* x, const float* inv_freq, int T, int N, int D, long pos0, int sign,
+                  cudaStream_t stream);
+
+// RMSNorm: out (N, C) bf16 = x / sqrt(mean x² + eps) · w, fp32 inside.
+Status rmsnorm_forward(bf16* out, const bf16* x, const float* w, int N, int C, float eps,
+                       cudaStream_t stream);
+
+// SwiGLU: out (N) = silu(gate) ⊙ up, bf16.
+Status swiglu_forward(bf16* out, const bf16* gate, const bf16* up, long N, cudaStream_t stream);
+
+// C (M, N) fp32 or bf16 = A (M, K) · Bᵀ with B (N, K) (row-major, as Hugging Face weights),
+// bf16 inputs, fp32 compute (cublasGemmEx).
+Status gemm_bf16_nt(cublasHandle_t handle, void* C, bool c_is_bf16, const bf16* A, const bf16* B,
+                    int M, int N, int K, cudaStream_t stream);
+
+// ---- the hybrid mixer ----------------------------------------------------------------------
+
+struct HybridShape {
+  int C = 0, H = 0, G = 0, D = 0;
+  int sinks = 8, window = 56;
+};
+
+// Device parameters of one layer. Shapes as in mixers/hybrid_mixer.h; w_gates stacks
+// [w_a; w_b; w_lambda] as one (3H, C) bf16 matrix so that one GEMM computes every gate logit.
+struct HybridParams {
+  const float* conv_q = nullptr;   // (H·D, 4)
+  const float* conv_k = nullptr;   // (G·D, 4)
+  const float* conv_v = nullptr;   // (G·D, 4)
+  const bf16* w_gates = nullptr;   // (3H, C)
+  const float* b_beta = nullptr;   // (H)
+  const float* A_log = nullptr;    // (H)
+  const float* dt_bias = nullptr;  // (H)
+  const float* b_lambda = nullptr; // (H)
+  const float* inv_freq = nullptr; // (D/2)
+};
+
+size_t hybrid_forward_workspace_bytes(const HybridShape& shape, int T);
+
+// y (T, H, D) bf16 for a whole sequence from position 0: x (T, C), q (T, H, D), k, v (T, G, D)
+// bf16 (before RoPE). state_final (H, D, D) fp32 or null: the delayed state after T tokens.
+Status hybrid_forward(bf16* y, float* state_final, const HybridShape& shape,
+                      const HybridParams& params, const bf16* x, const bf16* q, const bf16* k,
+                      const bf16* v, int T, void* workspace, size_t workspace_bytes,
+                      cublasHandle_t cublas, cudaStream_t stream);
+
+// The decode cache of one sequence and layer: constant size, whatever the context.
+struct HybridCacheView {
+  long* position = nullptr;       // device counter: tokens processed
+  float* conv_q = nullptr;        // (4, H, D) raw q of the last tokens, slot j mod 4
+  float* conv_k = nullptr;        // (4, G, D)
+  float* conv_v = nullptr;        // (4, G, D)
+  bf16* sink_k = nullptr;         // (sinks, G, D) RoPE'd k̃
+  bf16* sink_v = nullptr;         // (sinks, G, D)
+  bf16* ring_k = nullptr;         // (window + 1, G, D) RoPE'd k̃, slot j mod (window + 1)
+  bf16* ring_v = nullptr;         // (window + 1, G, D) ṽ
+  bf16* ring_key = nullptr;       // (window + 1, G, D) unit key k̂ (state entry)
+  float* ring_g = nullptr;        // (window + 1, H) log decay
+  float* ring_beta = nullptr;     // (window + 1, H)
+  float* state = nullptr;         // (H, D, D)
+};
+
+// Bytes of one cache (the number the bench reports per layer).
+size_t hybrid_cache_bytes(const HybridShape& shape);
+// Carves a zeroed cache out of `memory` (hybrid_cache_bytes of it).
+Result<HybridCacheView> hybrid_cache_create(const HybridShape& shape, void* memory,
+                                            cudaStream_t stream);
+
+// One token: y (H, D) bf16 from x (C), q (H, D), k, v (G, D) bf16; advances cache.position.
+// Two launches (the fused step and the position increment): capture it in a CUDA graph.
+Status hybrid_decode_step(bf16* y, const HybridShape& shape, const HybridParams& params,
+                          const HybridCacheView& cache, const bf16* x, const bf16* q,
+                          const bf16* k, const bf16* v, cudaStream_t stream);
+
+}  // namespace golinear::kernels::cuda

@@ -1,0 +1,96 @@
+#include "train/distillation.h"
+
+#include <chrono>
+#include <cmath>
+
+#include "common/file.h"
+#include "common/progress.h"
+#include "model/transformer_backward.h"
+
+namespace golinear::train {
+
+double kl_distillation_loss(const float* teacher_logits, const float* student_logits, int T, int V,
+                            float* dlogits) {
+  double total = 0.0;
+#pragma omp parallel for reduction(+ : total) schedule(static)
+  for (int t = 0; t < T; ++t) {
+    const float* a = teacher_logits + (long)t * V;
+    const float* b = student_logits + (long)t * V;
+    double ma = a[0], mb = b[0];
+    for (int i = 1; i < V; ++i) {
+      ma = std::max(ma, (double)a[i]);
+      mb = std::max(mb, (double)b[i]);
+    }
+    double za = 0, zb = 0;
+    for (int i = 0; i < V; ++i) {
+      za += std::exp(a[i] - ma);
+      zb += std::exp(b[i] - mb);
+    }
+    const double lza = std::log(za), lzb = std::log(zb);
+    double kl = 0;
+    for (int i = 0; i < V; ++i) {
+      const double log_pa = a[i] - ma - lza, log_pb = b[i] - mb - lzb;
+      const double pa = std::exp(log_pa);
+      kl += pa * (log_pa - log_pb);
+      if (dlogits) dlogits[(long)t * V + i] = (float)((std::exp(log_pb) - pa) / T);
+    }
+    total += kl;
+  }
+  return total / T;
+}
+
+Result<TrainReport> distill_end_to_end(Model& model, MixerStack& students, const PackedDataset& data,
+                                       const TrainOptions& options) {
+  const int T = data.seq_len, V = model.config.vocab_size;
+  if (data.size() == 0) return make_error("distillation: no training sequences");
+  AdamW optimizer(trainable_parameters(students), options.adam);
+  long start = 0;
+  if (options.resume && file_exists(options.state_path)) {
+    GL_ASSIGN_OR_RETURN(start, train_state_load(options.state_path, students, optimizer));
+  }
+  TrainReport report;
+  report.steps_done = start;
+  const long tail_from = options.steps - std::max(1L, options.steps / 10);
+  long tail_steps = 0, tokens_this_run = 0;
+  ProgressBar bar("distill", options.steps);
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<float> teacher_logits((long)T * V), student_logits((long)T * V), dlogits((long)T * V);
+  for (long step = start; step < options.steps; ++step) {
+    double loss = 0.0;
+    for (int b = 0; b < options.batch; ++b) {
+      const int32_t* ids = data.sequence((step * options.batch + b) % data.size());
+      model_forward(model, ids, T, teacher_logits.data());
+      std::swap(model.mixers, students);  // the student: same backbone, new mixers
+      ForwardTrace trace;
+      trace.capture_activations = true;
+      model_forward(model, ids, T, student_logits.data(), false, &trace);
+      loss += kl_distillation_loss(teacher_logits.data(), student_logits.data(), T, V, dlogits.data());
+      for (float& g : dlogits) g /= options.batch;
+      model_backward(model, T, trace, dlogits.data());
+      std::swap(model.mixers, students);
+      tokens_this_run += T;
+    }
+    loss /= options.batch;
+    optimizer.step(learning_rate_at(step, options.steps, options.warmup, options.lr));
+    report.loss_curve.push_back(loss);
+    if (step >= tail_from) {
+      report.final_loss += loss;
+      ++tail_steps;
+    }
+    report.steps_done = step + 1;
+    bar.update(step + 1, (double)tokens_this_run, str_cat("kl ", std::to_string(loss).substr(0, 6)));
+    const bool checkpoint = (options.checkpoint_every > 0 && (step + 1) % options.checkpoint_every == 0) ||
+                            step + 1 == options.steps;
+    const bool stopping = options.stop_after > 0 && step + 1 - start >= options.stop_after;
+    if ((checkpoint || stopping) && !options.state_path.empty())
+      GL_TRY(train_state_save(options.state_path, students, optimizer, step + 1));
+    if (stopping) break;
+  }
+  bar.finish();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  report.tokens_per_s = seconds > 0 ? tokens_this_run / seconds : 0;
+  if (tail_steps) report.final_loss /= tail_steps;
+  return report;
+}
+
+}  // namespace golinear::train

@@ -1,0 +1,20 @@
+// Stage 2 of DESIGN.md §4, end-to-end distillation: the student (the model with its mixers
+// replaced) is trained on KL(teacher ‖ student) over next-token distributions, with the
+// gradient flowing back through the frozen network (model/transformer_backward.h) into the
+// mixers' parameters. Only the new parameters are updated.
+#pragma once
+
+#include "train/attention_transfer.h"
+
+namespace golinear::train {
+
+// mean over t of KL(softmax(teacher_t) ‖ softmax(student_t)) for logits (T, V); fills
+// dlogits (T, V) = ∂loss/∂student_logits = (p_S − p_T) / T when non-null.
+double kl_distillation_loss(const float* teacher_logits, const float* student_logits, int T, int V,
+                            float* dlogits);
+
+// Trains `students` end to end; `model` holds the teacher's mixers (restored on return).
+Result<TrainReport> distill_end_to_end(Model& model, MixerStack& students, const PackedDataset& data,
+                                       const TrainOptions& options);
+
+}  // namespace golinear::train
