@@ -566,8 +566,12 @@ void hybrid_run_forward(const Dims& dm, const MixerOptions& o, const HybridTenso
     cpu::rope_rotate_generic(a.qr.data(), in.inv_freq, T, H, D, 0, 1);
     cpu::rope_rotate_generic(a.kr.data(), in.inv_freq, T, G, D, 0, 1);
     a.y_exact.resize(nq);
-    cpu::attention_forward_generic(a.y_exact.data(), a.qr.data(), a.kr.data(), a.vc.data(), T, T,
-                                   0, H, G, D, cpu::AttentionMask{dm.s, dm.w});
+    if constexpr (std::is_same_v<S, float>)  // the blocked fp32 kernel
+      cpu::attention_forward(a.y_exact.data(), a.qr.data(), a.kr.data(), a.vc.data(), T, T, 0, H,
+                             G, D, cpu::AttentionMask{dm.s, dm.w});
+    else  // fp64: the reference, for gradient checks
+      cpu::attention_forward_generic(a.y_exact.data(), a.qr.data(), a.kr.data(), a.vc.data(), T,
+                                     T, 0, H, G, D, cpu::AttentionMask{dm.s, dm.w});
   }
   if (dm.has_linear) {
     linear_features_forward(dm, o, p, in.x, a.qc.data(), a.kc.data(), a.vc.data(), T, 0,
@@ -773,9 +777,13 @@ void hybrid_backward(const MixerOptions& options, const AttentionShape& shape,
   // 2 exact branch
   if (dm.has_exact) {
     std::vector<S> dqr(nq, S(0)), dkr(nk, S(0));
-    cpu::attention_backward_generic(dqr.data(), dkr.data(), dvc.data(), dy_exact.data(),
-                                    a.qr.data(), a.kr.data(), a.vc.data(), T, H, G, D,
-                                    cpu::AttentionMask{dm.s, dm.w});
+    if constexpr (std::is_same_v<S, float>)  // the blocked fp32 kernel
+      cpu::attention_backward(dqr.data(), dkr.data(), dvc.data(), dy_exact.data(), a.qr.data(),
+                              a.kr.data(), a.vc.data(), T, H, G, D, cpu::AttentionMask{dm.s, dm.w});
+    else  // fp64: the reference, for gradient checks
+      cpu::attention_backward_generic(dqr.data(), dkr.data(), dvc.data(), dy_exact.data(),
+                                      a.qr.data(), a.kr.data(), a.vc.data(), T, H, G, D,
+                                      cpu::AttentionMask{dm.s, dm.w});
     cpu::rope_rotate_generic(dqr.data(), in.inv_freq, T, H, D, 0, -1);
     cpu::rope_rotate_generic(dkr.data(), in.inv_freq, T, G, D, 0, -1);
     for (long i = 0; i < nq; ++i) dqc[i] += dqr[i];
