@@ -65,6 +65,42 @@ void add_correlations(const AnalysisResult& r, StudentResult& s) {
   s.correlations.push_back({"concentration", "token", n, spearman(concentration, point_nmse)});
   s.correlations.push_back({"residual", "token", n, spearman(residual, point_nmse)});
   s.correlations.push_back({"position", "token", n, spearman(position, point_nmse)});
+
+  // Position is a confounder: concentration falls with t and, in a hybrid, the linear branch is
+  // read only from t = s + w on. "token_linear" keeps the points t ≥ s + w; "within_position"
+  // averages, over those positions, the correlation across the (layer, kv head) points of one
+  // position (n: the positions averaged).
+  const int first = std::min(r.T, s.sinks + s.window);
+  std::vector<double> c_far, r_far, p_far, nmse_far;
+  for (size_t i = 0; i < point_nmse.size(); ++i)
+    if (position[i] >= first) {
+      c_far.push_back(concentration[i]);
+      r_far.push_back(residual[i]);
+      p_far.push_back(position[i]);
+      nmse_far.push_back(point_nmse[i]);
+    }
+  const long n_far = (long)nmse_far.size();
+  s.correlations.push_back({"concentration", "token_linear", n_far, spearman(c_far, nmse_far)});
+  s.correlations.push_back({"residual", "token_linear", n_far, spearman(r_far, nmse_far)});
+  s.correlations.push_back({"position", "token_linear", n_far, spearman(p_far, nmse_far)});
+  double c_sum = 0, r_sum = 0;
+  long c_count = 0, r_count = 0;
+  std::vector<double> c_at, r_at, nmse_at;
+  for (int t = first; t < r.T; ++t) {
+    c_at.clear(), r_at.clear(), nmse_at.clear();
+    for (int l : linear_layers)
+      for (int g = 0; g < r.G; ++g) {
+        const long i = ((long)l * r.G + g) * r.T + t;
+        c_at.push_back(r.point_concentration[i]);
+        r_at.push_back(r.point_residual[i]);
+        nmse_at.push_back(s.point_nmse[i]);
+      }
+    if (const double rho = spearman(c_at, nmse_at); !std::isnan(rho)) c_sum += rho, ++c_count;
+    if (const double rho = spearman(r_at, nmse_at); !std::isnan(rho)) r_sum += rho, ++r_count;
+  }
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  s.correlations.push_back({"concentration", "within_position", c_count, c_count ? c_sum / c_count : nan});
+  s.correlations.push_back({"residual", "within_position", r_count, r_count ? r_sum / r_count : nan});
 }
 
 }  // namespace
@@ -220,6 +256,8 @@ Result<AnalysisResult> analysis_run(const Model& teacher, const std::vector<Stud
     StudentResult out;
     out.label = students[s].label;
     out.dir = students[s].dir;
+    out.sinks = students[s].options.sinks;
+    out.window = students[s].options.window;
     for (const auto& mixer : students[s].mixers) out.layer_kinds.push_back(mixer->kind());
     auto ratios = [](const std::vector<double>& e, const std::vector<double>& f) {
       std::vector<double> v(e.size());

@@ -10,8 +10,9 @@
 //             per position and per (kv head, position) point;
 //   hardness  per layer, from the layer means (analysis/diagnostics.h layer_hardness): from the
 //             teacher alone, and for each student with its NMSE added;
-//   Spearman rank correlations of the diagnostics with each student's NMSE, over the layers and
-//             over the (layer, kv head, position) points of the linearized layers.
+//   Spearman rank correlations of the diagnostics with each student's NMSE, over the layers,
+//             over the (layer, kv head, position) points of the linearized layers, and with the
+//             position confound removed (see Correlation::level).
 // Aggregation: "mean" is the plain mean over sequences (and heads, positions); NMSE is always a
 // ratio of sums, Σ‖y^S − y^T‖² / Σ‖y^T‖², over what it aggregates.
 #pragma once
@@ -52,14 +53,21 @@ Result<StudentMixers> student_mixers_load(Model& teacher, const std::string& dir
 struct Correlation {
   std::string diagnostic;  // "concentration", "residual", "sink_mass", "far_mass", "position",
                            // "hardness_teacher"
-  std::string level;       // "layer" (one point per linearized layer) or "token" (one point per
-                           // linearized layer, kv head and position, means over sequences)
+  std::string level;       // "layer": one point per linearized layer;
+                           // "token": one point per linearized layer, kv head and position
+                           //   (diagnostics and NMSE over the sequences);
+                           // "token_linear": the token points at t ≥ s + w of the student (where
+                           //   its linear branch is read);
+                           // "within_position": per position t ≥ s + w the correlation across the
+                           //   (linearized layer, kv head) points of that position, averaged over
+                           //   the positions (n: the positions), free of the position confound
   long n = 0;
   double rho = 0;          // NaN when undefined (n < 2 or a constant side)
 };
 
 struct StudentResult {
   std::string label, dir;
+  int sinks = 0, window = 0;             // its recipe's s and w
   std::vector<std::string> layer_kinds;  // (L) "softmax" for the layers it keeps full
   std::vector<double> layer_nmse;        // (L)
   std::vector<double> head_nmse;         // (L, H)

@@ -207,7 +207,8 @@ int eval_synthetic(const std::string& task, const Argv& argv) {
         if (niah->essay_haystack && essay.empty())
           return fail("golinear eval niah: --variant " + std::to_string(*variant) +
                       " uses an essay haystack: pass a prose file with --haystack FILE (.txt or .jsonl)");
-        niah->essay_haystack = niah->essay_haystack || args->has("haystack");
+        if (!niah->essay_haystack && args->has("haystack"))
+          return fail("golinear eval niah: --variant 1 uses the noise haystack; --haystack is for --variant 2 and 3");
         niah->essay = essay;
         niah->depths = {(*depths)[i % depths->size()]};
         name = niah->task;

@@ -4,6 +4,8 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "analysis/analyze.h"
+#include "analysis/diagnostics.h"
 #include "cli/loading.h"
 #include "common/file.h"
 #include "io/checkpoint.h"
@@ -36,6 +38,8 @@ struct LinearizeSettings {
   std::string base, data, out;
   mixers::MixerOptions mixer;
   std::vector<int> keep_full;
+  int keep_full_count = 0;        // --keep-full K: K more layers kept as softmax, chosen by
+  std::string select = "hard";    // --select hard (teacher hardness) | uniform (evenly spaced)
   long tokens = 0, steps = 0;
   int seq_len = 0, batch = 1;
   float lr = 3e-3f;
@@ -46,7 +50,8 @@ struct LinearizeSettings {
   float e2e_lr = 1e-3f;
 };
 
-Result<LinearizeSettings> parse_settings(const Args& args, int model_context) {
+Result<LinearizeSettings> parse_settings(const Args& args, const ModelConfig& config) {
+  const int model_context = config.max_position_embeddings;
   LinearizeSettings s;
   s.base = args.positional()[0];
   s.data = args.get("data");
@@ -67,6 +72,15 @@ Result<LinearizeSettings> parse_settings(const Args& args, int model_context) {
   if (args.has("keep-full-layers")) {
     GL_ASSIGN_OR_RETURN(s.keep_full, parse_layer_list(args.get("keep-full-layers")));
   }
+  GL_ASSIGN_OR_RETURN(long keep_count, args.get_int("keep-full", 0, 0, config.num_layers));
+  for (int l : s.keep_full)
+    if (l >= config.num_layers)
+      return make_error("golinear linearize: --keep-full-layers names layer ", l, ", the model has ",
+                        config.num_layers, " layers");
+  s.keep_full_count = (int)keep_count;
+  s.select = args.get("select", "hard");
+  if (s.select != "hard" && s.select != "uniform")
+    return make_error("golinear linearize: --select must be hard or uniform, got '", s.select, "'");
   GL_ASSIGN_OR_RETURN(long seq_len, args.get_int("seq-len", std::min(4096, model_context), 2, model_context));
   s.seq_len = (int)seq_len;
   GL_ASSIGN_OR_RETURN(long batch, args.get_int("batch", 1, 1, 4096));
@@ -109,12 +123,13 @@ int cmd_linearize(const Argv& argv) {
                            {"linear-rope", false}, {"keep-full-layers", true}, {"tokens", true},
                            {"steps", true}, {"seq-len", true}, {"batch", true}, {"lr", true},
                            {"seed", true}, {"device", true}, {"resume", false}, {"stage", true},
-                           {"e2e-tokens", true}, {"e2e-lr", true}},
+                           {"e2e-tokens", true}, {"e2e-lr", true}, {"keep-full", true},
+                           {"select", true}},
                           1, 1);
   if (!args.ok()) return fail(args.error());
   auto config = model_config_read(args->positional()[0] + "/config.json");
   if (!config.ok()) return fail(config.error());
-  auto parsed = parse_settings(*args, config->max_position_embeddings);
+  auto parsed = parse_settings(*args, *config);
   if (!parsed.ok()) return fail(parsed.error());
   const LinearizeSettings& s = *parsed;
 
@@ -131,9 +146,6 @@ int cmd_linearize(const Argv& argv) {
   for (const auto& mixer : model.mixers)
     if (mixer->kind() != "softmax")
       return fail(s.base + ": already linearized; linearize its base checkpoint instead");
-  auto students = linearized_mixers(model, s.mixer, s.keep_full, s.seed);
-  if (!students.ok()) return fail(students.error());
-
   const int bos = loaded->tokenizer.bos_id().value_or(model.config.bos_token_id);
   const int eos = model.config.eos_token_ids.empty() ? -1 : model.config.eos_token_ids[0];
   train::DatasetOptions data_options;
@@ -146,6 +158,30 @@ int cmd_linearize(const Argv& argv) {
   if (data->size() < std::max(s.steps, s.e2e_steps) * s.batch)
     std::fprintf(stderr, "golinear linearize: %s holds %ld sequences of %d tokens; %ld steps × %d "
                  "will revisit them\n", s.data.c_str(), data->size(), s.seq_len, s.steps, s.batch);
+
+  // --keep-full K: choose K layers to keep as softmax attention, by the teacher's hardness on
+  // the first sequences of the training data (docs/ANALYZE.md) or evenly spaced.
+  std::vector<int> keep_full = s.keep_full;
+  Json selection = Json::object();
+  if (s.keep_full_count > 0) {
+    std::vector<double> hardness(model.config.num_layers, 0.0);
+    if (s.select == "hard") {
+      const long n = std::min(4L, data->size());
+      auto measured = analysis::teacher_layer_hardness(model, data->tokens.data(), n, data->seq_len, true);
+      if (!measured.ok()) return fail(measured.error());
+      hardness = *measured;
+    }
+    auto chosen = analysis::select_full_layers(hardness, s.keep_full_count, s.select);
+    if (!chosen.ok()) return fail("golinear linearize: --keep-full: " + chosen.error());
+    for (int l : *chosen)
+      if (std::find(keep_full.begin(), keep_full.end(), l) == keep_full.end()) keep_full.push_back(l);
+    selection = {{"method", s.select}, {"k", s.keep_full_count}, {"layers", *chosen}};
+    if (s.select == "hard") selection["hardness"] = hardness;
+    std::fprintf(stderr, "golinear linearize: keeping layers %s as softmax attention (%s)\n",
+                 Json(*chosen).dump().c_str(), s.select.c_str());
+  }
+  auto students = linearized_mixers(model, s.mixer, keep_full, s.seed);
+  if (!students.ok()) return fail(students.error());
 
   if (Status st = checkpoint_copy_base(s.base, partial); !st.ok()) return fail(st.error());
   train::TrainOptions options;
@@ -204,7 +240,7 @@ int cmd_linearize(const Argv& argv) {
   LinearizationRecipe recipe = linearization_recipe_of(model, s.mixer);
   recipe.training = {{"stage", s.stage}, {"data", s.data}, {"batch", s.batch},
                      {"seq_len", s.seq_len}, {"seed", s.seed},
-                     {"transfer", transfer}, {"e2e", e2e}};
+                     {"transfer", transfer}, {"e2e", e2e}, {"keep_full_selection", selection}};
   if (Status st = linearization_save(model, recipe, partial); !st.ok()) return fail(st.error());
   for (const char* name : {"transfer_state.safetensors", "e2e_state.safetensors", "transfer_report.json"})
     fs::remove(partial + "/" + name);

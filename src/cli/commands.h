@@ -15,6 +15,7 @@ int cmd_generate(const Argv& argv);
 int cmd_score(const Argv& argv);
 int cmd_linearize(const Argv& argv);
 int cmd_eval(const Argv& argv);
+int cmd_bench(const Argv& argv);
 int cmd_analyze(const Argv& argv);
 
 // Prints "golinear: <message>" on stderr and returns 1: the one way a command reports failure.

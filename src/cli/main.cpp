@@ -18,12 +18,16 @@ commands:
   score MODEL --input FILE        {"text"} or {"ids"} lines → {"ids", "logprobs"} lines
                                   [--mode prefill|decode]
   linearize MODEL --data FILE --out DIR
-                                  replace attention by a linear mixer and train it by attention
-                                  transfer  [--mixer gdn|gla|kgla|hedgehog|none --mix gate|add|scale
-                                  --sinks S --window W --conv|--no-conv --keep-full-layers LIST
-                                  --tokens N|--steps N --seq-len T --batch B --lr LR --seed S
-                                  --resume]
+                                  replace attention by a linear mixer: attention transfer, then
+                                  end-to-end distillation  [--mixer gdn|gla|kgla|hedgehog|none
+                                  --mix gate|add|scale --sinks S --window W --conv|--no-conv
+                                  --linear-rope --keep-full-layers LIST --keep-full K
+                                  --select hard|uniform --tokens N|--steps N --seq-len T --batch B
+                                  --lr LR --seed S --stage transfer|e2e|both --e2e-tokens N
+                                  --e2e-lr LR --device cpu --resume]
   eval ppl MODEL --input FILE     perplexity  [--seq-len N --json]
+  bench                           mixer prefill/decode timings on the GPU (CUDA build)  [--json
+                                  --seq 2048,... --contexts 4096,... --repeats N]
   analyze MODEL --data FILE --out DIR
                                   diagnostics per layer, head and position (key concentration,
                                   projection residual, sink mass, hardness), NMSE of students;
@@ -49,6 +53,7 @@ int main(int argc, char** argv) {
   if (command == "score") return cmd_score(rest);
   if (command == "linearize") return cmd_linearize(rest);
   if (command == "eval") return cmd_eval(rest);
+  if (command == "bench") return cmd_bench(rest);
   if (command == "analyze") return cmd_analyze(rest);
   return fail("unknown command '" + command + "' (see golinear --help)");
 }

@@ -15,6 +15,7 @@
 #include <random>
 #include <type_traits>
 
+#include "kernels/cpu/block_gemm.h"
 #include "kernels/cpu/exact_attention.h"
 #include "kernels/cpu/gated_delta.h"
 #include "kernels/cpu/gated_linear.h"
@@ -71,6 +72,49 @@ S dot(const S* a, const S* b, int n) {
   S acc = S(0);
   for (int i = 0; i < n; ++i) acc += a[i] * b[i];
   return acc;
+}
+
+// ---- per-token projections of x: out (T, N) = x wᵀ, x (T, C), w (N, C) --------------------------
+// fp64 (gradient checks): plain loops, the reference. fp32: cblas_sgemm on blocks of rows small
+// enough to stay on the calling thread (the training loop already runs one layer per core).
+
+template <class S>
+void project_rows(S* out, const S* x, const S* w, int T, int C, int N) {
+  if constexpr (std::is_same_v<S, float>) {
+    const int rows = std::max(1, (int)(cpu::kBlockGemmMaxWork / ((long)C * N)));
+    for (int t0 = 0; t0 < T; t0 += rows)
+      cpu::block_gemm(false, true, std::min(rows, T - t0), N, C, 1.0f, x + (long)t0 * C, C, w, C,
+                      0.0f, out + (long)t0 * N, N);
+  } else {
+    for (int t = 0; t < T; ++t)
+      for (int n = 0; n < N; ++n) out[(long)t * N + n] = dot(w + (long)n * C, x + (long)t * C, C);
+  }
+}
+
+// dx (T, C) += dout w, dw (N, C) += doutᵀ x for dout (T, N).
+template <class S>
+void project_rows_backward(S* dx, S* dw, const S* dout, const S* x, const S* w, int T, int C,
+                           int N) {
+  if constexpr (std::is_same_v<S, float>) {
+    const int rows = std::max(1, (int)(cpu::kBlockGemmMaxWork / ((long)C * N)));
+    for (int t0 = 0; t0 < T; t0 += rows) {
+      const int n = std::min(rows, T - t0);
+      cpu::block_gemm(false, false, n, C, N, 1.0f, dout + (long)t0 * N, N, w, C, 1.0f,
+                      dx + (long)t0 * C, C);
+      cpu::block_gemm(true, false, N, C, n, 1.0f, dout + (long)t0 * N, N, x + (long)t0 * C, C,
+                      1.0f, dw, C);
+    }
+  } else {
+    for (int t = 0; t < T; ++t) {
+      for (int n = 0; n < N; ++n) {
+        const S d = dout[(long)t * N + n];
+        for (int c = 0; c < C; ++c) {
+          dw[(long)n * C + c] += d * x[(long)t * C + c];
+          dx[(long)t * C + c] += d * w[(long)n * C + c];
+        }
+      }
+    }
+  }
 }
 
 // ---- unit norm: out (rows, D) = in / sqrt(‖in‖² + ε) ------------------------------------------
@@ -191,14 +235,14 @@ void linear_features_forward(const Dims& dm, const MixerOptions& o, const Hybrid
   f.pre.resize((long)T * H * nd);
   if (kind == MixerKind::gdn) {
     f.beta.resize((long)T * H);
+    project_rows(f.pre.data(), x, p.w_a, T, C, H);
+    project_rows(f.beta.data(), x, p.w_b, T, C, H);
     for (int t = 0; t < T; ++t) {
-      const S* xt = x + (long)t * C;
       for (int h = 0; h < H; ++h) {
         const long row = (long)t * H + h;
-        const S u = dot(p.w_a + (long)h * C, xt, C) + p.dt_bias[h];
-        f.pre[row] = u;
+        const S u = f.pre[row] += p.dt_bias[h];
         f.g[row] = -std::exp(p.A_log[h]) * softplus(u);
-        f.beta[row] = sigmoid(dot(p.w_b + (long)h * C, xt, C) + p.b_beta[h]);
+        f.beta[row] = sigmoid(f.beta[row] + p.b_beta[h]);
       }
     }
   } else if (kind == MixerKind::gla) {
@@ -242,29 +286,21 @@ void linear_features_backward(const Dims& dm, const MixerOptions& o,
 
   // Decay and β of gdn and gla (they read x).
   if (kind == MixerKind::gdn) {
+    std::vector<S> du((long)T * H), dz((long)T * H);  // gradients of w_a·x + dt_bias, w_b·x + b_beta
     for (int t = 0; t < T; ++t) {
-      const S* xt = x + (long)t * C;
-      S* dxt = dx + (long)t * C;
       for (int h = 0; h < H; ++h) {
         const long row = (long)t * H + h;
         // g = −exp(A_log)·softplus(u): ∂g/∂A_log = g, ∂g/∂u = −exp(A_log)·σ(u).
         dp.A_log[h] += dg[row] * f.g[row];
-        const S du = dg[row] * -std::exp(p.A_log[h]) * sigmoid(f.pre[row]);
-        dp.dt_bias[h] += du;
+        du[row] = dg[row] * -std::exp(p.A_log[h]) * sigmoid(f.pre[row]);
+        dp.dt_bias[h] += du[row];
         const S beta = f.beta[row];
-        const S dz = dbeta[row] * beta * (S(1) - beta);
-        dp.b_beta[h] += dz;
-        const S* wa = p.w_a + (long)h * C;
-        const S* wb = p.w_b + (long)h * C;
-        S* dwa = dp.w_a + (long)h * C;
-        S* dwb = dp.w_b + (long)h * C;
-        for (int c = 0; c < C; ++c) {
-          dwa[c] += du * xt[c];
-          dwb[c] += dz * xt[c];
-          dxt[c] += du * wa[c] + dz * wb[c];
-        }
+        dz[row] = dbeta[row] * beta * (S(1) - beta);
+        dp.b_beta[h] += dz[row];
       }
     }
+    project_rows_backward(dx, dp.w_a, du.data(), x, p.w_a, T, C, H);
+    project_rows_backward(dx, dp.w_b, dz.data(), x, p.w_b, T, C, H);
   } else if (kind == MixerKind::gla) {
     std::vector<S> dhid(kDecayRank);
     for (int t = 0; t < T; ++t) {
@@ -463,6 +499,8 @@ template <class S>
 void mix_forward(const Dims& dm, const MixerOptions& o, const HybridTensors<const S*>& p,
                  const S* x, const S* y_exact, const S* y_lin, int T, S* lambda, S* y) {
   const int C = dm.C, H = dm.H, D = dm.D;
+  const bool gated = dm.has_exact && dm.has_linear && o.mix == MixKind::gate;
+  if (gated) project_rows(lambda, x, p.w_lambda, T, C, H);  // the gate's logits, (T, H)
   for (int t = 0; t < T; ++t) {
     for (int h = 0; h < H; ++h) {
       const long row = (long)t * H + h;
@@ -475,7 +513,7 @@ void mix_forward(const Dims& dm, const MixerOptions& o, const HybridTensors<cons
       }
       S a = S(1), b = S(1);  // y = a·y_exact + b·y_lin
       if (o.mix == MixKind::gate) {
-        const S l = sigmoid(dot(p.w_lambda + (long)h * C, x + (long)t * C, C) + p.b_lambda[h]);
+        const S l = sigmoid(lambda[row] + p.b_lambda[h]);
         lambda[row] = l;
         a = S(1) - l, b = l;
       } else if (o.mix == MixKind::scale) {
@@ -492,6 +530,8 @@ void mix_backward(const Dims& dm, const MixerOptions& o, const HybridTensors<con
                   const HybridTensors<S*>& dp, const S* x, const S* y_exact, const S* y_lin,
                   const S* lambda, const S* dy, int T, S* dy_exact, S* dy_lin, S* dx) {
   const int C = dm.C, H = dm.H, D = dm.D;
+  const bool gated = dm.has_exact && dm.has_linear && o.mix == MixKind::gate;
+  std::vector<S> dlogit(gated ? (long)T * H : 0);  // gradient of the gate's logits, (T, H)
   for (int t = 0; t < T; ++t) {
     for (int h = 0; h < H; ++h) {
       const long row = (long)t * H + h;
@@ -511,14 +551,7 @@ void mix_backward(const Dims& dm, const MixerOptions& o, const HybridTensors<con
         for (int d = 0; d < D; ++d) dl += dyr[d] * (yl[d] - ye[d]);
         const S dz = dl * l * (S(1) - l);
         dp.b_lambda[h] += dz;
-        const S* xt = x + (long)t * C;
-        const S* wl = p.w_lambda + (long)h * C;
-        S* dwl = dp.w_lambda + (long)h * C;
-        S* dxt = dx + (long)t * C;
-        for (int c = 0; c < C; ++c) {
-          dwl[c] += dz * xt[c];
-          dxt[c] += dz * wl[c];
-        }
+        dlogit[row] = dz;
       } else if (o.mix == MixKind::scale) {
         b = p.gamma[h];
         dp.gamma[h] += dot(dyr, yl, D);
@@ -529,6 +562,7 @@ void mix_backward(const Dims& dm, const MixerOptions& o, const HybridTensors<con
       }
     }
   }
+  if (gated) project_rows_backward(dx, dp.w_lambda, dlogit.data(), x, p.w_lambda, T, C, H);
 }
 
 // ---- the whole sequence --------------------------------------------------------------------------

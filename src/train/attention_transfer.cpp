@@ -1,5 +1,7 @@
 #include "train/attention_transfer.h"
 
+#include <cblas.h>  // openblas_get_num_threads, openblas_set_num_threads
+
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -99,6 +101,10 @@ Result<TrainReport> attention_transfer(const Model& teacher, MixerStack& student
       ForwardTrace trace;
       trace.capture_mixer_io = true;
       model_forward(teacher, data.sequence(index), T, nullptr, false, &trace);
+      // One layer per core below: the students' BLAS calls stay on their thread (OpenBLAS's own
+      // threads would oversubscribe the cores the layers already occupy).
+      const int blas_threads = openblas_get_num_threads();
+      openblas_set_num_threads(1);
 #pragma omp parallel for schedule(dynamic, 1)
       for (size_t i = 0; i < trained.size(); ++i) {
         const int l = trained[i];
@@ -118,6 +124,7 @@ Result<TrainReport> attention_transfer(const Model& teacher, MixerStack& student
         for (float& g : dy) g *= scale;
         students[l]->backward(in, dy.data(), {});
       }
+      openblas_set_num_threads(blas_threads);
       tokens_this_run += T;
     }
     const float lr = learning_rate_at(step, options.steps, options.warmup, options.lr);

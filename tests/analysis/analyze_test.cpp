@@ -6,10 +6,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <set>
 #include <sstream>
 
 #include "analysis/analyze.h"
@@ -121,7 +123,22 @@ TEST(AnalysisRun, StudentsOnTheTeachersInputs) {
     EXPECT_NEAR(r.position_concentration[(long)l * T], 1.0, 1e-5);
     EXPECT_EQ(r.position_residual[(long)l * T], 0.0);
   }
-  EXPECT_FALSE(r.students[1].correlations.empty());
+  // Every level is there, each rho in [-1, 1] (or NaN when undefined).
+  std::set<std::string> levels;
+  for (const Correlation& c : r.students[1].correlations) {
+    levels.insert(c.level);
+    if (!std::isnan(c.rho)) {
+      EXPECT_GE(c.rho, -1.0);
+      EXPECT_LE(c.rho, 1.0);
+    }
+    if (c.level == "token_linear") {
+      EXPECT_EQ(c.n, (long)L * r.G * (T - 6)) << c.diagnostic;
+    }
+    if (c.level == "within_position") {
+      EXPECT_EQ(c.n, T - 6) << c.diagnostic;
+    }
+  }
+  EXPECT_EQ(levels, (std::set<std::string>{"layer", "token", "token_linear", "within_position"}));
 
   // The teacher-only hardness is the run's hardness, and selection takes it.
   auto hardness = teacher_layer_hardness(**model, tokens.data(), N, T);

@@ -203,4 +203,22 @@ TEST_F(Cli, BothStagesResumeAcrossTheStageBoundary) {
   EXPECT_GT(recipe["training"]["transfer"]["final_nmse"].get<double>(), 0.0);
 }
 
+TEST_F(Cli, KeepFullChoosesLayersByHardnessOrEvenly) {
+  std::string data = write("data.jsonl", "{\"text\": \"" + std::string(400, 'a') + " the end of a long line of text.\"}\n");
+  const std::string common = "linearize " + kLlama + " --data " + data + " --steps 1 --seq-len 32 --stage transfer --keep-full 1";
+  ASSERT_EQ(run(common + " --select uniform --out " + (dir_ / "u").string()).status, 0);
+  auto uniform = golinear::Json::parse(slurp(dir_ / "u" / "linearization.json"));
+  EXPECT_EQ(uniform["layers"], golinear::Json({"gdn", "softmax"}));  // floor((0 + 0.5) · 2 / 1) = 1
+  CliRun hard = run(common + " --select hard --out " + (dir_ / "h").string());
+  ASSERT_EQ(hard.status, 0) << hard.err;
+  auto chosen = golinear::Json::parse(slurp(dir_ / "h" / "linearization.json"));
+  auto hardness = chosen["training"]["keep_full_selection"]["hardness"];
+  ASSERT_EQ(hardness.size(), 2u);
+  const int hardest = hardness[0].get<double>() >= hardness[1].get<double>() ? 0 : 1;
+  EXPECT_EQ(chosen["layers"][hardest], "softmax");
+  EXPECT_EQ(chosen["layers"][1 - hardest], "gdn");
+  expect_one_line_error(run(common + " --select random --out x"), "--select must be hard or uniform");
+  expect_one_line_error(run("linearize " + kLlama + " --data " + data + " --out x --keep-full 3 --steps 1 --seq-len 32"), "--keep-full");
+}
+
 }  // namespace

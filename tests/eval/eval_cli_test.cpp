@@ -18,7 +18,7 @@ const std::string kCli = GOLINEAR_CLI;
 const std::string kModel = std::string(GOLINEAR_TEST_DATA) + "/fixtures/random-llama";
 const std::string kData = std::string(GOLINEAR_TEST_DATA) + "/eval/";
 
-struct Run {
+struct CliRun {
   int status = -1;
   std::string out;  // stdout
   std::string err;  // stderr
@@ -29,10 +29,10 @@ std::string read_all(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
-Run run(const std::string& arguments) {
+CliRun run(const std::string& arguments) {
   const std::string base = ::testing::TempDir() + "eval_cli_" + std::to_string(::getpid());
   const std::string command = kCli + " " + arguments + " >" + base + ".out 2>" + base + ".err";
-  Run result;
+  CliRun result;
   const int raw = std::system(command.c_str());
   result.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
   result.out = read_all(base + ".out");
@@ -55,7 +55,7 @@ TEST_P(EvalCliTest, LikelihoodTaskJsonAndSamples) {
   std::string extra = task == "mmlu" ? " --data " + kData + "mmlu_test.jsonl --dev " + kData +
                                            "mmlu_dev.jsonl --num-fewshot 2"
                                      : " --data " + kData + task + ".jsonl";
-  Run result = run("eval " + task + " " + kModel + extra + " --json --log-samples " + samples);
+  CliRun result = run("eval " + task + " " + kModel + extra + " --json --log-samples " + samples);
   ASSERT_EQ(result.status, 0) << result.err;
   Json report = Json::parse(result.out);
   EXPECT_EQ(report["task"], task);
@@ -81,19 +81,19 @@ INSTANTIATE_TEST_SUITE_P(Tasks, EvalCliTest,
                          ::testing::Values("piqa", "arc_easy", "hellaswag", "winogrande", "lambada", "mmlu"));
 
 TEST(EvalCli, TableOnStdoutAndLegacyConvention) {
-  Run table = run("eval piqa " + kModel + " --data " + kData + "piqa.jsonl --limit 2");
+  CliRun table = run("eval piqa " + kModel + " --data " + kData + "piqa.jsonl --limit 2");
   ASSERT_EQ(table.status, 0) << table.err;
   EXPECT_EQ(table.out.rfind("task", 0), 0u) << table.out;
   EXPECT_NE(table.out.find("piqa  acc_norm"), std::string::npos) << table.out;
   EXPECT_NE(table.out.find("  2\n"), std::string::npos) << table.out;  // n after --limit 2
-  Run legacy = run("eval piqa " + kModel + " --data " + kData + "piqa.jsonl --no-bos-legacy --json");
+  CliRun legacy = run("eval piqa " + kModel + " --data " + kData + "piqa.jsonl --no-bos-legacy --json");
   ASSERT_EQ(legacy.status, 0) << legacy.err;
   EXPECT_EQ(Json::parse(legacy.out)["config"]["add_special_tokens"], false);
 }
 
 TEST(EvalCli, NeedleAndRulerSamples) {
   const std::string samples = ::testing::TempDir() + "samples_niah.jsonl";
-  Run niah = run("eval niah " + kModel + " --length 320 --samples 2 --depths 10,90 --log-samples " + samples);
+  CliRun niah = run("eval niah " + kModel + " --length 320 --samples 2 --depths 10,90 --log-samples " + samples);
   ASSERT_EQ(niah.status, 0) << niah.err;
   EXPECT_NE(niah.out.find("niah_single_1@depth=90"), std::string::npos) << niah.out;
   const std::vector<Json> lines = read_lines(samples);
@@ -102,7 +102,7 @@ TEST(EvalCli, NeedleAndRulerSamples) {
   EXPECT_TRUE(lines[0]["score"].is_number());
   EXPECT_EQ(lines[1]["depth"], 90.0);
 
-  Run ruler = run("eval ruler " + kModel + " --length 320 --samples 1 --subtask variable_tracking --json");
+  CliRun ruler = run("eval ruler " + kModel + " --length 320 --samples 1 --subtask variable_tracking --json");
   ASSERT_EQ(ruler.status, 0) << ruler.err;
   EXPECT_EQ(Json::parse(ruler.out)["metrics"][0]["task"], "vt");
 }
@@ -113,7 +113,7 @@ TEST(EvalCli, MakeClozeWritesLambadaRows) {
   std::string passage;
   for (int i = 0; i < 8; ++i) passage += "The river runs quietly past the old stone mill. ";
   std::ofstream(input) << Json{{"text", passage + "\n\nfoo = bar[1]; // code is skipped\n"}}.dump() << "\n";
-  Run result = run("eval make-cloze --input " + input + " --out " + output + " --min-words 20");
+  CliRun result = run("eval make-cloze --input " + input + " --out " + output + " --min-words 20");
   ASSERT_EQ(result.status, 0) << result.err;
   const std::vector<Json> lines = read_lines(output);
   ASSERT_EQ(lines.size(), 1u);
@@ -136,7 +136,7 @@ TEST(EvalCli, ErrorsAreOneLineAndNonZero) {
       {"eval mmlu " + kModel + " --data " + kData + "mmlu_test.jsonl", "--dev FILE"},
   };
   for (const Case& c : cases) {
-    Run result = run(c.arguments);
+    CliRun result = run(c.arguments);
     EXPECT_NE(result.status, 0) << c.arguments;
     EXPECT_NE(result.err.find(c.expected), std::string::npos) << c.arguments << "\n" << result.err;
     EXPECT_EQ(std::count(result.err.begin(), result.err.end(), '\n'), 1) << result.err;

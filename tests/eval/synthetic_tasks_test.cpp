@@ -66,7 +66,9 @@ TEST_F(SyntheticTest, NoiseNeedleFitsLengthAndSitsAtItsDepth) {
       const long noise = (long)lines.size() - 1;
       EXPECT_EQ(at - lines.begin(), (long)(noise * depth / 100.0)) << "depth " << depth;
       for (const std::string& line : lines)
-        if (line != sample->needles[0]) EXPECT_EQ(line, kNoiseHaystack);
+        if (line != sample->needles[0]) {
+          EXPECT_EQ(line, kNoiseHaystack);
+        }
     }
   }
 }
@@ -176,7 +178,7 @@ TEST_F(SyntheticTest, VariableTrackingChain) {
     previous = at;
   }
   EXPECT_NE(sample->prompt.find("assigned the value " + match[2].str() + " in the text above."), std::string::npos);
-  EXPECT_EQ(sample->prompt.substr(sample->prompt.size() - 11), "they are: ");
+  EXPECT_EQ(sample->prompt.substr(sample->prompt.size() - 10), "they are: ");
 }
 
 TEST_F(SyntheticTest, FrequentWordsAnswerIsTheThreeMostFrequent) {

@@ -155,7 +155,7 @@ KeySpan key_span(AttentionMask mask, long p0, long p_last, long Tk) {
 void allowed_interval(AttentionMask mask, const KeySpan& span, int r, long t, long& lo, long& hi) {
   lo = span.begin[r];
   hi = std::min(span.end[r], t + 1);
-  if (r == 1) lo = std::max(lo, t - mask.window + 1);
+  if (r == 1 && mask.window >= 0) lo = std::min(std::max(lo, t - mask.window + 1), span.end[r]);
   hi = std::max(lo, hi);
 }
 

@@ -7,6 +7,9 @@
 
 namespace golinear::kernels::cpu {
 
+// Multiply-adds per call that OpenBLAS 0.3 runs single-threaded (M·N·K ≤ 65536·4).
+inline constexpr long kBlockGemmMaxWork = 64L * 64 * 64;
+
 // C (M, N; row stride ldc) = alpha · op(A) · op(B) + beta · C, op(X) = Xᵀ when its flag is set.
 // op(A) (M, K) with A's row stride lda; op(B) (K, N) with B's row stride ldb.
 inline void block_gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha,

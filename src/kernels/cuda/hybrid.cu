@@ -244,7 +244,7 @@ __global__ void __launch_bounds__(256) hybrid_decode_kernel(
   // 4 exact branch: keys j < sinks, then t − window < j ≤ t (the current one from shared memory).
   const long n_sink = min((long)sinks, pos + 1);
   const long w_begin = max((long)sinks, pos - window + 1);
-  const int n_keys = (int)(n_sink + (pos - w_begin + 1));
+  const int n_keys = (int)(n_sink + max(0L, pos - w_begin + 1));  // early tokens: sinks only
   auto key_row = [&](int idx, long& j) -> const bf16* {
     if (idx < n_sink) { j = idx; return cache.sink_k + ((long)idx * G + hk) * D; }
     j = w_begin + (idx - n_sink);

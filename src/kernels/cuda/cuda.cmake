@@ -1,0 +1,17 @@
+# The CUDA backend (included by the top-level CMakeLists.txt once nvcc is found, and by
+# device_build.cmake on the GPU machine). Hopper only: sm_90a.
+set(CMAKE_CUDA_ARCHITECTURES 90a)  # wmma bf16 needs sm_80+; the kernels are tuned for Hopper
+enable_language(CUDA)
+set(CMAKE_CUDA_STANDARD 17)
+set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+find_package(CUDAToolkit REQUIRED)
+file(GLOB GOLINEAR_CUDA_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/kernels/cuda/*.cu)
+add_library(golinear_cuda STATIC ${GOLINEAR_CUDA_SOURCES})
+target_include_directories(golinear_cuda PUBLIC ${CMAKE_SOURCE_DIR}/src)
+target_link_libraries(golinear_cuda PUBLIC CUDA::cudart CUDA::cublas)
+target_compile_options(golinear_cuda PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall --expt-relaxed-constexpr -std=c++20>)
+target_compile_definitions(golinear_cuda PUBLIC GOLINEAR_HAVE_CUDA=1)
+
+# The mixer table of ANCHORS.md without the rest of the CLI (same code as `golinear bench`).
+add_executable(golinear_bench_cuda ${CMAKE_SOURCE_DIR}/bench/cuda/golinear_bench_cuda.cpp)
+target_link_libraries(golinear_bench_cuda PRIVATE golinear_cuda)

@@ -1,0 +1,336 @@
+// GPU kernels against the CPU reference (kernels/cpu, mixers/hybrid_mixer): normalized MSE and
+// max-abs error, NaN/Inf checks, and guard values after every output (outputs are poisoned with
+// 0xFF bytes — NaN in bf16 and fp32 — so an unwritten element fails the finite check and a write
+// past the end changes a guard). Label `gpu`: CI (no GPU) skips them with `ctest -LE gpu`.
+//
+// Tolerances: inputs are bf16-rounded before the CPU runs, so differences come from bf16 storage
+// of outputs and intermediates (W, U, P, the bf16 copy of the state in the chunked form; P in
+// attention): relative 2^-8 per value, i.e. NMSE ~1e-5 per rounding; chained roundings through
+// 64-token chunks give up to ~1e-3. Thresholds below are 5e-3 (forward) and 2e-2 (backward, which
+// reads fp32 checkpoints made by the bf16 forward).
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/gated_delta.h"
+#include "kernels/cpu/rope.h"
+#include "kernels/cpu/short_conv.h"
+#include "kernels/cuda/attention.h"
+#include "kernels/cuda/gated_delta.h"
+#include "kernels/cuda/hybrid.h"
+
+namespace golinear::kernels::cuda {
+namespace {
+
+constexpr size_t kGuard = 256;  // poisoned elements after each output
+
+bool has_gpu() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+#define REQUIRE_GPU() \
+  if (!has_gpu()) GTEST_SKIP() << "no CUDA device"
+
+#define ASSERT_OK(expr)                          \
+  do {                                           \
+    auto gl_status_ = (expr);                    \
+    ASSERT_TRUE(gl_status_.ok()) << gl_status_.error(); \
+  } while (0)
+
+std::vector<float> random_floats(size_t n, uint64_t seed, float lo, float hi) {
+  std::mt19937_64 e(seed);
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = u(e);
+  return v;
+}
+void round_bf16(std::vector<float>& v) {
+  for (auto& x : v) x = __bfloat162float(__float2bfloat16(x));
+}
+void unit_rows(std::vector<float>& v, int D) {
+  for (size_t r = 0; r < v.size() / D; ++r) {
+    double s = 0;
+    for (int d = 0; d < D; ++d) s += (double)v[r * D + d] * v[r * D + d];
+    const float inv = 1.0f / std::sqrt((float)s + 1e-6f);
+    for (int d = 0; d < D; ++d) v[r * D + d] *= inv;
+  }
+}
+// (N, G, D) → (N, H, D), query head h reading kv head h / (H / G).
+std::vector<float> expand_heads(const std::vector<float>& x, int N, int H, int G, int D) {
+  std::vector<float> out((size_t)N * H * D);
+  for (int n = 0; n < N; ++n)
+    for (int h = 0; h < H; ++h)
+      std::memcpy(&out[((size_t)n * H + h) * D], &x[((size_t)n * G + h / (H / G)) * D], D * 4);
+  return out;
+}
+std::vector<float> sum_heads(const std::vector<float>& x, int N, int H, int G, int D) {
+  std::vector<float> out((size_t)N * G * D, 0.0f);
+  for (int n = 0; n < N; ++n)
+    for (int h = 0; h < H; ++h)
+      for (int d = 0; d < D; ++d) out[((size_t)n * G + h / (H / G)) * D + d] += x[((size_t)n * H + h) * D + d];
+  return out;
+}
+
+// A device array with poisoned guards after its n elements.
+template <class T>
+struct Dev {
+  T* ptr = nullptr;
+  size_t n = 0;
+  explicit Dev(size_t count) : n(count) {
+    EXPECT_EQ(cudaMalloc(&ptr, (n + kGuard) * sizeof(T)), cudaSuccess);
+    EXPECT_EQ(cudaMemset(ptr, 0xFF, (n + kGuard) * sizeof(T)), cudaSuccess);
+  }
+  ~Dev() { cudaFree(ptr); }
+  void upload(const std::vector<float>& v) {
+    std::vector<T> h(v.size());
+    for (size_t i = 0; i < v.size(); ++i) h[i] = (T)v[i];
+    EXPECT_EQ(cudaMemcpy(ptr, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
+  }
+  std::vector<float> download() const {
+    std::vector<T> h(n + kGuard);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(h.data(), ptr, h.size() * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
+    const unsigned char* bytes = reinterpret_cast<const unsigned char*>(h.data() + n);
+    for (size_t i = 0; i < kGuard * sizeof(T); ++i) EXPECT_EQ(bytes[i], 0xFF) << "guard overwritten";
+    std::vector<float> out(n);
+    for (size_t i = 0; i < n; ++i) out[i] = (float)h[i];
+    return out;
+  }
+};
+template <>
+void Dev<__nv_bfloat16>::upload(const std::vector<float>& v) {
+  std::vector<__nv_bfloat16> h(v.size());
+  for (size_t i = 0; i < v.size(); ++i) h[i] = __float2bfloat16(v[i]);
+  EXPECT_EQ(cudaMemcpy(ptr, h.data(), h.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+}
+template <>
+std::vector<float> Dev<__nv_bfloat16>::download() const {
+  std::vector<__nv_bfloat16> h(n + kGuard);
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_EQ(cudaMemcpy(h.data(), ptr, h.size() * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+  const unsigned char* bytes = reinterpret_cast<const unsigned char*>(h.data() + n);
+  for (size_t i = 0; i < kGuard * 2; ++i) EXPECT_EQ(bytes[i], 0xFF) << "guard overwritten";
+  std::vector<float> out(n);
+  for (size_t i = 0; i < n; ++i) out[i] = __bfloat162float(h[i]);
+  return out;
+}
+using DevB = Dev<__nv_bfloat16>;
+using DevF = Dev<float>;
+
+struct Error {
+  double nmse, max_abs;
+};
+Error compare(const std::vector<float>& got, const std::vector<float>& want) {
+  double num = 0, den = 0, mx = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double d = (double)got[i] - want[i];
+    num += d * d;
+    den += (double)want[i] * want[i];
+    mx = std::max(mx, std::abs(d));
+  }
+  return {num / std::max(den, 1e-30), mx};
+}
+void expect_close(const std::vector<float>& got, const std::vector<float>& want, double nmse_tol,
+                  const char* what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i) ASSERT_TRUE(std::isfinite(got[i])) << what << " element " << i << " not finite";
+  const Error e = compare(got, want);
+  EXPECT_LT(e.nmse, nmse_tol) << what << ": nmse " << e.nmse << " max abs " << e.max_abs;
+  std::printf("  %-28s nmse %.3e  max abs %.3e\n", what, e.nmse, e.max_abs);
+}
+
+struct GdnInputs {
+  int N, H, G, D;
+  std::vector<float> q, k, v, g, beta;
+};
+GdnInputs gdn_inputs(int N, int H, int G, int D, uint64_t seed) {
+  GdnInputs in{N, H, G, D};
+  in.q = random_floats((size_t)N * H * D, seed, -1, 1);
+  in.k = random_floats((size_t)N * G * D, seed + 1, -1, 1);
+  in.v = random_floats((size_t)N * G * D, seed + 2, -1, 1);
+  in.g = random_floats((size_t)N * H, seed + 3, -0.3f, 0.0f);
+  in.beta = random_floats((size_t)N * H, seed + 4, 0.05f, 0.95f);
+  unit_rows(in.q, D);
+  unit_rows(in.k, D);
+  round_bf16(in.q), round_bf16(in.k), round_bf16(in.v);
+  return in;
+}
+
+void run_gdn_forward(int N, int H, int G, int D, int value_block, bool with_init) {
+  const GdnInputs in = gdn_inputs(N, H, G, D, 100 + N + D);
+  const auto k_full = expand_heads(in.k, N, H, G, D), v_full = expand_heads(in.v, N, H, G, D);
+  std::vector<float> init = random_floats((size_t)H * D * D, 7, -0.1f, 0.1f);
+  std::vector<float> o_ref((size_t)N * H * D), s_ref((size_t)H * D * D);
+  cpu::gated_delta_recurrent_forward<float>(o_ref.data(), s_ref.data(), with_init ? init.data() : nullptr,
+                                            in.q.data(), k_full.data(), v_full.data(), in.g.data(),
+                                            in.beta.data(), N, H, D, D);
+  DevB q(in.q.size()), k(in.k.size()), v(in.v.size()), o(o_ref.size());
+  DevF g(in.g.size()), beta(in.beta.size()), s_init(init.size()), s_final(s_ref.size());
+  q.upload(in.q), k.upload(in.k), v.upload(in.v), g.upload(in.g), beta.upload(in.beta), s_init.upload(init);
+  const size_t ws_bytes = gated_delta_forward_workspace_bytes(N, H, D, false);
+  void* ws = nullptr;
+  ASSERT_EQ(cudaMalloc(&ws, ws_bytes), cudaSuccess);
+  ASSERT_OK(gated_delta_chunked_forward(o.ptr, s_final.ptr, with_init ? s_init.ptr : nullptr, q.ptr,
+                                        k.ptr, v.ptr, g.ptr, beta.ptr, N, H, G, D, ws, ws_bytes,
+                                        nullptr, nullptr, value_block));
+  expect_close(o.download(), o_ref, 5e-3, "gdn chunked o");
+  expect_close(s_final.download(), s_ref, 5e-3, "gdn chunked state_final");
+  cudaFree(ws);
+}
+
+TEST(CudaGatedDelta, ChunkedForwardMatchesCpuD128) {
+  REQUIRE_GPU();
+  run_gdn_forward(200, 4, 2, 128, 32, false);
+}
+TEST(CudaGatedDelta, ChunkedForwardMatchesCpuD64WithInitialState) {
+  REQUIRE_GPU();
+  run_gdn_forward(333, 4, 1, 64, 16, true);
+}
+TEST(CudaGatedDelta, ChunkedForwardValueBlock16D128) {
+  REQUIRE_GPU();
+  run_gdn_forward(130, 2, 2, 128, 16, true);
+}
+
+TEST(CudaGatedDelta, RecurrentForwardMatchesCpu) {
+  REQUIRE_GPU();
+  const int N = 77, H = 4, G = 2, D = 128;
+  const GdnInputs in = gdn_inputs(N, H, G, D, 5);
+  const auto k_full = expand_heads(in.k, N, H, G, D), v_full = expand_heads(in.v, N, H, G, D);
+  std::vector<float> o_ref((size_t)N * H * D), s_ref((size_t)H * D * D);
+  cpu::gated_delta_recurrent_forward<float>(o_ref.data(), s_ref.data(), nullptr, in.q.data(),
+                                            k_full.data(), v_full.data(), in.g.data(),
+                                            in.beta.data(), N, H, D, D);
+  DevB q(in.q.size()), k(in.k.size()), v(in.v.size()), o(o_ref.size());
+  DevF g(in.g.size()), beta(in.beta.size()), state(s_ref.size());
+  q.upload(in.q), k.upload(in.k), v.upload(in.v), g.upload(in.g), beta.upload(in.beta);
+  ASSERT_EQ(cudaMemset(state.ptr, 0, s_ref.size() * 4), cudaSuccess);
+  ASSERT_OK(gated_delta_recurrent_forward(o.ptr, state.ptr, q.ptr, k.ptr, v.ptr, g.ptr, beta.ptr,
+                                          N, H, G, D, nullptr));
+  expect_close(o.download(), o_ref, 1e-4, "gdn recurrent o");
+  expect_close(state.download(), s_ref, 1e-6, "gdn recurrent state");
+}
+
+void run_gdn_backward(int N, int H, int G, int D) {
+  const GdnInputs in = gdn_inputs(N, H, G, D, 900 + D);
+  std::vector<float> dout = random_floats((size_t)N * H * D, 77, -1, 1);
+  round_bf16(dout);
+  const auto k_full = expand_heads(in.k, N, H, G, D), v_full = expand_heads(in.v, N, H, G, D);
+  std::vector<double> qd(in.q.begin(), in.q.end()), kd(k_full.begin(), k_full.end()),
+      vd(v_full.begin(), v_full.end()), gd(in.g.begin(), in.g.end()),
+      bd(in.beta.begin(), in.beta.end()), dod(dout.begin(), dout.end());
+  std::vector<double> dq((size_t)N * H * D), dk(dq.size()), dv(dq.size()), dg((size_t)N * H), db(dg.size());
+  cpu::gated_delta_backward<double>(dq.data(), dk.data(), dv.data(), dg.data(), db.data(), dod.data(),
+                                    qd.data(), kd.data(), vd.data(), gd.data(), bd.data(), N, H, D, D);
+  auto to_f = [](const std::vector<double>& x) { return std::vector<float>(x.begin(), x.end()); };
+  DevB q(in.q.size()), k(in.k.size()), v(in.v.size()), dO(dout.size());
+  DevF g(in.g.size()), beta(in.beta.size());
+  DevF gq((size_t)N * H * D), gk((size_t)N * G * D), gv((size_t)N * G * D), gg((size_t)N * H), gb((size_t)N * H);
+  q.upload(in.q), k.upload(in.k), v.upload(in.v), g.upload(in.g), beta.upload(in.beta), dO.upload(dout);
+  const size_t ws_bytes = gated_delta_backward_workspace_bytes(N, H, D);
+  void* ws = nullptr;
+  ASSERT_EQ(cudaMalloc(&ws, ws_bytes), cudaSuccess);
+  ASSERT_OK(gated_delta_backward(gq.ptr, gk.ptr, gv.ptr, gg.ptr, gb.ptr, dO.ptr, q.ptr, k.ptr, v.ptr,
+                                 g.ptr, beta.ptr, N, H, G, D, ws, ws_bytes, nullptr));
+  expect_close(gq.download(), to_f(dq), 2e-2, "gdn backward dq");
+  expect_close(gk.download(), sum_heads(to_f(dk), N, H, G, D), 2e-2, "gdn backward dk");
+  expect_close(gv.download(), sum_heads(to_f(dv), N, H, G, D), 2e-2, "gdn backward dv");
+  expect_close(gg.download(), to_f(dg), 2e-2, "gdn backward dg");
+  expect_close(gb.download(), to_f(db), 2e-2, "gdn backward dbeta");
+  cudaFree(ws);
+}
+TEST(CudaGatedDelta, BackwardMatchesCpuD64) {
+  REQUIRE_GPU();
+  run_gdn_backward(150, 4, 2, 64);
+}
+TEST(CudaGatedDelta, BackwardMatchesCpuD128) {
+  REQUIRE_GPU();
+  run_gdn_backward(100, 2, 1, 128);
+}
+
+void run_attention(int T, int H, int G, int D, int sinks, int window) {
+  auto q = random_floats((size_t)T * H * D, 1 + T, -1, 1), k = random_floats((size_t)T * G * D, 2 + T, -1, 1),
+       v = random_floats((size_t)T * G * D, 3 + T, -1, 1);
+  round_bf16(q), round_bf16(k), round_bf16(v);
+  std::vector<float> ref((size_t)T * H * D);
+  cpu::AttentionMask mask{sinks, window};
+  cpu::attention_forward(ref.data(), q.data(), k.data(), v.data(), T, T, 0, H, G, D, mask);
+  DevB dq(q.size()), dk(k.size()), dv(v.size()), y(ref.size());
+  DevF lse((size_t)T * H);
+  dq.upload(q), dk.upload(k), dv.upload(v);
+  ASSERT_OK(attention_forward(y.ptr, lse.ptr, dq.ptr, dk.ptr, dv.ptr, T, H, G, D,
+                              AttentionMaskSpec{sinks, window}, nullptr));
+  expect_close(y.download(), ref, 5e-3, window < 0 ? "attention causal" : "attention sink+window");
+  for (float x : lse.download()) ASSERT_TRUE(std::isfinite(x));
+}
+TEST(CudaAttention, CausalMatchesCpu) {
+  REQUIRE_GPU();
+  run_attention(300, 4, 2, 128, 0, -1);
+  run_attention(129, 2, 1, 64, 0, -1);
+}
+TEST(CudaAttention, SinkWindowMatchesCpu) {
+  REQUIRE_GPU();
+  run_attention(400, 4, 2, 128, 8, 56);
+  run_attention(200, 4, 4, 64, 4, 20);
+}
+
+TEST(CudaAttention, DecodeMatchesCpu) {
+  REQUIRE_GPU();
+  const int H = 8, G = 2, D = 128;
+  const long ctx = 1000;
+  auto q = random_floats((size_t)H * D, 1, -1, 1), k = random_floats((size_t)ctx * G * D, 2, -1, 1),
+       v = random_floats((size_t)ctx * G * D, 3, -1, 1);
+  round_bf16(q), round_bf16(k), round_bf16(v);
+  std::vector<float> ref((size_t)H * D);
+  cpu::attention_forward(ref.data(), q.data(), k.data(), v.data(), 1, ctx, ctx - 1, H, G, D, {});
+  DevB dq(q.size()), dk(k.size()), dv(v.size()), y(ref.size());
+  dq.upload(q), dk.upload(k), dv.upload(v);
+  const size_t ws_bytes = attention_decode_workspace_bytes(H, D, ctx);
+  void* ws = nullptr;
+  ASSERT_EQ(cudaMalloc(&ws, ws_bytes), cudaSuccess);
+  ASSERT_OK(attention_decode(y.ptr, dq.ptr, dk.ptr, dv.ptr, ctx, H, G, D, ws, ws_bytes, nullptr));
+  expect_close(y.download(), ref, 1e-4, "attention decode");
+  cudaFree(ws);
+}
+
+TEST(CudaElementwise, ShortConvForwardBackwardMatchCpu) {
+  REQUIRE_GPU();
+  const int T = 100, N = 96;
+  auto x = random_floats((size_t)T * N, 1, -1, 1), w = random_floats((size_t)N * 4, 2, -1, 1),
+       dy = random_floats((size_t)T * N, 3, -1, 1);
+  round_bf16(x);
+  std::vector<float> y_ref((size_t)T * N), dx_ref((size_t)T * N, 0.0f), dw_ref((size_t)N * 4, 0.0f);
+  cpu::short_conv_forward<float>(y_ref.data(), x.data(), w.data(), T, N);
+  cpu::short_conv_backward<float>(dx_ref.data(), dw_ref.data(), dy.data(), x.data(), w.data(), T, N);
+  DevB dx_in(x.size()), y(y_ref.size());
+  DevF dw_in(w.size()), ddy(dy.size()), dx(dx_ref.size()), dw(dw_ref.size());
+  dx_in.upload(x), dw_in.upload(w), ddy.upload(dy);
+  ASSERT_EQ(cudaMemset(dw.ptr, 0, dw_ref.size() * 4), cudaSuccess);
+  ASSERT_OK(short_conv_forward(y.ptr, dx_in.ptr, dw_in.ptr, T, N, nullptr));
+  ASSERT_OK(short_conv_backward(dx.ptr, dw.ptr, ddy.ptr, dx_in.ptr, dw_in.ptr, T, N, nullptr));
+  expect_close(y.download(), y_ref, 1e-4, "short conv y");
+  expect_close(dx.download(), dx_ref, 1e-10, "short conv dx");
+  expect_close(dw.download(), dw_ref, 1e-10, "short conv dw");
+}
+
+TEST(CudaElementwise, RopeMatchesCpu) {
+  REQUIRE_GPU();
+  const int T = 50, N = 3, D = 64;
+  auto x = random_floats((size_t)T * N * D, 1, -1, 1), inv = random_floats(D / 2, 2, 1e-4f, 1.0f);
+  round_bf16(x);
+  std::vector<float> ref = x;
+  cpu::rope_forward(ref.data(), inv.data(), T, N, D, 1000);
+  DevB dx(x.size());
+  DevF dinv(inv.size());
+  dx.upload(x), dinv.upload(inv);
+  ASSERT_OK(rope_apply(dx.ptr, dinv.ptr, T, N, D, 1000, 1, nullptr));
+  expect_close(dx.download(), ref, 1e-4, "rope");
+}
+
+}  // namespace
+}  // namespace golinear::kernels::cuda
