@@ -114,6 +114,150 @@ Result<LinearizeSettings> parse_settings(const Args& args, const ModelConfig& co
   return s;
 }
 
+// Layers kept as softmax attention: `listed`, plus K more chosen by the teacher's hardness on
+// the first sequences of the training data (docs/ANALYZE.md) or evenly spaced.
+struct FullLayers {
+  std::vector<int> layers;
+  Json selection = Json::object();
+};
+
+Result<FullLayers> choose_full_layers(const Model& model, const train::PackedDataset& data,
+                                      const std::vector<int>& listed, int K, const std::string& select) {
+  FullLayers out;
+  out.layers = listed;
+  if (K <= 0) return out;
+  std::vector<double> hardness(model.config.num_layers, 0.0);
+  if (select == "hard") {
+    const long n = std::min(4L, data.size());
+    GL_ASSIGN_OR_RETURN(hardness, analysis::teacher_layer_hardness(model, data.tokens.data(), n, data.seq_len, true));
+  }
+  auto chosen = analysis::select_full_layers(hardness, K, select);
+  if (!chosen.ok()) return make_error("golinear linearize: --keep-full: ", chosen.error());
+  for (int l : *chosen)
+    if (std::find(out.layers.begin(), out.layers.end(), l) == out.layers.end()) out.layers.push_back(l);
+  out.selection = {{"method", select}, {"k", K}, {"layers", *chosen}};
+  if (select == "hard") out.selection["hardness"] = hardness;
+  std::fprintf(stderr, "golinear linearize: keeping layers %s as softmax attention (%s)\n",
+               Json(*chosen).dump().c_str(), select.c_str());
+  return out;
+}
+
+// --sweep FILE: several recipes trained by attention transfer against one teacher pass per
+// sequence (DESIGN.md's ablations at the price of one teacher), each written as a complete
+// linearized checkpoint OUT/<name>. FILE is a JSON list of objects: {"name", and any of "mixer",
+// "mix", "sinks", "window", "conv", "linear_rope", "keep_full_layers", "keep_full", "select"};
+// what an entry leaves out comes from the command line.
+struct SweepRecipe {
+  std::string name;
+  mixers::MixerOptions options;
+  std::vector<int> keep_full_layers;
+  int keep_full = 0;
+  std::string select;
+};
+
+Result<std::vector<SweepRecipe>> parse_sweep(const std::string& path, const LinearizeSettings& s,
+                                             int num_layers) {
+  GL_ASSIGN_OR_RETURN(Json json, json_read_file(path));
+  if (!json.is_array() || json.empty()) return make_error(path, ": expected a non-empty JSON list of recipes");
+  if (s.stage != "transfer")
+    return make_error("golinear linearize: --sweep trains by attention transfer only; add --stage transfer");
+  std::vector<SweepRecipe> recipes;
+  for (size_t i = 0; i < json.size(); ++i) {
+    const Json& row = json[i];
+    const std::string what = str_cat(path, ": recipe ", i + 1);
+    SweepRecipe r;
+    GL_ASSIGN_OR_RETURN(r.name, json_get<std::string>(row, "name", what));
+    if (r.name.empty() || r.name.find('/') != std::string::npos || r.name[0] == '.')
+      return make_error(what, ": name must be a plain directory name");
+    for (const SweepRecipe& other : recipes)
+      if (other.name == r.name) return make_error(what, ": name '", r.name, "' is used twice");
+    GL_ASSIGN_OR_RETURN(std::string kind, json_get_or<std::string>(row, "mixer", mixers::to_string(s.mixer.kind), what));
+    GL_ASSIGN_OR_RETURN(std::string mix, json_get_or<std::string>(row, "mix", mixers::to_string(s.mixer.mix), what));
+    GL_ASSIGN_OR_RETURN(r.options.kind, mixers::mixer_kind_parse(kind));
+    GL_ASSIGN_OR_RETURN(r.options.mix, mixers::mix_kind_parse(mix));
+    GL_ASSIGN_OR_RETURN(r.options.sinks, json_get_or<int>(row, "sinks", s.mixer.sinks, what));
+    GL_ASSIGN_OR_RETURN(r.options.window, json_get_or<int>(row, "window", s.mixer.window, what));
+    GL_ASSIGN_OR_RETURN(r.options.conv, json_get_or<bool>(row, "conv", s.mixer.conv, what));
+    GL_ASSIGN_OR_RETURN(r.options.linear_rope, json_get_or<bool>(row, "linear_rope", s.mixer.linear_rope, what));
+    if (Status st = mixers::mixer_options_validate(r.options); !st.ok()) return make_error(what, ": ", st.error());
+    GL_ASSIGN_OR_RETURN(r.keep_full_layers, json_get_or<std::vector<int>>(row, "keep_full_layers", s.keep_full, what));
+    GL_ASSIGN_OR_RETURN(r.keep_full, json_get_or<int>(row, "keep_full", 0, what));
+    GL_ASSIGN_OR_RETURN(r.select, json_get_or<std::string>(row, "select", s.select, what));
+    if (r.select != "hard" && r.select != "uniform") return make_error(what, ": select must be hard or uniform");
+    if (r.keep_full < 0 || r.keep_full > num_layers) return make_error(what, ": keep_full must be in [0, ", num_layers, "]");
+    for (int l : r.keep_full_layers)
+      if (l < 0 || l >= num_layers) return make_error(what, ": keep_full_layers names layer ", l);
+    recipes.push_back(std::move(r));
+  }
+  return recipes;
+}
+
+int run_sweep(const std::vector<SweepRecipe>& recipes, const LinearizeSettings& s, Model& model,
+              const train::PackedDataset& data, const std::string& partial, const std::string& path) {
+  struct Entry {
+    FullLayers full;
+    MixerStack students;
+  };
+  std::vector<Entry> entries;
+  for (const SweepRecipe& r : recipes) {
+    Entry e;
+    auto full = choose_full_layers(model, data, r.keep_full_layers, r.keep_full, r.select);
+    if (!full.ok()) return fail(path + ": recipe '" + r.name + "': " + full.error());
+    e.full = std::move(*full);
+    auto students = linearized_mixers(model, r.options, e.full.layers, s.seed);
+    if (!students.ok()) return fail(path + ": recipe '" + r.name + "': " + students.error());
+    e.students = std::move(*students);
+    entries.push_back(std::move(e));
+  }
+  std::vector<MixerStack*> stacks;
+  std::vector<std::string> states;
+  for (size_t i = 0; i < recipes.size(); ++i) {
+    const std::string dir = partial + "/" + recipes[i].name;
+    if (Status st = checkpoint_copy_base(s.base, dir); !st.ok()) return fail(st.error());
+    stacks.push_back(&entries[i].students);
+    states.push_back(dir + "/transfer_state.safetensors");
+  }
+  train::TrainOptions options;
+  options.steps = s.steps;
+  options.batch = s.batch;
+  options.lr = s.lr;
+  options.warmup = std::max(1L, std::min(100L, s.steps / 20));
+  options.checkpoint_every = std::max(1L, s.steps / 10);
+  options.resume = s.resume;
+  if (const char* stop = std::getenv("GOLINEAR_STOP_AFTER_STEPS")) options.stop_after = std::atol(stop);
+  auto reports = train::attention_transfer_many(model, stacks, data, options, states);
+  if (!reports.ok()) return fail(reports.error());
+  if ((*reports)[0].steps_done < s.steps) {
+    std::fprintf(stderr, "golinear linearize: stopped after step %ld of %ld; resume with --resume\n",
+                 (*reports)[0].steps_done, s.steps);
+    return 3;
+  }
+  Json summary = Json::array();
+  MixerStack teacher_mixers = std::move(model.mixers);
+  for (size_t i = 0; i < recipes.size(); ++i) {
+    const train::TrainReport& report = (*reports)[i];
+    model.mixers = std::move(entries[i].students);
+    LinearizationRecipe recipe = linearization_recipe_of(model, recipes[i].options);
+    Json transfer = {{"steps", s.steps}, {"tokens", s.steps * s.batch * (long)s.seq_len},
+                     {"lr", s.lr}, {"final_nmse", report.final_loss},
+                     {"layer_nmse", report.layer_nmse}, {"tokens_per_s", report.tokens_per_s}};
+    recipe.training = {{"stage", "transfer"}, {"data", s.data}, {"batch", s.batch},
+                       {"seq_len", s.seq_len}, {"seed", s.seed}, {"sweep", path},
+                       {"transfer", transfer}, {"e2e", Json::object()},
+                       {"keep_full_selection", entries[i].full.selection}};
+    const std::string dir = partial + "/" + recipes[i].name;
+    if (Status st = linearization_save(model, recipe, dir); !st.ok()) return fail(st.error());
+    fs::remove(dir + "/transfer_state.safetensors");
+    summary.push_back({{"name", recipes[i].name}, {"transfer", transfer}});
+  }
+  model.mixers = std::move(teacher_mixers);
+  std::error_code ec;
+  fs::rename(partial, s.out, ec);
+  if (ec) return fail(s.out + ": cannot move the finished run into place (" + ec.message() + ")");
+  std::printf("%s\n", Json({{"out", s.out}, {"recipes", summary}}).dump().c_str());
+  return 0;
+}
+
 }  // namespace
 
 int cmd_linearize(const Argv& argv) {
@@ -124,7 +268,7 @@ int cmd_linearize(const Argv& argv) {
                            {"steps", true}, {"seq-len", true}, {"batch", true}, {"lr", true},
                            {"seed", true}, {"device", true}, {"resume", false}, {"stage", true},
                            {"e2e-tokens", true}, {"e2e-lr", true}, {"keep-full", true},
-                           {"select", true}},
+                           {"select", true}, {"sweep", true}},
                           1, 1);
   if (!args.ok()) return fail(args.error());
   auto config = model_config_read(args->positional()[0] + "/config.json");
@@ -132,6 +276,12 @@ int cmd_linearize(const Argv& argv) {
   auto parsed = parse_settings(*args, *config);
   if (!parsed.ok()) return fail(parsed.error());
   const LinearizeSettings& s = *parsed;
+  std::vector<SweepRecipe> sweep;
+  if (args->has("sweep")) {
+    auto recipes = parse_sweep(args->get("sweep"), s, config->num_layers);
+    if (!recipes.ok()) return fail(recipes.error());
+    sweep = std::move(*recipes);
+  }
 
   // The run works in OUT.partial and renames it to OUT only when everything is written, so an
   // interrupted run never leaves a directory that looks complete.
@@ -159,27 +309,11 @@ int cmd_linearize(const Argv& argv) {
     std::fprintf(stderr, "golinear linearize: %s holds %ld sequences of %d tokens; %ld steps × %d "
                  "will revisit them\n", s.data.c_str(), data->size(), s.seq_len, s.steps, s.batch);
 
-  // --keep-full K: choose K layers to keep as softmax attention, by the teacher's hardness on
-  // the first sequences of the training data (docs/ANALYZE.md) or evenly spaced.
-  std::vector<int> keep_full = s.keep_full;
-  Json selection = Json::object();
-  if (s.keep_full_count > 0) {
-    std::vector<double> hardness(model.config.num_layers, 0.0);
-    if (s.select == "hard") {
-      const long n = std::min(4L, data->size());
-      auto measured = analysis::teacher_layer_hardness(model, data->tokens.data(), n, data->seq_len, true);
-      if (!measured.ok()) return fail(measured.error());
-      hardness = *measured;
-    }
-    auto chosen = analysis::select_full_layers(hardness, s.keep_full_count, s.select);
-    if (!chosen.ok()) return fail("golinear linearize: --keep-full: " + chosen.error());
-    for (int l : *chosen)
-      if (std::find(keep_full.begin(), keep_full.end(), l) == keep_full.end()) keep_full.push_back(l);
-    selection = {{"method", s.select}, {"k", s.keep_full_count}, {"layers", *chosen}};
-    if (s.select == "hard") selection["hardness"] = hardness;
-    std::fprintf(stderr, "golinear linearize: keeping layers %s as softmax attention (%s)\n",
-                 Json(*chosen).dump().c_str(), s.select.c_str());
-  }
+  auto keep = choose_full_layers(model, *data, s.keep_full, s.keep_full_count, s.select);
+  if (!keep.ok()) return fail(keep.error());
+  const std::vector<int>& keep_full = keep->layers;
+  const Json& selection = keep->selection;
+  if (!sweep.empty()) return run_sweep(sweep, s, model, *data, partial, args->get("sweep"));
   auto students = linearized_mixers(model, s.mixer, keep_full, s.seed);
   if (!students.ok()) return fail(students.error());
 

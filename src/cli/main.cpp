@@ -26,6 +26,12 @@ commands:
                                   --lr LR --seed S --stage transfer|e2e|both --e2e-tokens N
                                   --e2e-lr LR --device cpu --resume]
   eval ppl MODEL --input FILE     perplexity  [--seq-len N --json]
+  eval TASK MODEL --data FILE     lambada, piqa, arc_easy, arc_challenge, hellaswag, winogrande
+                                  scored as lm-evaluation-harness  [--limit N --json
+                                  --log-samples FILE --no-bos-legacy]; mmlu also --dev FILE
+  eval niah MODEL --variant 1|2|3 --length T   S-NIAH  [--depths LIST --samples N --haystack F]
+  eval ruler MODEL --length T     RULER-style synthetic tasks  [--subtask NAME --samples N]
+  eval make-cloze --input FILE --out FILE   a LAMBADA-format cloze set from JSONL text
   bench                           mixer prefill/decode timings on the GPU (CUDA build)  [--json
                                   --seq 2048,... --contexts 4096,... --repeats N]
   analyze MODEL --data FILE --out DIR

@@ -424,7 +424,11 @@ void state_forward(const Dims& dm, const LinearFeatures<S>& f, int T, StateForm 
                                             Dk, Dv);
   } else {
     const S* g = nd > 0 ? f.g.data() + kr * nd : nullptr;
-    if (form == StateForm::chunked)
+    if (form == StateForm::chunked && std::is_same_v<S, float>)  // the fast fp32 form
+      cpu::gated_linear_blocked_forward((float*)out, (float*)state_final, nullptr, (const float*)q,
+                                        (const float*)k, (const float*)v, (const float*)g, sh.N,
+                                        H, Dk, Dv);
+    else if (form == StateForm::chunked)  // fp64: the reference
       cpu::gated_linear_chunked_forward<S>(out, state_final, nullptr, q, k, v, g, sh.N, H, Dk, Dv);
     else
       cpu::gated_linear_recurrent_forward<S>(out, state_final, nullptr, q, k, v, g, sh.N, H, Dk,

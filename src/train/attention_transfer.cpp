@@ -72,22 +72,52 @@ Result<long> train_state_load(const std::string& path, MixerStack& students, Ada
 
 Result<TrainReport> attention_transfer(const Model& teacher, MixerStack& students,
                                        const PackedDataset& data, const TrainOptions& options) {
-  const int L = teacher.config.num_layers, T = data.seq_len;
-  if (data.size() == 0) return make_error("attention transfer: no training sequences");
-  std::vector<int> trained;
-  for (int l = 0; l < L; ++l)
-    if (students[l]->kind() != "softmax") trained.push_back(l);
-  if (trained.empty()) return make_error("attention transfer: every layer is kept full, nothing to train");
+  GL_ASSIGN_OR_RETURN(std::vector<TrainReport> reports,
+                      attention_transfer_many(teacher, {&students}, data, options, {options.state_path}));
+  return std::move(reports[0]);
+}
 
-  AdamW optimizer(trainable_parameters(students), options.adam);
-  long start = 0;
-  if (options.resume && file_exists(options.state_path)) {
-    GL_ASSIGN_OR_RETURN(start, train_state_load(options.state_path, students, optimizer));
+Result<std::vector<TrainReport>> attention_transfer_many(
+    const Model& teacher, const std::vector<MixerStack*>& stacks, const PackedDataset& data,
+    const TrainOptions& options, const std::vector<std::string>& state_paths) {
+  const int L = teacher.config.num_layers, T = data.seq_len;
+  const size_t R = stacks.size();
+  if (data.size() == 0) return make_error("attention transfer: no training sequences");
+  if (state_paths.size() != R) return make_error("attention transfer: one state path per recipe expected");
+  // The work of one step: every (recipe, trained layer) pair, independent of the others.
+  struct Job {
+    size_t recipe;
+    int layer;
+  };
+  std::vector<Job> jobs;
+  std::vector<std::vector<int>> trained(R);
+  for (size_t r = 0; r < R; ++r) {
+    for (int l = 0; l < L; ++l)
+      if ((*stacks[r])[l]->kind() != "softmax") {
+        trained[r].push_back(l);
+        jobs.push_back({r, l});
+      }
+    if (trained[r].empty())
+      return make_error("attention transfer: every layer is kept full, nothing to train");
   }
-  TrainReport report;
-  report.steps_done = start;
-  report.layer_nmse.assign(L, -1.0);
-  std::vector<double> layer_sum(L, 0.0);
+  std::vector<std::unique_ptr<AdamW>> optimizers;
+  long start = -1;
+  for (size_t r = 0; r < R; ++r) {
+    optimizers.push_back(std::make_unique<AdamW>(trainable_parameters(*stacks[r]), options.adam));
+    long resumed = 0;
+    if (options.resume && !state_paths[r].empty() && file_exists(state_paths[r])) {
+      GL_ASSIGN_OR_RETURN(resumed, train_state_load(state_paths[r], *stacks[r], *optimizers[r]));
+    }
+    if (start >= 0 && resumed != start)
+      return make_error(state_paths[r], ": resume states of the recipes are at different steps");
+    start = resumed;
+  }
+  std::vector<TrainReport> reports(R);
+  std::vector<std::vector<double>> layer_sum(R, std::vector<double>(L, 0.0));
+  for (auto& report : reports) {
+    report.steps_done = start;
+    report.layer_nmse.assign(L, -1.0);
+  }
   long tail_steps = 0;
   const long tail_from = options.steps - std::max(1L, options.steps / 10);
   ProgressBar bar("transfer", options.steps);
@@ -95,19 +125,19 @@ Result<TrainReport> attention_transfer(const Model& teacher, MixerStack& student
   long tokens_this_run = 0;
   const long H = teacher.config.num_heads, D = teacher.config.head_dim;
   for (long step = start; step < options.steps; ++step) {
-    std::vector<double> step_nmse(L, 0.0);
+    std::vector<std::vector<double>> step_nmse(R, std::vector<double>(L, 0.0));
     for (int b = 0; b < options.batch; ++b) {
       const long index = (step * options.batch + b) % data.size();
       ForwardTrace trace;
       trace.capture_mixer_io = true;
       model_forward(teacher, data.sequence(index), T, nullptr, false, &trace);
-      // One layer per core below: the students' BLAS calls stay on their thread (OpenBLAS's own
-      // threads would oversubscribe the cores the layers already occupy).
+      // One job per core below: the students' BLAS calls stay on their thread (OpenBLAS's own
+      // threads would oversubscribe the cores the jobs already occupy).
       const int blas_threads = openblas_get_num_threads();
       openblas_set_num_threads(1);
 #pragma omp parallel for schedule(dynamic, 1)
-      for (size_t i = 0; i < trained.size(); ++i) {
-        const int l = trained[i];
+      for (size_t i = 0; i < jobs.size(); ++i) {
+        const auto [r, l] = jobs[i];
         const ForwardTrace::Layer& io = trace.layers[l];
         mixers::MixerInputs in;
         in.T = T;
@@ -117,47 +147,56 @@ Result<TrainReport> attention_transfer(const Model& teacher, MixerStack& student
         in.v = io.v.data();
         in.inv_freq = teacher.inv_freq.data();
         std::vector<float> y((long)T * H * D), dy((long)T * H * D);
-        students[l]->forward(in, y.data());
-        step_nmse[l] += nmse_loss(y.data(), io.y.data(), (long)y.size(), dy.data());
+        (*stacks[r])[l]->forward(in, y.data());
+        step_nmse[r][l] += nmse_loss(y.data(), io.y.data(), (long)y.size(), dy.data());
         // loss = mean over layers and over the batch of each layer's NMSE.
-        const float scale = 1.0f / (float)(trained.size() * options.batch);
+        const float scale = 1.0f / (float)(trained[r].size() * options.batch);
         for (float& g : dy) g *= scale;
-        students[l]->backward(in, dy.data(), {});
+        (*stacks[r])[l]->backward(in, dy.data(), {});
       }
       openblas_set_num_threads(blas_threads);
       tokens_this_run += T;
     }
     const float lr = learning_rate_at(step, options.steps, options.warmup, options.lr);
-    optimizer.step(lr);
-    double loss = 0.0;
-    for (int l : trained) loss += step_nmse[l] / options.batch;
-    loss /= trained.size();
-    report.loss_curve.push_back(loss);
-    if (step >= tail_from) {
-      ++tail_steps;
-      report.final_loss += loss;
-      for (int l : trained) layer_sum[l] += step_nmse[l] / options.batch;
+    const bool tail = step >= tail_from;
+    tail_steps += tail;
+    double mean_loss = 0.0;
+    for (size_t r = 0; r < R; ++r) {
+      optimizers[r]->step(lr);
+      double loss = 0.0;
+      for (int l : trained[r]) loss += step_nmse[r][l] / options.batch;
+      loss /= trained[r].size();
+      mean_loss += loss / R;
+      reports[r].loss_curve.push_back(loss);
+      reports[r].steps_done = step + 1;
+      if (tail) {
+        reports[r].final_loss += loss;
+        for (int l : trained[r]) layer_sum[r][l] += step_nmse[r][l] / options.batch;
+      }
     }
-    report.steps_done = step + 1;
-    bar.update(step + 1, (double)tokens_this_run, str_cat("nmse ", std::to_string(loss).substr(0, 6), " · lr ", lr));
+    bar.update(step + 1, (double)tokens_this_run,
+               str_cat(R > 1 ? "mean nmse " : "nmse ", std::to_string(mean_loss).substr(0, 6), " · lr ", lr));
     // The last step is always saved, so a resumed multi-stage run can skip a finished stage.
-    const bool checkpoint = !options.state_path.empty() &&
-                            ((options.checkpoint_every > 0 && (step + 1) % options.checkpoint_every == 0) ||
-                             step + 1 == options.steps);
+    const bool checkpoint = (options.checkpoint_every > 0 && (step + 1) % options.checkpoint_every == 0) ||
+                            step + 1 == options.steps;
     const bool stopping = options.stop_after > 0 && step + 1 - start >= options.stop_after;
-    if ((checkpoint || stopping) && !options.state_path.empty())
-      GL_TRY(train_state_save(options.state_path, students, optimizer, step + 1));
+    if (checkpoint || stopping)
+      for (size_t r = 0; r < R; ++r)
+        if (!state_paths[r].empty())
+          GL_TRY(train_state_save(state_paths[r], *stacks[r], *optimizers[r], step + 1));
     if (stopping) break;
   }
   bar.finish();
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  report.tokens_per_s = seconds > 0 ? tokens_this_run / seconds : 0;
-  if (tail_steps > 0) {
-    report.final_loss /= tail_steps;
-    for (int l : trained) report.layer_nmse[l] = layer_sum[l] / tail_steps;
+  for (size_t r = 0; r < R; ++r) {
+    reports[r].tokens_per_s = seconds > 0 ? tokens_this_run / seconds : 0;
+    if (tail_steps > 0) {
+      reports[r].final_loss /= tail_steps;
+      for (int l : trained[r]) reports[r].layer_nmse[l] = layer_sum[r][l] / tail_steps;
+    }
   }
-  return report;
+  return reports;
 }
 
 }  // namespace golinear::train

@@ -42,6 +42,13 @@ double nmse_loss(const float* student, const float* teacher, long n, float* dy);
 Result<TrainReport> attention_transfer(const Model& teacher, MixerStack& students,
                                        const PackedDataset& data, const TrainOptions& options);
 
+// Several recipes trained at once against one teacher forward per sequence (the teacher pass is
+// shared; each recipe keeps its own optimizer and resume state, state_paths[r], "" for none).
+// Each recipe's result equals what attention_transfer would give it alone.
+Result<std::vector<TrainReport>> attention_transfer_many(
+    const Model& teacher, const std::vector<MixerStack*>& stacks, const PackedDataset& data,
+    const TrainOptions& options, const std::vector<std::string>& state_paths);
+
 // Resume checkpoints: every mixer parameter, the optimizer moments and the step.
 Status train_state_save(const std::string& path, MixerStack& students, AdamW& optimizer, long step);
 Result<long> train_state_load(const std::string& path, MixerStack& students, AdamW& optimizer);

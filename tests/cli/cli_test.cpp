@@ -221,4 +221,26 @@ TEST_F(Cli, KeepFullChoosesLayersByHardnessOrEvenly) {
   expect_one_line_error(run("linearize " + kLlama + " --data " + data + " --out x --keep-full 3 --steps 1 --seq-len 32"), "--keep-full");
 }
 
+TEST_F(Cli, SweepTrainsSeveralRecipesAgainstOneTeacher) {
+  std::string data = write("data.jsonl", "{\"text\": \"" + std::string(300, 'b') + " and the rest of a line of text.\"}\n");
+  std::string sweep = write("sweep.json", R"([{"name": "pure-gla", "mixer": "gla", "sinks": 0, "window": 0},
+                                              {"name": "default"},
+                                              {"name": "hybrid", "keep_full": 1, "select": "uniform"}])");
+  const std::string common = "linearize " + kLlama + " --data " + data + " --steps 2 --seq-len 32 --sinks 2 --window 6 --stage transfer";
+  CliRun r = run(common + " --sweep " + sweep + " --out " + (dir_ / "sweep").string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto gla = golinear::Json::parse(slurp(dir_ / "sweep" / "pure-gla" / "linearization.json"));
+  EXPECT_EQ(gla["recipe"]["mixer"], "gla");
+  EXPECT_EQ(gla["recipe"]["window"], 0);
+  auto hybrid = golinear::Json::parse(slurp(dir_ / "sweep" / "hybrid" / "linearization.json"));
+  EXPECT_EQ(hybrid["layers"], golinear::Json({"gdn", "softmax"}));
+  // The default recipe trained alone gives the same parameters as inside the sweep.
+  ASSERT_EQ(run(common + " --out " + (dir_ / "alone").string()).status, 0);
+  EXPECT_EQ(slurp(dir_ / "alone" / "linearization.safetensors"),
+            slurp(dir_ / "sweep" / "default" / "linearization.safetensors"));
+  EXPECT_EQ(run("score " + (dir_ / "sweep" / "pure-gla").string() + " --input " + write("s.jsonl", "{\"text\": \"hi there\"}\n")).status, 0);
+  expect_one_line_error(run(common + " --sweep " + write("bad.json", R"([{"name": "x", "mixer": "lstm"}])") + " --out " + (dir_ / "bad").string()), "lstm");
+  expect_one_line_error(run(common + " --sweep " + write("dup.json", R"([{"name": "x"}, {"name": "x"}])") + " --out " + (dir_ / "dup").string()), "used twice");
+}
+
 }  // namespace

@@ -1,4 +1,4 @@
-// The fast fp32 forms of the linear-state kernels (gated_delta_blocked_*, gated_linear_blocked_*)
+// The fast fp32 forms of the linear-state kernels (gated_delta_blocked_*, gated_linear_blocked_forward)
 // against their references: the chunked/recurrent forward and the token-by-token backward, run in
 // fp64 so that the comparison measures the fast form's fp32 rounding alone.
 //
@@ -122,6 +122,27 @@ TEST_P(BlockedForms, GatedDeltaBackwardEqualsReference) {
   for (size_t i = 0; i < once.size(); ++i) twice[i] = 2 * once[i];
   // The second run adds its products onto non-zero gradients: equal up to fp32 rounding.
   EXPECT_LE(max_abs_diff(fk, twice), kMaxAbsTolerance * std::max(1.0, max_abs(twice)));
+}
+
+// With and without decay (Hedgehog: none; the state then grows like N, hence the scale-relative
+// max-abs bound).
+TEST_P(BlockedForms, GatedLinearForwardEqualsReference) {
+  const Shape s = GetParam();
+  const Inputs in(s, s.Dk, 900 + s.N);
+  const auto qd = cast<double>(in.q), kd = cast<double>(in.k), vd = cast<double>(in.v),
+             gd = cast<double>(in.g), initd = cast<double>(in.init);
+  for (bool with_decay : {false, true}) {
+    std::vector<double> o_ref((size_t)s.N * s.H * s.Dv), s_ref(in.init.size());
+    gated_linear_chunked_forward<double>(o_ref.data(), s_ref.data(), initd.data(), qd.data(),
+                                         kd.data(), vd.data(), with_decay ? gd.data() : nullptr,
+                                         s.N, s.H, s.Dk, s.Dv);
+    std::vector<float> o(o_ref.size(), -99.0f), state(in.init.size(), -99.0f);
+    gated_linear_blocked_forward(o.data(), state.data(), in.init.data(), in.q.data(), in.k.data(),
+                                 in.v.data(), with_decay ? in.g.data() : nullptr, s.N, s.H, s.Dk,
+                                 s.Dv);
+    expect_close(o, o_ref, with_decay ? "o (decay)" : "o", s.N);
+    expect_close(state, s_ref, with_decay ? "state (decay)" : "state", s.N);
+  }
 }
 
 // Lengths around the chunk of 64 at a small head, and the training head size.

@@ -143,6 +143,27 @@ TEST(AttentionTransfer, ResumeEqualsAnUninterruptedRun) {
   fs::remove(state);
 }
 
+TEST(AttentionTransfer, SeveralRecipesAtOnceEqualEachAlone) {
+  PackedDataset data = random_sequences(2, 40, 8192);
+  TrainOptions options;
+  options.steps = 4;
+  options.lr = 1e-2f;
+  mixers::MixerOptions pure;
+  pure.kind = mixers::MixerKind::gla;
+  pure.sinks = pure.window = 0;
+  StudentSetup a = make_setup(small_recipe()), b = make_setup(pure);
+  auto together = attention_transfer_many(*a.model, {&a.students, &b.students}, data, options, {"", ""});
+  ASSERT_TRUE(together.ok()) << together.error();
+  StudentSetup a_alone = make_setup(small_recipe()), b_alone = make_setup(pure);
+  auto ra = attention_transfer(*a_alone.model, a_alone.students, data, options);
+  auto rb = attention_transfer(*b_alone.model, b_alone.students, data, options);
+  ASSERT_TRUE(ra.ok() && rb.ok());
+  EXPECT_EQ(flatten(a.students), flatten(a_alone.students));
+  EXPECT_EQ(flatten(b.students), flatten(b_alone.students));
+  EXPECT_EQ((*together)[0].loss_curve, ra->loss_curve);
+  EXPECT_EQ((*together)[1].loss_curve, rb->loss_curve);
+}
+
 TEST(Linearization, SaveLoadRoundTripIsExact) {
   namespace fs = std::filesystem;
   StudentSetup s = make_setup(small_recipe());

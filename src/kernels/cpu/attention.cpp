@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <vector>
 
 #include "kernels/cpu/block_gemm.h"
+#include "kernels/cpu/fast_exp.h"
 
 namespace golinear::kernels::cpu {
 
@@ -111,25 +111,6 @@ namespace {
 
 constexpr int kQueryBlock = 64;
 
-// e^x for x ≤ 0 in fp32 (Cephes expf: Cody–Waite reduction, degree-5 polynomial; ≤ 2 ulp), branch
-// free so that loops over it vectorize. Inputs below −87 give ~1e-38 instead of 0.
-inline float exp_nonpositive(float x) {
-  x = std::max(x, -87.0f);
-  const float n = std::floor(x * 1.44269504088896341f + 0.5f);
-  const float r = x - n * 0.693359375f + n * 2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  const float e = p * r * r + r + 1.0f;
-  const int bits = ((int)n + 127) << 23;
-  float scale;
-  std::memcpy(&scale, &bits, sizeof(scale));
-  return e * scale;
-}
-
 // The keys a block of queries at positions p0 .. p_last may see, as at most two ranges of key
 // positions [begin, end); per query the allowed part of each range is an interval (see
 // allowed_interval).
@@ -162,13 +143,15 @@ void allowed_interval(AttentionMask mask, const KeySpan& span, int r, long t, lo
 // Keys per sgemm call: blocks of ≤ 64·64·64 multiply-adds stay on the calling thread.
 int key_block(int D) { return std::max(16, 64 * 64 / std::max(D, 1)); }
 
+void softmax_masked_rows(float* probs, int ldp, int nq, long p0, AttentionMask mask,
+                         const KeySpan& span);
+
 // Scores of queries q_blk (nq, ·; row stride ldq) against the span's keys (kv head g): probs
 // (nq, span.width()) = softmax rows of the masked q kᵀ·scale, exact zeros where masked.
 void block_probabilities(float* probs, int ldp, const float* q_blk, int ldq, int nq, long p0,
                          const float* k, int G, int g, int D, float scale, AttentionMask mask,
                          const KeySpan& span) {
   const int kb = key_block(D);
-  const int width = (int)span.width();
   int col = 0;
   for (int r = 0; r < 2; ++r) {
     for (long j0 = span.begin[r]; j0 < span.end[r]; j0 += kb) {
@@ -178,6 +161,16 @@ void block_probabilities(float* probs, int ldp, const float* q_blk, int ldq, int
       col += n;
     }
   }
+  softmax_masked_rows(probs, ldp, nq, p0, mask, span);
+}
+
+// Rows of scores → probabilities in place: row i (query position p0 + i) keeps its allowed
+// interval of each range (softmax over them), everything else becomes exactly 0. Compiled for
+// x86-64-v3 (AVX2, FMA) too and picked at run time: the exp loop is the hot part.
+__attribute__((target_clones("arch=x86-64-v3", "default")))
+void softmax_masked_rows(float* probs, int ldp, int nq, long p0, AttentionMask mask,
+                         const KeySpan& span) {
+  const int width = (int)span.width();
   for (int i = 0; i < nq; ++i) {
     float* row = probs + (long)i * ldp;
     const long t = p0 + i;
@@ -186,7 +179,9 @@ void block_probabilities(float* probs, int ldp, const float* q_blk, int ldq, int
     float maxs = -INFINITY;
     for (int r = 0; r < 2; ++r) {
       allowed_interval(mask, span, r, t, lo[r], hi[r]);
-      for (long j = lo[r]; j < hi[r]; ++j) maxs = std::max(maxs, row[off[r] + j - span.begin[r]]);
+      const float* seg = row + off[r] - span.begin[r];
+#pragma omp simd reduction(max : maxs)
+      for (long j = lo[r]; j < hi[r]; ++j) maxs = maxs > seg[j] ? maxs : seg[j];
     }
     float denom = 0.0f;
     for (int r = 0; r < 2; ++r) {
@@ -196,7 +191,7 @@ void block_probabilities(float* probs, int ldp, const float* q_blk, int ldq, int
       for (int c = 0; c < a; ++c) seg[c] = 0.0f;
 #pragma omp simd reduction(+ : denom)
       for (int c = a; c < b; ++c) {
-        const float e = exp_nonpositive(seg[c] - maxs);
+        const float e = exp_vectorizable(seg[c] - maxs);
         seg[c] = e;
         denom += e;
       }

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kernels/cpu/block_gemm.h"
+#include "kernels/cpu/fast_exp.h"
 #include "kernels/cpu/linear_state.h"
 
 namespace golinear::kernels::cpu {
@@ -295,7 +296,10 @@ void delta_chunk_prepare(DeltaChunk& c, const float* S0, const float* q, const f
   }
   for (int i = 0; i < L; ++i) {
     float* Di = c.Dm.data() + i * kChunk;
-    for (int m = 0; m <= i; ++m) Di[m] = std::exp(c.gamma[i] - c.gamma[m]);
+    const float gi = c.gamma[i];
+    const float* gm = c.gamma.data();
+#pragma omp simd
+    for (int m = 0; m <= i; ++m) Di[m] = exp_vectorizable(gi - gm[m]);
     for (int m = i + 1; m < L; ++m) Di[m] = 0.0f;
   }
   block_gemm(false, true, L, L, Dk, 1.0f, kc, ldk, kc, ldk, 0.0f, c.KK.data(), kChunk);

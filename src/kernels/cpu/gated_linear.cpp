@@ -4,6 +4,8 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/cpu/block_gemm.h"
+#include "kernels/cpu/fast_exp.h"
 #include "kernels/cpu/linear_state.h"
 
 namespace golinear::kernels::cpu {
@@ -162,5 +164,81 @@ void gated_linear_backward(S* dq, S* dk, S* dv, S* dg, const S* dout, const S* q
 GOLINEAR_INSTANTIATE(float)
 GOLINEAR_INSTANTIATE(double)
 #undef GOLINEAR_INSTANTIATE
+
+// ---- fast fp32 form ----------------------------------------------------------------------------
+
+void gated_linear_blocked_forward(float* o, float* state_final, const float* state_init,
+                                  const float* q, const float* k, const float* v, const float* g,
+                                  int N, int H, int Dk, int Dv) {
+  const long state_size = (long)Dk * Dv;
+  const int chunk = kLinearStateChunk, ldk = H * Dk, ldv = H * Dv;
+#pragma omp parallel for schedule(static) if ((long)N * H * Dk * Dv >= kParallelMinWork)
+  for (int h = 0; h < H; ++h) {
+    std::vector<float> state(state_size, 0.0f);  // S_0 of the current chunk, (Dk, Dv)
+    if (state_init) std::copy_n(state_init + h * state_size, state_size, state.begin());
+    std::vector<float> b((long)chunk * Dk, 0.0f);  // (L, Dk) cumulative log decay
+    std::vector<float> scaled((long)chunk * Dk);   // (L, Dk) q ⊙ e^{b}, then k ⊙ e^{b_{L−1} − b}
+    std::vector<float> scores((long)chunk * chunk);  // (L, L) lower triangle incl. the diagonal
+    std::vector<float> term(Dk);
+    for (int c0 = 0; c0 < N; c0 += chunk) {
+      const int L = std::min(chunk, N - c0);
+      const float* qc = q + ((long)c0 * H + h) * Dk;
+      const float* kc = k + ((long)c0 * H + h) * Dk;
+      const float* vc = v + ((long)c0 * H + h) * Dv;
+      float* oc = o + ((long)c0 * H + h) * Dv;
+      if (g) {
+        const float* gc = g + ((long)c0 * H + h) * Dk;
+        for (int i = 0; i < L; ++i)
+          for (int d = 0; d < Dk; ++d)
+            b[(long)i * Dk + d] = (i > 0 ? b[(long)(i - 1) * Dk + d] : 0.0f) + gc[(long)i * ldk + d];
+      }
+      // o = (Q ⊙ e^{b}) S_0 + scores V.
+      for (int i = 0; i < L; ++i) {
+        const float* qi = qc + (long)i * ldk;
+        const float* bi = b.data() + (long)i * Dk;
+        float* si = scaled.data() + (long)i * Dk;
+#pragma omp simd
+        for (int d = 0; d < Dk; ++d) si[d] = qi[d] * exp_vectorizable(bi[d]);
+      }
+      block_gemm(false, false, L, Dv, Dk, 1.0f, scaled.data(), Dk, state.data(), Dv, 0.0f, oc, ldv);
+      for (int i = 0; i < L; ++i) {
+        const float* qi = qc + (long)i * ldk;
+        const float* bi = b.data() + (long)i * Dk;
+        float* row = scores.data() + (long)i * chunk;
+        for (int m = 0; m <= i; ++m) {
+          const float* km = kc + (long)m * ldk;
+          const float* bm = b.data() + (long)m * Dk;
+#pragma omp simd
+          for (int d = 0; d < Dk; ++d) term[d] = qi[d] * km[d] * exp_vectorizable(bi[d] - bm[d]);
+          float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+          int d = 0;
+          for (; d + 4 <= Dk; d += 4) {
+            a0 += term[d], a1 += term[d + 1], a2 += term[d + 2], a3 += term[d + 3];
+          }
+          for (; d < Dk; ++d) a0 += term[d];
+          row[m] = (a0 + a1) + (a2 + a3);
+        }
+        for (int m = i + 1; m < L; ++m) row[m] = 0.0f;
+      }
+      block_gemm(false, false, L, Dv, L, 1.0f, scores.data(), chunk, vc, ldv, 1.0f, oc, ldv);
+      // S_next = diag(e^{b_{L−1}}) S_0 + (K ⊙ e^{b_{L−1} − b})ᵀ V.
+      const float* blast = b.data() + (long)(L - 1) * Dk;
+      for (int d = 0; d < Dk; ++d) {
+        const float decay = std::exp(blast[d]);
+        float* row = state.data() + (long)d * Dv;
+        for (int e = 0; e < Dv; ++e) row[e] *= decay;
+      }
+      for (int m = 0; m < L; ++m) {
+        const float* km = kc + (long)m * ldk;
+        const float* bm = b.data() + (long)m * Dk;
+        float* sm = scaled.data() + (long)m * Dk;
+#pragma omp simd
+        for (int d = 0; d < Dk; ++d) sm[d] = km[d] * exp_vectorizable(blast[d] - bm[d]);
+      }
+      block_gemm(true, false, Dk, Dv, L, 1.0f, scaled.data(), Dk, vc, ldv, 1.0f, state.data(), Dv);
+    }
+    if (state_final) std::copy(state.begin(), state.end(), state_final + h * state_size);
+  }
+}
 
 }  // namespace golinear::kernels::cpu

@@ -40,4 +40,13 @@ template <class S>
 void gated_linear_backward(S* dq, S* dk, S* dv, S* dg, const S* dout, const S* q, const S* k,
                            const S* v, const S* g, int N, int H, int Dk, int Dv);
 
+// The fast fp32 chunked forward: same arguments and result as gated_linear_chunked_forward<float>
+// (its specification; tests/kernels/linear_state_blocked_test.cpp compares them). The products
+// with the entering state, the intra-chunk P·V and the state update are cblas_sgemm on 64-token
+// blocks; the intra-chunk scores Σ_d q_id k_md e^{b_id − b_md} (no factorization avoids overflow
+// without sub-chunks) are a vectorized loop over d. The backward stays gated_linear_backward.
+void gated_linear_blocked_forward(float* o, float* state_final, const float* state_init,
+                                  const float* q, const float* k, const float* v, const float* g,
+                                  int N, int H, int Dk, int Dv);
+
 }  // namespace golinear::kernels::cpu

@@ -6,6 +6,7 @@
 #include <mma.h>
 
 #include <algorithm>
+#include <cstdint>
 
 #include "kernels/cuda/device_utils.cuh"
 
@@ -70,8 +71,10 @@ struct PrepareLayout {
 };
 
 // grid (NC, H), 128 threads. Writes W, U (64, D), P (64, 64) and γ (64) of chunk c, head h.
+constexpr int kPrepareThreads = 256;
+
 template <int D>
-__global__ void __launch_bounds__(128) gdn_prepare_kernel(bf16* __restrict__ W_out,
+__global__ void __launch_bounds__(kPrepareThreads) gdn_prepare_kernel(bf16* __restrict__ W_out,
                                                           bf16* __restrict__ U_out,
                                                           bf16* __restrict__ P_out,
                                                           float* __restrict__ gamma_out,
@@ -99,23 +102,23 @@ __global__ void __launch_bounds__(128) gdn_prepare_kernel(bf16* __restrict__ W_o
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   constexpr int VPR = D / 8;  // 16-byte vectors per row
 
-  for (int idx = tid; idx < 64 * VPR; idx += 128) {
+  // Every row copy in flight at once (cp.async, zero-filled past the end of the sequence).
+#pragma unroll
+  for (int it = 0; it < 64 * VPR / kPrepareThreads; ++it) {
+    const int idx = tid + it * kPrepareThreads;
     const int r = idx / VPR, cv = idx % VPR, n = c0 + r;
-    uint4 zq{0, 0, 0, 0}, zk{0, 0, 0, 0}, zv{0, 0, 0, 0};
-    if (n < N) {
-      zq = *reinterpret_cast<const uint4*>(q + ((size_t)n * H + h) * D + cv * 8);
-      zk = *reinterpret_cast<const uint4*>(k + ((size_t)n * G + hk) * D + cv * 8);
-      zv = *reinterpret_cast<const uint4*>(v + ((size_t)n * G + hk) * D + cv * 8);
-    }
-    *reinterpret_cast<uint4*>(Qs + r * LDB + cv * 8) = zq;
-    *reinterpret_cast<uint4*>(Ks + r * LDB + cv * 8) = zk;
-    *reinterpret_cast<uint4*>(Vs + r * LDB + cv * 8) = zv;
+    const bool valid = n < N;
+    cp_async16(Qs + r * LDB + cv * 8, valid ? q + ((size_t)n * H + h) * D + cv * 8 : q, valid);
+    cp_async16(Ks + r * LDB + cv * 8, valid ? k + ((size_t)n * G + hk) * D + cv * 8 : k, valid);
+    cp_async16(Vs + r * LDB + cv * 8, valid ? v + ((size_t)n * G + hk) * D + cv * 8 : v, valid);
   }
+  cp_async_commit();
   if (tid < 64) {
     const int n = c0 + tid;
     gam[tid] = n < N ? g[(size_t)n * H + h] : 0.0f;  // padded rows: no decay, no update
     bet[tid] = n < N ? beta[(size_t)n * H + h] : 0.0f;
   }
+  cp_async_wait<0>();
   __syncthreads();
 
   if (warp == 0) {  // γ = inclusive cumulative sum of g over the chunk
@@ -131,7 +134,7 @@ __global__ void __launch_bounds__(128) gdn_prepare_kernel(bf16* __restrict__ W_o
     gam[2 * lane + 1] = before + a + b;
   }
   // Lower 16×16 tiles (j ≤ i) of K Kᵀ into F1 and Q Kᵀ into F2: 10 + 10 tiles.
-  for (int t = warp; t < 20; t += 4) {
+  for (int t = warp; t < 20; t += kPrepareThreads / 32) {
     const bf16* X = t < 10 ? Ks : Qs;
     const int tt = t % 10;
     const int i = (tt >= 1) + (tt >= 3) + (tt >= 6), j = tt - i * (i + 1) / 2;
@@ -152,7 +155,7 @@ __global__ void __launch_bounds__(128) gdn_prepare_kernel(bf16* __restrict__ W_o
 
   // A (strictly lower, in F1) and P (lower with diagonal, straight to global).
   bf16* P_chunk = P_out + ((size_t)h * NC + c) * 64 * 64;
-  for (int idx = tid; idx < 64 * 64; idx += 128) {
+  for (int idx = tid; idx < 64 * 64; idx += kPrepareThreads) {
     const int i = idx / 64, m = idx % 64;
     float a = 0.0f, p = 0.0f;
     if (m <= i) {
@@ -165,27 +168,63 @@ __global__ void __launch_bounds__(128) gdn_prepare_kernel(bf16* __restrict__ W_o
   }
   __syncthreads();
 
-  if (tid < 64) {
-    // T = (I + A)⁻¹ by forward substitution, column j per thread, into F2 (fp32):
-    // T_jj = 1, T_ij = −Σ_{j≤m<i} A_im T_mj. Loops are uniform so A_im is a broadcast read.
-    const int j = tid;
-    for (int i = 0; i < 64; ++i) F2[i * LDF + j] = i == j ? 1.0f : 0.0f;
-    for (int i = 1; i < 64; ++i) {
-      float s = 0.0f;
-      for (int m = 0; m < i; ++m) s -= F1[i * LDF + m] * F2[m * LDF + j];
-      if (i > j) F2[i * LDF + j] = s;
-    }
-  } else {
-    // Meanwhile the other two warps scale K by β e^γ and V by β, in place.
-    for (int idx = tid - 64; idx < 64 * D; idx += 64) {
-      const int r = idx / D, d = idx % D;
-      const float b = bet[r];
-      Ks[r * LDB + d] = __float2bfloat16(b * expf(gam[r]) * __bfloat162float(Ks[r * LDB + d]));
-      Vs[r * LDB + d] = __float2bfloat16(b * __bfloat162float(Vs[r * LDB + d]));
+  // Scale K by β e^γ and V by β in place (16-byte vectors).
+  for (int idx = tid; idx < 64 * VPR; idx += kPrepareThreads) {
+    const int r = idx / VPR, cv = idx % VPR;
+    const float bk = bet[r] * expf(gam[r]), bv = bet[r];
+    __nv_bfloat162* kp = reinterpret_cast<__nv_bfloat162*>(Ks + r * LDB + cv * 8);
+    __nv_bfloat162* vp = reinterpret_cast<__nv_bfloat162*>(Vs + r * LDB + cv * 8);
+#pragma unroll
+    for (int x = 0; x < 4; ++x) {
+      const float2 a = __bfloat1622float2(kp[x]), b = __bfloat1622float2(vp[x]);
+      kp[x] = __floats2bfloat162_rn(a.x * bk, a.y * bk);
+      vp[x] = __floats2bfloat162_rn(b.x * bv, b.y * bv);
     }
   }
+  // T = (I + A)⁻¹ (fp32, into F2) by 16 × 16 blocks. Diagonal blocks: warp w inverts block w by
+  // forward substitution, lane j < 16 one column, fully unrolled (A reads are broadcasts).
+  if (warp < 4 && lane < 16) {
+    const int b0 = 16 * warp, j = lane;
+    float col[16];
+#pragma unroll
+    for (int r = 0; r < 16; ++r) {
+      float s = r == j ? 1.0f : 0.0f;
+#pragma unroll
+      for (int m = 0; m < r; ++m) s -= F1[(b0 + r) * LDF + b0 + m] * col[m];
+      col[r] = r < j ? 0.0f : s;
+    }
+#pragma unroll
+    for (int r = 0; r < 16; ++r) F2[(b0 + r) * LDF + b0 + j] = col[r];
+  }
+  // Blocks above the diagonal are zero.
+  for (int idx = tid; idx < 64 * 64; idx += kPrepareThreads) {
+    const int i = idx / 64, m = idx % 64;
+    if (m / 16 > i / 16) F2[i * LDF + m] = 0.0f;
+  }
   __syncthreads();
-  for (int idx = tid; idx < 64 * 64; idx += 128) {
+  // Block row bi: T_{bi,bj} = −T_{bi,bi} Σ_{bj ≤ bm < bi} A_{bi,bm} T_{bm,bj}. The partial sums
+  // Y go to F1's unused upper blocks (rows 0..15, columns 16..63).
+  for (int bi = 1; bi < 4; ++bi) {
+    for (int idx = tid; idx < bi * 256; idx += kPrepareThreads) {
+      const int bj = idx / 256, r = (idx / 16) % 16, s = idx % 16;
+      const float* arow = F1 + (16 * bi + r) * LDF;
+      float y = 0.0f;
+      for (int m = 16 * bj; m < 16 * bi; ++m) y += arow[m] * F2[m * LDF + 16 * bj + s];
+      F1[r * LDF + 16 + 16 * bj + s] = y;
+    }
+    __syncthreads();
+    for (int idx = tid; idx < bi * 256; idx += kPrepareThreads) {
+      const int bj = idx / 256, r = (idx / 16) % 16, s = idx % 16;
+      const float* trow = F2 + (16 * bi + r) * LDF + 16 * bi;
+      float t = 0.0f;
+#pragma unroll
+      for (int x = 0; x < 16; ++x)
+        if (x <= r) t -= trow[x] * F1[x * LDF + 16 + 16 * bj + s];
+      F2[(16 * bi + r) * LDF + 16 * bj + s] = t;
+    }
+    __syncthreads();
+  }
+  for (int idx = tid; idx < 64 * 64; idx += kPrepareThreads) {
     const int i = idx / 64, m = idx % 64;
     Tb[i * LDT + m] = __float2bfloat16(F2[i * LDF + m]);
   }
@@ -195,7 +234,7 @@ __global__ void __launch_bounds__(128) gdn_prepare_kernel(bf16* __restrict__ W_o
   constexpr int CT = D / 16;
   for (int which = 0; which < 2; ++which) {
     const bf16* B = which == 0 ? Ks : Vs;
-    for (int t = warp; t < 4 * CT; t += 4) {
+    for (int t = warp; t < 4 * CT; t += kPrepareThreads / 32) {
       const int i = t / CT, j = t % CT;
       FragC acc;
       wmma::fill_fragment(acc, 0.0f);
@@ -210,7 +249,7 @@ __global__ void __launch_bounds__(128) gdn_prepare_kernel(bf16* __restrict__ W_o
     }
     __syncthreads();
     bf16* out = (which == 0 ? W_out : U_out) + ((size_t)h * NC + c) * 64 * D;
-    for (int idx = tid; idx < 64 * VPR; idx += 128) {
+    for (int idx = tid; idx < 64 * VPR; idx += kPrepareThreads) {
       const int r = idx / VPR, cv = idx % VPR;
       const float* s = Stage + r * LDS + cv * 8;
       __nv_bfloat162 packed[4];
@@ -224,11 +263,46 @@ __global__ void __launch_bounds__(128) gdn_prepare_kernel(bf16* __restrict__ W_o
 }
 
 // ---- kernel 2: the sequential state pass ----------------------------------------------------
+//
+// Register-resident state, one warp per 16 value columns. The warp holds Sᵀ (16 value columns ×
+// D key rows) as fp32 mma.sync m16n8k16 accumulators; an accumulator pair of n-tiles is exactly
+// the A operand of the next product (the FlashAttention-2 P→A trick), so the chain
+//   Xᵀ = Sᵀ Wᵀ,  ũᵀ = Uᵀ − Xᵀ,  Sᵀ ← e^{γL} Sᵀ + (ũ e^{γL−γ})ᵀ K
+// never leaves registers and needs no barrier between warps: the columns of S evolve
+// independently. The output rides along off the chain: Oᵀ = diag-scaled Sᵀ Qᵀ + ũᵀ Pᵀ.
+// Per chunk the block stages W, Q, K (64, D), P (64, 64), the U slice and γ with cp.async,
+// STAGES deep; one __syncthreads per chunk.
+
+__device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                         uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const void* p) {
+  const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+__device__ __forceinline__ void ldsm_x4_trans(uint32_t (&r)[4], const void* p) {
+  const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<uint32_t*>(&v);
+}
 
 template <int D, int BV>
 struct StateLayout {
-  static constexpr int LDB = D + 8, LDP = 64 + 8, LDU = BV + 8, LDF = BV + 4;
-  // One pipeline stage: W, Q, K (64, D), P (64, 64), U slice (64, BV), γ (64).
+  static constexpr int NW = BV / 16;              // warps, 16 value columns each
+  static constexpr int STAGES = BV <= 64 ? 3 : 2;
+  static constexpr int LDB = D + 8, LDP = 64 + 8, LDU = BV + 8, LDO = 16 + 8;
   static constexpr size_t w = 0;
   static constexpr size_t q = w + 64 * LDB * 2;
   static constexpr size_t k = q + 64 * LDB * 2;
@@ -236,43 +310,39 @@ struct StateLayout {
   static constexpr size_t u = p + 64 * LDP * 2;
   static constexpr size_t gm = u + 64 * LDU * 2;
   static constexpr size_t stage_bytes = (gm + 64 * 4 + 127) / 128 * 128;
-  static constexpr size_t sf = 2 * stage_bytes;          // S slice fp32 (D, BV)
-  static constexpr size_t sb = sf + D * LDF * 4;          // S slice bf16 (D, BV)
-  static constexpr size_t x1 = sb + D * LDU * 2;          // fp32 (64, BV)
-  static constexpr size_t x2 = x1 + 64 * LDF * 4;         // fp32 (64, BV)
-  static constexpr size_t ub = x2 + 64 * LDF * 4;         // ũ bf16 (64, BV)
-  static constexpr size_t udb = ub + 64 * LDU * 2;        // e^{γL−γ} ũ bf16 (64, BV)
-  static constexpr size_t total = udb + 64 * LDU * 2;
+  static constexpr size_t ostage = STAGES * stage_bytes;  // per warp (64, 16) bf16
+  static constexpr size_t total = ostage + NW * 64 * LDO * 2;
 };
 
-// grid (D / BV, H), 128 threads: head h, value columns [slice·BV, slice·BV + BV).
+// grid (D / BV, H), 32·BV/16 threads: head h, value columns [slice·BV, slice·BV + BV).
 template <int D, int BV>
-__global__ void __launch_bounds__(128) gdn_state_pass_kernel(
+__global__ void __launch_bounds__(BV * 2, 1) gdn_state_pass_kernel(
     bf16* __restrict__ o, float* __restrict__ state_final, const float* __restrict__ state_init,
     float* __restrict__ checkpoints, const bf16* __restrict__ q, const bf16* __restrict__ k,
     const bf16* __restrict__ W, const bf16* __restrict__ U, const bf16* __restrict__ P,
     const float* __restrict__ gamma, int N, int H, int G) {
   using L = StateLayout<D, BV>;
-  constexpr int LDB = L::LDB, LDP = L::LDP, LDU = L::LDU, LDF = L::LDF;
-  constexpr int VPR = D / 8, CT = BV / 16;
+  constexpr int LDB = L::LDB, LDP = L::LDP, LDU = L::LDU, LDO = L::LDO, NT = L::NW * 32;
+  constexpr int VPR = D / 8, ND = D / 8, KD = D / 16, STAGES = L::STAGES;
   extern __shared__ __align__(128) unsigned char smem[];
-  float* Sf = reinterpret_cast<float*>(smem + L::sf);
-  bf16* Sb = reinterpret_cast<bf16*>(smem + L::sb);
-  float* X1 = reinterpret_cast<float*>(smem + L::x1);
-  float* X2 = reinterpret_cast<float*>(smem + L::x2);
-  bf16* ub = reinterpret_cast<bf16*>(smem + L::ub);
-  bf16* udb = reinterpret_cast<bf16*>(smem + L::udb);
 
   const int slice = blockIdx.x, h = blockIdx.y, col0 = slice * BV;
   const int NC = (N + kChunk - 1) / kChunk, hk = h / (H / G);
-  const int tid = threadIdx.x, warp = tid / 32;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int gi = lane / 4, ti = lane % 4;  // mma fragment row / column-pair index
+  const int wc = warp * 16;                // this warp's columns inside the slice
+  bf16* Os = reinterpret_cast<bf16*>(smem + L::ostage) + warp * 64 * LDO;
 
-  for (int idx = tid; idx < D * BV; idx += 128) {
-    const int d = idx / BV, e = idx % BV;
-    const float s = state_init ? state_init[((size_t)h * D + d) * D + col0 + e] : 0.0f;
-    Sf[d * LDF + e] = s;
-    Sb[d * LDU + e] = __float2bfloat16(s);
-  }
+  // Sᵀ: n-tile nt holds key rows d = 8nt + 2ti + {0,1}; registers {0,1} value column gi,
+  // {2,3} value column gi + 8.
+  float S[ND][4];
+#pragma unroll
+  for (int nt = 0; nt < ND; ++nt)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const int d = 8 * nt + 2 * ti + (r & 1), e = col0 + wc + gi + 8 * (r >> 1);
+      S[nt][r] = state_init ? state_init[((size_t)h * D + d) * D + e] : 0.0f;
+    }
 
   auto load_stage = [&](int c, int st) {
     unsigned char* base = smem + st * L::stage_bytes;
@@ -284,32 +354,37 @@ __global__ void __launch_bounds__(128) gdn_state_pass_kernel(
     float* gs = reinterpret_cast<float*>(base + L::gm);
     const int c0 = c * kChunk;
     const size_t chunk_row = ((size_t)h * NC + c) * 64;
-    for (int idx = tid; idx < 64 * VPR; idx += 128) {
+    for (int idx = tid; idx < 64 * VPR; idx += NT) {
       const int r = idx / VPR, cv = idx % VPR, n = c0 + r;
       const bool valid = n < N;
       cp_async16(Ws + r * LDB + cv * 8, W + (chunk_row + r) * D + cv * 8, true);
       cp_async16(Qs + r * LDB + cv * 8, valid ? q + ((size_t)n * H + h) * D + cv * 8 : q, valid);
       cp_async16(Ks + r * LDB + cv * 8, valid ? k + ((size_t)n * G + hk) * D + cv * 8 : k, valid);
     }
-    for (int idx = tid; idx < 64 * 8; idx += 128) {
+    for (int idx = tid; idx < 64 * 8; idx += NT) {
       const int r = idx / 8, cv = idx % 8;
       cp_async16(Ps + r * LDP + cv * 8, P + (chunk_row + r) * 64 + cv * 8, true);
     }
-    for (int idx = tid; idx < 64 * (BV / 8); idx += 128) {
+    for (int idx = tid; idx < 64 * (BV / 8); idx += NT) {
       const int r = idx / (BV / 8), cv = idx % (BV / 8);
       cp_async16(Us + r * LDU + cv * 8, U + (chunk_row + r) * D + col0 + cv * 8, true);
     }
-    if (tid < 16) cp_async16(gs + tid * 4, gamma + chunk_row + tid * 4, true);
+    for (int idx = tid; idx < 16; idx += NT) cp_async16(gs + idx * 4, gamma + chunk_row + idx * 4, true);
   };
 
-  load_stage(0, 0);
-  cp_async_commit();
-  for (int c = 0; c < NC; ++c) {
-    if (c + 1 < NC) load_stage(c + 1, (c + 1) & 1);
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (s < NC) load_stage(s, s);
     cp_async_commit();
-    cp_async_wait<1>();
-    __syncthreads();
-    unsigned char* base = smem + (c & 1) * L::stage_bytes;
+  }
+  // ldmatrix lane addressing: matrix mi = lane / 8, row lr = lane % 8.
+  const int mi = lane / 8, lr = lane % 8;
+  for (int c = 0; c < NC; ++c) {
+    cp_async_wait<STAGES - 2>();
+    __syncthreads();  // chunk c visible to all; every warp is done with chunk c − 1's stage
+    if (c + STAGES - 1 < NC) load_stage(c + STAGES - 1, (c + STAGES - 1) % STAGES);
+    cp_async_commit();
+    unsigned char* base = smem + (c % STAGES) * L::stage_bytes;
     const bf16* Ws = reinterpret_cast<const bf16*>(base + L::w);
     const bf16* Qs = reinterpret_cast<const bf16*>(base + L::q);
     const bf16* Ks = reinterpret_cast<const bf16*>(base + L::k);
@@ -319,108 +394,137 @@ __global__ void __launch_bounds__(128) gdn_state_pass_kernel(
 
     if (checkpoints) {
       float* cp = checkpoints + ((size_t)h * NC + c) * D * D;
-      for (int idx = tid; idx < D * BV; idx += 128) {
-        const int d = idx / BV, e = idx % BV;
-        cp[(size_t)d * D + col0 + e] = Sf[d * LDF + e];
-      }
-    }
-    // (A) X1 = W S, X2 = Q S.
-    for (int t = warp; t < 2 * 4 * CT; t += 4) {
-      const int which = t / (4 * CT), tt = t % (4 * CT), i = tt / CT, j = tt % CT;
-      const bf16* A = which == 0 ? Ws : Qs;
-      FragC acc;
-      wmma::fill_fragment(acc, 0.0f);
 #pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk) {
-        FragA a;
-        FragB b;
-        wmma::load_matrix_sync(a, A + i * 16 * LDB + kk * 16, LDB);
-        wmma::load_matrix_sync(b, Sb + kk * 16 * LDU + j * 16, LDU);
-        wmma::mma_sync(acc, a, b, acc);
-      }
-      wmma::store_matrix_sync((which == 0 ? X1 : X2) + i * 16 * LDF + j * 16, acc, LDF,
-                              wmma::mem_row_major);
-    }
-    __syncthreads();
-    // (B) ũ = U − W S; its decayed copy for the state update; S ← e^{γL} S.
-    const float gl = gs[63];
-    for (int idx = tid; idx < 64 * BV; idx += 128) {
-      const int r = idx / BV, e = idx % BV;
-      const float u = __bfloat162float(Us[r * LDU + e]) - X1[r * LDF + e];
-      ub[r * LDU + e] = __float2bfloat16(u);
-      udb[r * LDU + e] = __float2bfloat16(expf(gl - gs[r]) * u);
-    }
-    const float decay_last = expf(gl);
-    for (int idx = tid; idx < D * BV; idx += 128) {
-      const int d = idx / BV, e = idx % BV;
-      Sf[d * LDF + e] *= decay_last;
-    }
-    __syncthreads();
-    // (C) X1 = P ũ (intra-chunk part of o); S += Kᵀ (e^{γL−γ} ũ).
-    for (int t = warp; t < 4 * CT + (D / 16) * CT; t += 4) {
-      FragC acc;
-      if (t < 4 * CT) {
-        const int i = t / CT, j = t % CT;
-        wmma::fill_fragment(acc, 0.0f);
-        for (int kk = 0; kk <= i; ++kk) {
-          FragA a;
-          FragB b;
-          wmma::load_matrix_sync(a, Ps + i * 16 * LDP + kk * 16, LDP);
-          wmma::load_matrix_sync(b, ub + kk * 16 * LDU + j * 16, LDU);
-          wmma::mma_sync(acc, a, b, acc);
-        }
-        wmma::store_matrix_sync(X1 + i * 16 * LDF + j * 16, acc, LDF, wmma::mem_row_major);
-      } else {
-        const int tt = t - 4 * CT, i = tt / CT, j = tt % CT;
-        wmma::load_matrix_sync(acc, Sf + i * 16 * LDF + j * 16, LDF, wmma::mem_row_major);
+      for (int nt = 0; nt < ND; ++nt)
 #pragma unroll
-        for (int kk = 0; kk < 4; ++kk) {
-          FragAT a;  // Kᵀ: element (d, m) = K[m][d]
-          FragB b;
-          wmma::load_matrix_sync(a, Ks + kk * 16 * LDB + i * 16, LDB);
-          wmma::load_matrix_sync(b, udb + kk * 16 * LDU + j * 16, LDU);
-          wmma::mma_sync(acc, a, b, acc);
-        }
-        wmma::store_matrix_sync(Sf + i * 16 * LDF + j * 16, acc, LDF, wmma::mem_row_major);
+        for (int r = 0; r < 4; ++r)
+          cp[(size_t)(8 * nt + 2 * ti + (r & 1)) * D + col0 + wc + gi + 8 * (r >> 1)] = S[nt][r];
+    }
+
+    // Xᵀ = Sᵀ Wᵀ and Yᵀ = Sᵀ Qᵀ (16 × 64 each), k over the D key rows.
+    float X[8][4], Y[8][4];
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) X[nt][r] = Y[nt][r] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < KD; ++kk) {
+      uint32_t a[4] = {pack_bf16(S[2 * kk][0], S[2 * kk][1]), pack_bf16(S[2 * kk][2], S[2 * kk][3]),
+                       pack_bf16(S[2 * kk + 1][0], S[2 * kk + 1][1]),
+                       pack_bf16(S[2 * kk + 1][2], S[2 * kk + 1][3])};
+#pragma unroll
+      for (int np = 0; np < 4; ++np) {
+        // matrices: (n-tile 2np, d lo), (2np, d hi), (2np + 1, lo), (2np + 1, hi)
+        const int row = 16 * np + 8 * (mi >> 1) + lr, colk = 16 * kk + 8 * (mi & 1);
+        uint32_t bw[4], bq[4];
+        ldsm_x4(bw, Ws + row * LDB + colk);
+        ldsm_x4(bq, Qs + row * LDB + colk);
+        mma16816(X[2 * np], a, bw[0], bw[1]);
+        mma16816(X[2 * np + 1], a, bw[2], bw[3]);
+        mma16816(Y[2 * np], a, bq[0], bq[1]);
+        mma16816(Y[2 * np + 1], a, bq[2], bq[3]);
       }
     }
-    __syncthreads();
-    // (D) o = e^γ (Q S) + P ũ; refresh the bf16 copy of S.
+    const float gl = gs[63], decay_last = expf(gl);
+    // ũᵀ = Uᵀ − Xᵀ (into X); Yᵀ column i scaled by e^{γ_i}.
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) {
+      const int m0 = 8 * nt + 2 * ti;
+      const float e0 = expf(gs[m0]), e1 = expf(gs[m0 + 1]);
+      Y[nt][0] *= e0, Y[nt][1] *= e1, Y[nt][2] *= e0, Y[nt][3] *= e1;
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {
+        const int m = m0 + (r & 1), e = wc + gi + 8 * (r >> 1);
+        X[nt][r] = __bfloat162float(Us[m * LDU + e]) - X[nt][r];
+      }
+    }
+    // A operands: ũᵀ (for P) and (ũ e^{γL−γ})ᵀ (for the state update), k over m.
+    uint32_t ua[4][4], ud[4][4];
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      const int m0 = 16 * kk + 2 * ti;
+      const float d0 = expf(gl - gs[m0]), d1 = expf(gl - gs[m0 + 1]);
+      const float d8 = expf(gl - gs[m0 + 8]), d9 = expf(gl - gs[m0 + 9]);
+      const float* x0 = X[2 * kk];
+      const float* x1 = X[2 * kk + 1];
+      ua[kk][0] = pack_bf16(x0[0], x0[1]);
+      ua[kk][1] = pack_bf16(x0[2], x0[3]);
+      ua[kk][2] = pack_bf16(x1[0], x1[1]);
+      ua[kk][3] = pack_bf16(x1[2], x1[3]);
+      ud[kk][0] = pack_bf16(x0[0] * d0, x0[1] * d1);
+      ud[kk][1] = pack_bf16(x0[2] * d0, x0[3] * d1);
+      ud[kk][2] = pack_bf16(x1[0] * d8, x1[1] * d9);
+      ud[kk][3] = pack_bf16(x1[2] * d8, x1[3] * d9);
+    }
+    // Oᵀ = Yᵀ + ũᵀ Pᵀ (P lower triangular: m ≤ i).
+#pragma unroll
+    for (int np = 0; np < 4; ++np) {
+#pragma unroll
+      for (int kk = 0; kk <= np; ++kk) {
+        const int row = 16 * np + 8 * (mi >> 1) + lr, colk = 16 * kk + 8 * (mi & 1);
+        uint32_t bp[4];
+        ldsm_x4(bp, Ps + row * LDP + colk);
+        mma16816(Y[2 * np], ua[kk], bp[0], bp[1]);
+        mma16816(Y[2 * np + 1], ua[kk], bp[2], bp[3]);
+      }
+    }
+    // Sᵀ ← e^{γL} Sᵀ + (ũ e^{γL−γ})ᵀ K.
+#pragma unroll
+    for (int nt = 0; nt < ND; ++nt)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) S[nt][r] *= decay_last;
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+#pragma unroll
+      for (int np = 0; np < ND / 2; ++np) {
+        // trans matrices: (m lo, d-tile 2np), (m hi, 2np), (m lo, 2np + 1), (m hi, 2np + 1)
+        const int row = 16 * kk + 8 * (mi & 1) + lr, cold = 16 * np + 8 * (mi >> 1);
+        uint32_t bk[4];
+        ldsm_x4_trans(bk, Ks + row * LDB + cold);
+        mma16816(S[2 * np], ud[kk], bk[0], bk[1]);
+        mma16816(S[2 * np + 1], ud[kk], bk[2], bk[3]);
+      }
+    }
+    // Output: Oᵀ (16 columns × 64 tokens) through this warp's staging tile to global.
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) {
+      const int i = 8 * nt + 2 * ti;
+      Os[i * LDO + gi] = __float2bfloat16(Y[nt][0]);
+      Os[(i + 1) * LDO + gi] = __float2bfloat16(Y[nt][1]);
+      Os[i * LDO + gi + 8] = __float2bfloat16(Y[nt][2]);
+      Os[(i + 1) * LDO + gi + 8] = __float2bfloat16(Y[nt][3]);
+    }
+    __syncwarp();
     const int c0 = c * kChunk;
-    for (int idx = tid; idx < 64 * BV / 2; idx += 128) {
-      const int r = (2 * idx) / BV, e = (2 * idx) % BV, n = c0 + r;
-      if (n < N) {
-        const float scale = expf(gs[r]);
-        const float a = scale * X2[r * LDF + e] + X1[r * LDF + e];
-        const float b = scale * X2[r * LDF + e + 1] + X1[r * LDF + e + 1];
-        *reinterpret_cast<__nv_bfloat162*>(o + ((size_t)n * H + h) * D + col0 + e) =
-            __floats2bfloat162_rn(a, b);
-      }
+#pragma unroll
+    for (int x = 0; x < 4; ++x) {
+      const int idx = lane + 32 * x, r = idx / 2, half = idx % 2, n = c0 + r;
+      if (n < N)
+        *reinterpret_cast<uint4*>(o + ((size_t)n * H + h) * D + col0 + wc + 8 * half) =
+            *reinterpret_cast<const uint4*>(Os + r * LDO + 8 * half);
     }
-    for (int idx = tid; idx < D * BV; idx += 128) {
-      const int d = idx / BV, e = idx % BV;
-      Sb[d * LDU + e] = __float2bfloat16(Sf[d * LDF + e]);
-    }
-    __syncthreads();
+    __syncwarp();
   }
   if (state_final) {
-    for (int idx = tid; idx < D * BV; idx += 128) {
-      const int d = idx / BV, e = idx % BV;
-      state_final[((size_t)h * D + d) * D + col0 + e] = Sf[d * LDF + e];
-    }
+#pragma unroll
+    for (int nt = 0; nt < ND; ++nt)
+#pragma unroll
+      for (int r = 0; r < 4; ++r)
+        state_final[((size_t)h * D + 8 * nt + 2 * ti + (r & 1)) * D + col0 + wc + gi + 8 * (r >> 1)] =
+            S[nt][r];
   }
 }
 
 template <int D, int BV>
 Status launch_state_pass(bf16* o, float* state_final, const float* state_init, float* checkpoints,
-                         const bf16* q, const bf16* k, const ForwardWorkspace& ws, const float*,
-                         int N, int H, int G, cudaStream_t stream) {
+                         const bf16* q, const bf16* k, const ForwardWorkspace& ws, int N, int H,
+                         int G, cudaStream_t stream) {
   using L = StateLayout<D, BV>;
   auto kernel = gdn_state_pass_kernel<D, BV>;
   GL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      (int)L::total));
-  kernel<<<dim3(D / BV, H), 128, L::total, stream>>>(o, state_final, state_init, checkpoints, q, k,
-                                                     ws.W, ws.U, ws.P, ws.gamma, N, H, G);
+  kernel<<<dim3(D / BV, H), L::NW * 32, L::total, stream>>>(
+      o, state_final, state_init, checkpoints, q, k, ws.W, ws.U, ws.P, ws.gamma, N, H, G);
   GL_CUDA_CHECK_LAUNCH();
   return ok_status();
 }
@@ -435,22 +539,23 @@ Status chunked_forward(bf16* o, float* state_final, const float* state_init, con
   auto prepare = gdn_prepare_kernel<D>;
   GL_CUDA_CHECK(cudaFuncSetAttribute(prepare, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      (int)L::total));
-  prepare<<<dim3(NC, H), 128, L::total, stream>>>(ws.W, ws.U, ws.P, ws.gamma, q, k, v, g, beta,
+  prepare<<<dim3(NC, H), kPrepareThreads, L::total, stream>>>(ws.W, ws.U, ws.P, ws.gamma, q, k, v, g, beta,
                                                   N, H, G);
   GL_CUDA_CHECK_LAUNCH();
-  switch (value_block == 0 ? 32 : value_block) {
+  switch (value_block == 0 ? (D == 128 ? 64 : 32) : value_block) {
     case 16:
-      return launch_state_pass<D, 16>(o, state_final, state_init, checkpoints, q, k, ws, g, N, H,
-                                      G, stream);
+      return launch_state_pass<D, 16>(o, state_final, state_init, checkpoints, q, k, ws, N, H, G, stream);
     case 32:
-      return launch_state_pass<D, 32>(o, state_final, state_init, checkpoints, q, k, ws, g, N, H,
-                                      G, stream);
+      return launch_state_pass<D, 32>(o, state_final, state_init, checkpoints, q, k, ws, N, H, G, stream);
     case 64:
-      return launch_state_pass<D, 64>(o, state_final, state_init, checkpoints, q, k, ws, g, N, H,
-                                      G, stream);
+      return launch_state_pass<D, 64>(o, state_final, state_init, checkpoints, q, k, ws, N, H, G, stream);
+    case 128:
+      if constexpr (D == 128)
+        return launch_state_pass<D, 128>(o, state_final, state_init, checkpoints, q, k, ws, N, H, G, stream);
+      [[fallthrough]];
     default:
       return make_error("gated_delta_chunked_forward: value_block ", value_block,
-                        " unsupported (16, 32, 64)");
+                        " unsupported (16, 32, 64, 128 ≤ head dim)");
   }
 }
 

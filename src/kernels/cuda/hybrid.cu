@@ -108,23 +108,92 @@ __global__ void unit_rows_backward_kernel(float* din, const float* dout, const b
     din[row * D + d] = inv * dout[row * D + d] - proj * __bfloat162float(in[row * D + d]);
 }
 
+// One thread per (token, frequency): the angle's sincos once, applied to every head.
 __global__ void rope_kernel(bf16* x, const float* inv_freq, int T, int N, int D, long pos0,
                             float sign) {
   const int half = D / 2;
-  const long total = (long)T * N * half;
+  const long total = (long)T * half;
   for (long idx = blockIdx.x * (long)blockDim.x + threadIdx.x; idx < total;
        idx += (long)gridDim.x * blockDim.x) {
     const int i = (int)(idx % half);
-    const long tn = idx / half;
-    const int t = (int)(tn / N);
+    const int t = (int)(idx / half);
     const float angle = (float)(pos0 + t) * inv_freq[i];  // fp32 angle, as the CPU reference
     float s, c;
     sincosf(angle, &s, &c);
     s *= sign;
-    bf16* row = x + tn * D;
-    const float a = __bfloat162float(row[i]), b = __bfloat162float(row[i + half]);
-    row[i] = __float2bfloat16(a * c - b * s);
-    row[i + half] = __float2bfloat16(b * c + a * s);
+    for (int n = 0; n < N; ++n) {
+      bf16* row = x + ((long)t * N + n) * D;
+      const float a = __bfloat162float(row[i]), b = __bfloat162float(row[i + half]);
+      row[i] = __float2bfloat16(a * c - b * s);
+      row[i + half] = __float2bfloat16(b * c + a * s);
+    }
+  }
+}
+
+// cs (T, D/2) = (cos, sin) of (pos0 + t) · inv_freq[i], fp32 angle as the CPU reference.
+__global__ void rope_table_kernel(float2* cs, const float* inv_freq, int T, int half, long pos0) {
+  const long total = (long)T * half;
+  for (long idx = blockIdx.x * (long)blockDim.x + threadIdx.x; idx < total;
+       idx += (long)gridDim.x * blockDim.x) {
+    const int i = (int)(idx % half);
+    const int t = (int)(idx / half);
+    float s, c;
+    sincosf((float)(pos0 + t) * inv_freq[i], &s, &c);
+    cs[idx] = make_float2(c, s);
+  }
+}
+
+// The hybrid's input stage in one pass, one warp per (token, head) row of D: causal conv of
+// width 4 (rounded to bf16, as stored by the unfused stages), then any of: the conv output, its
+// RoPE at position t (table cs), its unit-norm row. Same arithmetic as short_conv_forward →
+// rope_apply / unit_rows_forward.
+template <int D>
+__global__ void __launch_bounds__(256) conv_rope_unit_kernel(bf16* conv_out, bf16* rope_out,
+                                                             bf16* unit_out, const bf16* x,
+                                                             const float* w, const float2* cs,
+                                                             int T, int heads) {
+  constexpr int half = D / 2, PP = half / 32;  // pairs (i, i + half) per lane
+  const int lane = threadIdx.x % 32;
+  for (long row = (blockIdx.x * (long)blockDim.x + threadIdx.x) / 32; row < (long)T * heads;
+       row += (long)gridDim.x * blockDim.x / 32) {
+  const int t = (int)(row / heads), hd = (int)(row % heads);
+  const long stride = (long)heads * D;
+  float c[2][PP];  // c[0][p]: element i = lane·PP + p; c[1][p]: i + half
+#pragma unroll
+  for (int side = 0; side < 2; ++side)
+#pragma unroll
+    for (int pp = 0; pp < PP; ++pp) {
+      const int d = side * half + lane * PP + pp;
+      const long ch = (long)hd * D + d;
+      const float wv[4] = {w[ch * kConvWidth], w[ch * kConvWidth + 1], w[ch * kConvWidth + 2],
+                           w[ch * kConvWidth + 3]};
+      float acc = 0.0f;
+#pragma unroll
+      for (int i = 0; i < kConvWidth; ++i) {
+        const int src = t - (kConvWidth - 1) + i;
+        if (src >= 0) acc += wv[i] * __bfloat162float(x[(long)src * stride + ch]);
+      }
+      c[side][pp] = __bfloat162float(__float2bfloat16(acc));
+    }
+  bf16* base_c = conv_out ? conv_out + row * D : nullptr;
+  bf16* base_r = rope_out ? rope_out + row * D : nullptr;
+  bf16* base_u = unit_out ? unit_out + row * D : nullptr;
+  float ss = 0.0f;
+#pragma unroll
+  for (int pp = 0; pp < PP; ++pp) ss += c[0][pp] * c[0][pp] + c[1][pp] * c[1][pp];
+  const float inv = rsqrtf(device::warp_sum(ss) + kUnitNormEps);
+#pragma unroll
+  for (int pp = 0; pp < PP; ++pp) {
+    const int i = lane * PP + pp;
+    const float a = c[0][pp], b = c[1][pp];
+    if (base_c) base_c[i] = __float2bfloat16(a), base_c[i + half] = __float2bfloat16(b);
+    if (base_u) base_u[i] = __float2bfloat16(a * inv), base_u[i + half] = __float2bfloat16(b * inv);
+    if (base_r) {
+      const float2 e = cs[(long)t * half + i];
+      base_r[i] = __float2bfloat16(a * e.x - b * e.y);
+      base_r[i + half] = __float2bfloat16(b * e.x + a * e.y);
+    }
+  }
   }
 }
 
@@ -164,38 +233,52 @@ __global__ void gates_kernel(float* g, float* beta, float* lambda, const float* 
   }
 }
 
+// 8 elements (16 bytes) per thread; D is a multiple of 8.
 __global__ void mix_gate_kernel(bf16* y, const bf16* y_exact, const bf16* y_lin,
                                 const float* lambda, long rows, int D) {
-  const long total = rows * D;
+  const long total = rows * D / 8;
   for (long idx = blockIdx.x * (long)blockDim.x + threadIdx.x; idx < total;
        idx += (long)gridDim.x * blockDim.x) {
-    const float l = lambda[idx / D];
-    y[idx] = __float2bfloat16((1.0f - l) * __bfloat162float(y_exact[idx]) +
-                              l * __bfloat162float(y_lin[idx]));
+    const float l = lambda[idx * 8 / D];
+    const uint4 a = reinterpret_cast<const uint4*>(y_exact)[idx];
+    const uint4 b = reinterpret_cast<const uint4*>(y_lin)[idx];
+    uint4 out;
+    const __nv_bfloat162* pa = reinterpret_cast<const __nv_bfloat162*>(&a);
+    const __nv_bfloat162* pb = reinterpret_cast<const __nv_bfloat162*>(&b);
+    __nv_bfloat162* po = reinterpret_cast<__nv_bfloat162*>(&out);
+#pragma unroll
+    for (int x = 0; x < 4; ++x) {
+      const float2 fa = __bfloat1622float2(pa[x]), fb = __bfloat1622float2(pb[x]);
+      po[x] = __floats2bfloat162_rn((1.0f - l) * fa.x + l * fb.x, (1.0f - l) * fa.y + l * fb.y);
+    }
+    reinterpret_cast<uint4*>(y)[idx] = out;
   }
 }
 
 // ---- fused decode step ---------------------------------------------------------------------
 
-// grid (H), 256 threads; block h owns query head h (and reads kv head h / (H / G)).
+// grid (H, D / 32), 256 threads: block (h, cb) owns query head h (kv head h / (H / G)) and value
+// columns [32cb, 32cb + 32) of its state and output; the per-head front end (conv, gates, norms,
+// RoPE, scores) is recomputed by the D/32 blocks of a head. The block that finishes last
+// advances cache.position (one launch per token).
 template <int D>
 __global__ void __launch_bounds__(256) hybrid_decode_kernel(
     bf16* __restrict__ y, HybridParams p, HybridCacheView cache, const bf16* __restrict__ x,
     const bf16* __restrict__ q, const bf16* __restrict__ k, const bf16* __restrict__ v, int C,
     int H, int G, int sinks, int window) {
+  constexpr int R = D / 8;  // state rows per warp
   __shared__ float qc[D], kc[D], vc[D], qn[D], kn[D], qr[D], kr[D];
-  __shared__ float scores[256 + 64];
-  __shared__ float scratch[32];
-  __shared__ float red_r[256 / D][D], red_o[256 / D][D];
-  __shared__ float gates[3];
-  const int h = blockIdx.x, group = H / G, hk = h / group;
-  const bool leader = h % group == 0;
+  __shared__ float scores[320];
+  __shared__ float red[8][5], stat[2];
+  __shared__ float part_r[8][32], part_o[8][32], part_y[8][32];
+  const int h = blockIdx.x, cb = blockIdx.y, group = H / G, hk = h / group;
+  const bool writer = cb == 0, leader = writer && h % group == 0;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const long pos = *cache.position;
   const int ring = window + 1;
 
   // 1 short conv over the raw rows of the last 3 tokens and this one.
-  for (int idx = tid; idx < 3 * D; idx += blockDim.x) {
+  for (int idx = tid; idx < 3 * D; idx += 256) {
     const int which = idx / D, d = idx % D;
     const float* hist = which == 0 ? cache.conv_q : which == 1 ? cache.conv_k : cache.conv_v;
     const float* w = which == 0 ? p.conv_q : which == 1 ? p.conv_k : p.conv_v;
@@ -203,33 +286,68 @@ __global__ void __launch_bounds__(256) hybrid_decode_kernel(
     const bf16* now = which == 0 ? q : which == 1 ? k : v;
     const long ch = (long)head * D + d;
     float acc = w[ch * kConvWidth + 3] * __bfloat162float(now[ch]);
+#pragma unroll
     for (int i = 0; i < 3; ++i) {
       const long j = pos - 3 + i;
       if (j >= 0) acc += w[ch * kConvWidth + i] * hist[((j % 4) * heads + head) * (long)D + d];
     }
     (which == 0 ? qc : which == 1 ? kc : vc)[d] = acc;
   }
-  // 2 gate logits: three dot products of length C.
-  float part[3] = {0, 0, 0};
-  for (int c = tid; c < C; c += blockDim.x) {
-    const float xc = __bfloat162float(x[c]);
+  // 2 gate logits (three dot products of length C, 16-byte loads) and the two squared norms.
+  float part[5] = {0, 0, 0, 0, 0};
+  const int C8 = C / 8;
+  const bf16* w0 = p.w_gates + (long)h * C;
+  const bf16* w1 = p.w_gates + ((long)H + h) * C;
+  const bf16* w2 = p.w_gates + (2L * H + h) * C;
+  const bool aligned = ((reinterpret_cast<size_t>(x) | reinterpret_cast<size_t>(w0) |
+                         reinterpret_cast<size_t>(w1) | reinterpret_cast<size_t>(w2)) & 15) == 0;
+  if (aligned) {
+    for (int c8 = tid; c8 < C8; c8 += 256) {
+      const uint4 xv = reinterpret_cast<const uint4*>(x)[c8];
+      const uint4 a0 = reinterpret_cast<const uint4*>(w0)[c8];
+      const uint4 a1 = reinterpret_cast<const uint4*>(w1)[c8];
+      const uint4 a2 = reinterpret_cast<const uint4*>(w2)[c8];
+      const __nv_bfloat162* px = reinterpret_cast<const __nv_bfloat162*>(&xv);
+      const __nv_bfloat162* p0 = reinterpret_cast<const __nv_bfloat162*>(&a0);
+      const __nv_bfloat162* p1 = reinterpret_cast<const __nv_bfloat162*>(&a1);
+      const __nv_bfloat162* p2 = reinterpret_cast<const __nv_bfloat162*>(&a2);
 #pragma unroll
-    for (int i = 0; i < 3; ++i) part[i] += xc * __bfloat162float(p.w_gates[((long)i * H + h) * C + c]);
+      for (int e = 0; e < 4; ++e) {
+        const float2 fx = __bfloat1622float2(px[e]), f0 = __bfloat1622float2(p0[e]),
+                     f1 = __bfloat1622float2(p1[e]), f2 = __bfloat1622float2(p2[e]);
+        part[0] += fx.x * f0.x + fx.y * f0.y;
+        part[1] += fx.x * f1.x + fx.y * f1.y;
+        part[2] += fx.x * f2.x + fx.y * f2.y;
+      }
+    }
   }
-  for (int i = 0; i < 3; ++i) {
-    const float total = device::block_sum(part[i], scratch);
-    if (tid == 0) gates[i] = total;
+  for (int c = aligned ? C8 * 8 + tid : tid; c < C; c += 256) {
+    const float xc = __bfloat162float(x[c]);
+    part[0] += xc * __bfloat162float(w0[c]);
+    part[1] += xc * __bfloat162float(w1[c]);
+    part[2] += xc * __bfloat162float(w2[c]);
+  }
+  __syncthreads();  // conv rows visible
+  if (tid < D) part[3] = qc[tid] * qc[tid], part[4] = kc[tid] * kc[tid];
+#pragma unroll
+  for (int i = 0; i < 5; ++i) {
+    const float t = device::warp_sum(part[i]);
+    if (lane == 0) red[warp][i] = t;
   }
   __syncthreads();
-  const float g_now = -expf(p.A_log[h]) * device::softplusf_(gates[0] + p.dt_bias[h]);
-  const float beta_now = device::sigmoidf_(gates[1] + p.b_beta[h]);
-  const float lambda = device::sigmoidf_(gates[2] + p.b_lambda[h]);
+  float tot[5];
+#pragma unroll
+  for (int i = 0; i < 5; ++i) {
+    tot[i] = 0.0f;
+#pragma unroll
+    for (int w = 0; w < 8; ++w) tot[i] += red[w][i];
+  }
+  const float g_now = -expf(p.A_log[h]) * device::softplusf_(tot[0] + p.dt_bias[h]);
+  const float beta_now = device::sigmoidf_(tot[1] + p.b_beta[h]);
+  const float lambda = device::sigmoidf_(tot[2] + p.b_lambda[h]);
+  const float inv_q = rsqrtf(tot[3] + kUnitNormEps), inv_k = rsqrtf(tot[4] + kUnitNormEps);
   // 3 unit norms (linear branch) and RoPE (exact branch).
-  float sq = 0.0f, sk = 0.0f;
-  for (int d = tid; d < D; d += blockDim.x) sq += qc[d] * qc[d], sk += kc[d] * kc[d];
-  const float inv_q = rsqrtf(device::block_sum(sq, scratch) + kUnitNormEps);
-  const float inv_k = rsqrtf(device::block_sum(sk, scratch) + kUnitNormEps);
-  for (int d = tid; d < D; d += blockDim.x) {
+  for (int d = tid; d < D; d += 256) {
     qn[d] = qc[d] * inv_q;
     kn[d] = kc[d] * inv_k;
     const int i = d % (D / 2);
@@ -241,122 +359,131 @@ __global__ void __launch_bounds__(256) hybrid_decode_kernel(
     kr[d] = kc[d] * c + sgn * kc[other] * s;
   }
   __syncthreads();
-  // 4 exact branch: keys j < sinks, then t − window < j ≤ t (the current one from shared memory).
+  // 4 exact branch scores: keys j < sinks, then t − window < j ≤ t (the current one from smem).
   const long n_sink = min((long)sinks, pos + 1);
   const long w_begin = max((long)sinks, pos - window + 1);
-  const int n_keys = (int)(n_sink + max(0L, pos - w_begin + 1));  // early tokens: sinks only
-  auto key_row = [&](int idx, long& j) -> const bf16* {
-    if (idx < n_sink) { j = idx; return cache.sink_k + ((long)idx * G + hk) * D; }
-    j = w_begin + (idx - n_sink);
-    return cache.ring_k + ((j % ring) * G + hk) * (long)D;
-  };
+  const int n_keys = (int)(n_sink + max(0L, pos - w_begin + 1));
+  auto key_pos = [&](int idx) -> long { return idx < n_sink ? (long)idx : w_begin + (idx - n_sink); };
   const float scale = rsqrtf((float)D);
-  for (int idx = warp; idx < n_keys; idx += blockDim.x / 32) {
-    long j;
-    const bf16* kj = key_row(idx, j);
+  for (int idx = warp; idx < n_keys; idx += 8) {
+    const long j = key_pos(idx);
     float s = 0.0f;
-    for (int d = lane; d < D; d += 32) s += qr[d] * (j == pos ? kr[d] : __bfloat162float(kj[d]));
+    if (j == pos) {
+      for (int d = lane; d < D; d += 32) s += qr[d] * kr[d];
+    } else {
+      const bf16* kj = idx < n_sink ? cache.sink_k + ((long)idx * G + hk) * D
+                                    : cache.ring_k + ((j % ring) * G + hk) * (long)D;
+#pragma unroll
+      for (int d = lane; d < D; d += 32) s += qr[d] * __bfloat162float(kj[d]);
+    }
     s = device::warp_sum(s);
     if (lane == 0) scores[idx] = s * scale;
   }
-  __syncthreads();
-  float mx = -INFINITY;
-  {
-    float m_local = -INFINITY;
-    for (int idx = tid; idx < n_keys; idx += blockDim.x) m_local = fmaxf(m_local, scores[idx]);
-    m_local = device::warp_max(m_local);
-    __syncthreads();
-    if (lane == 0) scratch[warp] = m_local;
-    __syncthreads();
-    mx = -INFINITY;
-    for (int w = 0; w < (int)blockDim.x / 32; ++w) mx = fmaxf(mx, scratch[w]);
-    __syncthreads();
-  }
-  float se = 0.0f;
-  for (int idx = tid; idx < n_keys; idx += blockDim.x) {
-    const float e = expf(scores[idx] - mx);
-    scores[idx] = e;
-    se += e;
-  }
-  const float inv_sum = 1.0f / device::block_sum(se, scratch);
-  // 5 linear branch: the token leaving the window enters the state, then q̂ reads it.
+  // 5 linear branch on this block's 32 columns (independent of the scores): the token leaving
+  // the window enters the state, then q̂ reads it. Warp w holds rows [wR, wR + R), lane column e.
   const long leaving = pos - window;
   const bool enters = leaving >= sinks && leaving >= 0;
+  const int e = lane, col = cb * 32 + e;
+  float* S = cache.state + (long)h * D * D;
+  float sreg[R];
+#pragma unroll
+  for (int i = 0; i < R; ++i) sreg[i] = S[(long)(warp * R + i) * D + col];
   float alpha = 1.0f, b = 0.0f;
   const bf16* k_leave = nullptr;
-  const bf16* v_leave = nullptr;
+  float v_leave = 0.0f;
   if (enters) {
     const long slot = leaving % ring;
     alpha = expf(cache.ring_g[slot * H + h]);
     b = cache.ring_beta[slot * H + h];
     k_leave = cache.ring_key + (slot * G + hk) * (long)D;
-    v_leave = cache.ring_v + (slot * G + hk) * (long)D;
-  }
-  float* S = cache.state + (long)h * D * D;
-  const int e = tid % D, half = tid / D, rows = D / (256 / D);  // 256/D row groups
-  const int r0 = half * rows;
-  if (enters) {
+    v_leave = __bfloat162float(cache.ring_v[(slot * G + hk) * (long)D + col]);
     float r = 0.0f;
-    for (int d = r0; d < r0 + rows; ++d) r += __bfloat162float(k_leave[d]) * S[(long)d * D + e];
-    red_r[half][e] = r;
+#pragma unroll
+    for (int i = 0; i < R; ++i) r += __bfloat162float(k_leave[warp * R + i]) * sreg[i];
+    part_r[warp][e] = r;
   }
-  __syncthreads();
-  float u = 0.0f;
-  if (enters) {
-    float r = 0.0f;
-    for (int x2 = 0; x2 < 256 / D; ++x2) r += red_r[x2][e];
-    u = b * (__bfloat162float(v_leave[e]) - alpha * r);
+  __syncthreads();  // scores and part_r
+  if (warp == 0) {  // softmax statistics
+    float m = -INFINITY;
+    for (int idx = lane; idx < n_keys; idx += 32) m = fmaxf(m, scores[idx]);
+    m = device::warp_max(m);
+    float se = 0.0f;
+    for (int idx = lane; idx < n_keys; idx += 32) se += expf(scores[idx] - m);
+    se = device::warp_sum(se);
+    if (lane == 0) stat[0] = m, stat[1] = 1.0f / se;
   }
   float o = 0.0f;
-  for (int d = r0; d < r0 + rows; ++d) {
-    float s = S[(long)d * D + e];
-    if (enters) {
-      s = alpha * s + __bfloat162float(k_leave[d]) * u;
-      S[(long)d * D + e] = s;
+  if (enters) {
+    float r = 0.0f;
+#pragma unroll
+    for (int w = 0; w < 8; ++w) r += part_r[w][e];
+    const float u = b * (v_leave - alpha * r);
+#pragma unroll
+    for (int i = 0; i < R; ++i) {
+      sreg[i] = alpha * sreg[i] + __bfloat162float(k_leave[warp * R + i]) * u;
+      S[(long)(warp * R + i) * D + col] = sreg[i];
     }
-    o += qn[d] * s;
   }
-  red_o[half][e] = o;
-  __syncthreads();
-  // 6 mix and write y; the exact output is Σ p_j v_j.
-  for (int d = tid; d < D; d += blockDim.x) {
+#pragma unroll
+  for (int i = 0; i < R; ++i) o += qn[warp * R + i] * sreg[i];
+  part_o[warp][e] = o;
+  __syncthreads();  // stat
+  // 6 exact output on the 32 columns: warp w sums keys w, w + 8, …
+  {
+    const float m = stat[0];
     float ye = 0.0f;
-    for (int idx = 0; idx < n_keys; ++idx) {
-      long j;
-      if (idx < n_sink) j = idx; else j = w_begin + (idx - n_sink);
-      const float vj = j == pos ? vc[d]
-                       : idx < n_sink ? __bfloat162float(cache.sink_v[((long)j * G + hk) * D + d])
-                                      : __bfloat162float(cache.ring_v[((j % ring) * G + hk) * (long)D + d]);
-      ye += scores[idx] * vj;
+    for (int idx = warp; idx < n_keys; idx += 8) {
+      const long j = key_pos(idx);
+      const float vj = j == pos ? vc[col]
+                       : idx < n_sink ? __bfloat162float(cache.sink_v[((long)j * G + hk) * D + col])
+                                      : __bfloat162float(cache.ring_v[((j % ring) * G + hk) * (long)D + col]);
+      ye += expf(scores[idx] - m) * vj;
     }
-    ye *= inv_sum;
-    float yl = 0.0f;
-    for (int x2 = 0; x2 < 256 / D; ++x2) yl += red_o[x2][d];
-    y[(long)h * D + d] = __float2bfloat16((1.0f - lambda) * ye + lambda * yl);
+    part_y[warp][e] = ye;
   }
-  // 7 this token into the cache (slots no other block reads in this step).
-  const long slot = pos % ring;
-  for (int d = tid; d < D; d += blockDim.x) {
-    cache.conv_q[((pos % 4) * H + h) * (long)D + d] = __bfloat162float(q[(long)h * D + d]);
-    if (leader) {
-      cache.conv_k[((pos % 4) * G + hk) * (long)D + d] = __bfloat162float(k[(long)hk * D + d]);
-      cache.conv_v[((pos % 4) * G + hk) * (long)D + d] = __bfloat162float(v[(long)hk * D + d]);
-      cache.ring_k[(slot * G + hk) * (long)D + d] = __float2bfloat16(kr[d]);
-      cache.ring_v[(slot * G + hk) * (long)D + d] = __float2bfloat16(vc[d]);
-      cache.ring_key[(slot * G + hk) * (long)D + d] = __float2bfloat16(kn[d]);
-      if (pos < sinks) {
-        cache.sink_k[(pos * G + hk) * (long)D + d] = __float2bfloat16(kr[d]);
-        cache.sink_v[(pos * G + hk) * (long)D + d] = __float2bfloat16(vc[d]);
+  __syncthreads();
+  if (warp == 0) {
+    float ye = 0.0f, yl = 0.0f;
+#pragma unroll
+    for (int w = 0; w < 8; ++w) ye += part_y[w][e], yl += part_o[w][e];
+    ye *= stat[1];
+    y[(long)h * D + col] = __float2bfloat16((1.0f - lambda) * ye + lambda * yl);
+  }
+  // 7 this token into the cache (slots no block reads in this step).
+  if (writer) {
+    const long slot = pos % ring;
+    for (int d = tid; d < D; d += 256) {
+      cache.conv_q[((pos % 4) * H + h) * (long)D + d] = __bfloat162float(q[(long)h * D + d]);
+      if (leader) {
+        cache.conv_k[((pos % 4) * G + hk) * (long)D + d] = __bfloat162float(k[(long)hk * D + d]);
+        cache.conv_v[((pos % 4) * G + hk) * (long)D + d] = __bfloat162float(v[(long)hk * D + d]);
+        cache.ring_k[(slot * G + hk) * (long)D + d] = __float2bfloat16(kr[d]);
+        cache.ring_v[(slot * G + hk) * (long)D + d] = __float2bfloat16(vc[d]);
+        cache.ring_key[(slot * G + hk) * (long)D + d] = __float2bfloat16(kn[d]);
+        if (pos < sinks) {
+          cache.sink_k[(pos * G + hk) * (long)D + d] = __float2bfloat16(kr[d]);
+          cache.sink_v[(pos * G + hk) * (long)D + d] = __float2bfloat16(vc[d]);
+        }
       }
     }
+    if (tid == 0) {
+      cache.ring_g[slot * H + h] = g_now;
+      cache.ring_beta[slot * H + h] = beta_now;
+    }
   }
+  // 8 the last block to finish advances the position (every block has read it by now).
+  __syncthreads();
   if (tid == 0) {
-    cache.ring_g[slot * H + h] = g_now;
-    cache.ring_beta[slot * H + h] = beta_now;
+    __threadfence();
+    const unsigned ticket = atomicAdd(cache.step_done, 1u);
+    if (ticket == gridDim.x * gridDim.y - 1) {
+      *cache.position = pos + 1;
+      *cache.step_done = 0;
+      __threadfence();
+    }
   }
 }
 
-__global__ void increment_kernel(long* position) { *position += 1; }
 
 }  // namespace
 
@@ -388,7 +515,7 @@ Status unit_rows_backward(float* din, const float* dout, const bf16* in, long ro
 
 Status rope_apply(bf16* x, const float* inv_freq, int T, int N, int D, long pos0, int sign,
                   cudaStream_t stream) {
-  rope_kernel<<<blocks_for((long)T * N * D / 2, 256), 256, 0, stream>>>(x, inv_freq, T, N, D, pos0,
+  rope_kernel<<<blocks_for((long)T * D / 2, 256), 256, 0, stream>>>(x, inv_freq, T, N, D, pos0,
                                                                         (float)sign);
   GL_CUDA_CHECK_LAUNCH();
   return ok_status();
@@ -423,7 +550,8 @@ size_t hybrid_forward_workspace_bytes(const HybridShape& s, int T) {
   const size_t tq = (size_t)T * s.H * s.D, tk = (size_t)T * s.G * s.D;
   const int n = std::max(1, T - s.sinks - s.window);
   return 4 * align_up(tq * 2) + 4 * align_up(tk * 2) + align_up((size_t)T * 3 * s.H * 4) +
-         3 * align_up((size_t)T * s.H * 4) + gated_delta_forward_workspace_bytes(n, s.H, s.D, false);
+         3 * align_up((size_t)T * s.H * 4) + gated_delta_forward_workspace_bytes(n, s.H, s.D, false) +
+         (s.H >= 2 ? 0 : align_up((size_t)T * s.D * 4));
 }
 
 Status hybrid_forward(bf16* y, float* state_final, const HybridShape& s, const HybridParams& p,
@@ -448,17 +576,28 @@ Status hybrid_forward(bf16* y, float* state_final, const HybridShape& s, const H
   void* gdn_ws = take(gdn_bytes);
   bf16* y_lin = qr;  // the RoPE'd queries are dead once the exact branch has run
 
-  GL_TRY(short_conv_forward(qc, q, p.conv_q, T, s.H * s.D, stream));
-  GL_TRY(short_conv_forward(kc, k, p.conv_k, T, s.G * s.D, stream));
-  GL_TRY(short_conv_forward(vc, v, p.conv_v, T, s.G * s.D, stream));
-  GL_CUDA_CHECK(cudaMemcpyAsync(qr, qc, tq * 2, cudaMemcpyDeviceToDevice, stream));
-  GL_CUDA_CHECK(cudaMemcpyAsync(kr, kc, tk * 2, cudaMemcpyDeviceToDevice, stream));
-  GL_TRY(rope_apply(qr, p.inv_freq, T, s.H, s.D, 0, 1, stream));
-  GL_TRY(rope_apply(kr, p.inv_freq, T, s.G, s.D, 0, 1, stream));
+  // qc's buffer holds the RoPE table (T, D/2) float2 instead (T·D·4 ≤ T·H·D·2 for H ≥ 2;
+  // the workspace adds room when H = 1).
+  (void)kc;
+  float2* cs = reinterpret_cast<float2*>(s.H >= 2 ? (void*)qc : (void*)take((size_t)T * s.D * 4));
+  rope_table_kernel<<<blocks_for((long)T * s.D / 2, 256), 256, 0, stream>>>(cs, p.inv_freq, T,
+                                                                           s.D / 2, 0);
+  GL_CUDA_CHECK_LAUNCH();
+  GL_TRY(dispatch_head_dim(s.D, [&](auto d) -> Status {
+    constexpr int Dc = decltype(d)::value;
+    conv_rope_unit_kernel<Dc><<<blocks_for((long)T * s.H * 32, 256), 256, 0, stream>>>(
+        nullptr, qr, qn, q, p.conv_q, cs, T, s.H);
+    GL_CUDA_CHECK_LAUNCH();
+    conv_rope_unit_kernel<Dc><<<blocks_for((long)T * s.G * 32, 256), 256, 0, stream>>>(
+        nullptr, kr, kn, k, p.conv_k, cs, T, s.G);
+    GL_CUDA_CHECK_LAUNCH();
+    conv_rope_unit_kernel<Dc><<<blocks_for((long)T * s.G * 32, 256), 256, 0, stream>>>(
+        vc, nullptr, nullptr, v, p.conv_v, cs, T, s.G);
+    GL_CUDA_CHECK_LAUNCH();
+    return ok_status();
+  }));
   GL_TRY(attention_forward(y_exact, nullptr, qr, kr, vc, T, s.H, s.G, s.D,
                            AttentionMaskSpec{s.sinks, s.window}, stream));
-  GL_TRY(unit_rows_forward(qn, qc, (long)T * s.H, s.D, stream));
-  GL_TRY(unit_rows_forward(kn, kc, (long)T * s.G, s.D, stream));
   GL_TRY(gemm_bf16_nt(cublas, logits, false, x, p.w_gates, T, 3 * s.H, s.C, stream));
   gates_kernel<<<blocks_for((long)T * s.H, 256), 256, 0, stream>>>(
       g, beta, lambda, logits, p.A_log, p.dt_bias, p.b_beta, p.b_lambda, T, s.H);
@@ -474,7 +613,7 @@ Status hybrid_forward(bf16* y, float* state_final, const HybridShape& s, const H
         g + (size_t)s.sinks * s.H, beta + (size_t)s.sinks * s.H, N, s.H, s.G, s.D, gdn_ws,
         gdn_bytes, stream));
   }
-  mix_gate_kernel<<<blocks_for((long)tq, 256), 256, 0, stream>>>(y, y_exact, y_lin, lambda,
+  mix_gate_kernel<<<blocks_for((long)tq / 8, 256), 256, 0, stream>>>(y, y_exact, y_lin, lambda,
                                                                  (long)T * s.H, s.D);
   GL_CUDA_CHECK_LAUNCH();
   return ok_status();
@@ -482,7 +621,7 @@ Status hybrid_forward(bf16* y, float* state_final, const HybridShape& s, const H
 
 size_t hybrid_cache_bytes(const HybridShape& s) {
   const size_t gd = (size_t)s.G * s.D, hd = (size_t)s.H * s.D, ring = s.window + 1;
-  return align_up(sizeof(long)) + align_up(4 * hd * 4) + 2 * align_up(4 * gd * 4) +
+  return align_up(sizeof(long) + sizeof(unsigned)) + align_up(4 * hd * 4) + 2 * align_up(4 * gd * 4) +
          2 * align_up(std::max(1, s.sinks) * gd * 2) + 3 * align_up(ring * gd * 2) +
          2 * align_up(ring * s.H * 4) + align_up((size_t)s.H * s.D * s.D * 4);
 }
@@ -494,7 +633,8 @@ Result<HybridCacheView> hybrid_cache_create(const HybridShape& s, void* memory,
   char* w = static_cast<char*>(memory);
   auto take = [&](size_t bytes) { char* r = w; w += align_up(bytes); return r; };
   HybridCacheView c;
-  c.position = (long*)take(sizeof(long));
+  c.position = (long*)take(sizeof(long) + sizeof(unsigned));
+  c.step_done = reinterpret_cast<unsigned*>(c.position + 1);
   c.conv_q = (float*)take(4 * hd * 4);
   c.conv_k = (float*)take(4 * gd * 4);
   c.conv_v = (float*)take(4 * gd * 4);
@@ -513,16 +653,15 @@ Status hybrid_decode_step(bf16* y, const HybridShape& s, const HybridParams& p,
                           const HybridCacheView& cache, const bf16* x, const bf16* q,
                           const bf16* k, const bf16* v, cudaStream_t stream) {
   if (s.sinks + s.window > 256) return make_error("hybrid_decode_step: sinks + window > 256");
+  if (s.window < 1 || s.sinks < 0) return make_error("hybrid_decode_step: need window ≥ 1, sinks ≥ 0");
   if (s.H % s.G != 0) return make_error("hybrid_decode_step: G must divide H");
   GL_TRY(dispatch_head_dim(s.D, [&](auto d) -> Status {
     constexpr int Dc = decltype(d)::value;
-    hybrid_decode_kernel<Dc><<<s.H, 256, 0, stream>>>(y, p, cache, x, q, k, v, s.C, s.H, s.G,
-                                                      s.sinks, s.window);
+    hybrid_decode_kernel<Dc><<<dim3(s.H, Dc / 32), 256, 0, stream>>>(
+        y, p, cache, x, q, k, v, s.C, s.H, s.G, s.sinks, s.window);
     GL_CUDA_CHECK_LAUNCH();
     return ok_status();
   }));
-  increment_kernel<<<1, 1, 0, stream>>>(cache.position);
-  GL_CUDA_CHECK_LAUNCH();
   return ok_status();
 }
 

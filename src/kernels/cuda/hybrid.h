@@ -79,6 +79,7 @@ Status hybrid_forward(bf16* y, float* state_final, const HybridShape& shape,
 // The decode cache of one sequence and layer: constant size, whatever the context.
 struct HybridCacheView {
   long* position = nullptr;       // device counter: tokens processed
+  unsigned* step_done = nullptr;  // blocks finished in the current step (0 between steps)
   float* conv_q = nullptr;        // (4, H, D) raw q of the last tokens, slot j mod 4
   float* conv_k = nullptr;        // (4, G, D)
   float* conv_v = nullptr;        // (4, G, D)
@@ -99,7 +100,7 @@ Result<HybridCacheView> hybrid_cache_create(const HybridShape& shape, void* memo
                                             cudaStream_t stream);
 
 // One token: y (H, D) bf16 from x (C), q (H, D), k, v (G, D) bf16; advances cache.position.
-// Two launches (the fused step and the position increment): capture it in a CUDA graph.
+// One launch (the last block to finish advances the position); capture steps in a CUDA graph.
 Status hybrid_decode_step(bf16* y, const HybridShape& shape, const HybridParams& params,
                           const HybridCacheView& cache, const bf16* x, const bf16* q,
                           const bf16* k, const bf16* v, cudaStream_t stream);

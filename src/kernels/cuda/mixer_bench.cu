@@ -286,7 +286,7 @@ Result<std::string> mixer_bench_run(const MixerBenchOptions& o) {
       GL_CUDA_CHECK(cudaGraphDestroy(graph));
       GL_CUDA_CHECK(cudaStreamDestroy(capture));
       rows.push_back({"hybrid (fused step, CUDA graph)", "decode step ms", ctx, t / kSteps,
-                      "graph of 32 steps / 32"});
+                      "1 launch/step; graph of 32 steps / 32"});
       rows.push_back({"hybrid", "cache bytes/layer", ctx, (double)hybrid_cache_bytes(shape),
                       "state fp32 + sinks + ring + conv, constant"});
     }

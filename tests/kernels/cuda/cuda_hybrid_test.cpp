@@ -142,9 +142,7 @@ void expect_close(const std::vector<float>& got, const std::vector<float>& want,
 
 // The GPU hybrid against mixers::hybrid_forward<float> (the CPU mixer), and the fused decode step
 // token by token against the GPU prefill over the same tokens.
-TEST(CudaHybrid, ForwardMatchesCpuMixerAndDecodeMatchesForward) {
-  REQUIRE_GPU();
-  const int C = 96, H = 4, G = 2, D = 64, T = 150;
+void run_hybrid(int C, int H, int G, int D, int T) {
   HybridShape shape{C, H, G, D, 8, 56};
   auto x = random_floats((size_t)T * C, 1, -1, 1), q = random_floats((size_t)T * H * D, 2, -1, 1),
        k = random_floats((size_t)T * G * D, 3, -1, 1), v = random_floats((size_t)T * G * D, 4, -1, 1);
@@ -196,6 +194,17 @@ TEST(CudaHybrid, ForwardMatchesCpuMixerAndDecodeMatchesForward) {
   cudaFree(cache_mem);
   cudaFree(ws);
   cublasDestroy(cublas);
+}
+
+TEST(CudaHybrid, ForwardMatchesCpuMixerAndDecodeMatchesForward) {
+  REQUIRE_GPU();
+  run_hybrid(96, 4, 2, 64, 150);
+}
+// D = 128 (4 column blocks per head in the decode step), an odd hidden size (the gate dot
+// products' unaligned path) and a sequence long enough for several GDN chunks.
+TEST(CudaHybrid, D128OddHiddenMatchesCpuMixer) {
+  REQUIRE_GPU();
+  run_hybrid(100, 4, 1, 128, 260);
 }
 
 }  // namespace

@@ -197,6 +197,16 @@ TEST(CudaGatedDelta, ChunkedForwardValueBlock16D128) {
   run_gdn_forward(130, 2, 2, 128, 16, true);
 }
 
+// The register-resident state pass at every column split, over many chunks (a ragged last one).
+TEST(CudaGatedDelta, ChunkedForwardAllValueBlocksD128) {
+  REQUIRE_GPU();
+  for (int vb : {0, 32, 64, 128}) run_gdn_forward(1000, 2, 1, 128, vb, true);
+}
+TEST(CudaGatedDelta, ChunkedForwardAllValueBlocksD64) {
+  REQUIRE_GPU();
+  for (int vb : {0, 16, 64}) run_gdn_forward(700, 3, 3, 64, vb, vb == 16);
+}
+
 TEST(CudaGatedDelta, RecurrentForwardMatchesCpu) {
   REQUIRE_GPU();
   const int N = 77, H = 4, G = 2, D = 128;
