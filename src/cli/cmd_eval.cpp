@@ -21,7 +21,8 @@ constexpr const char* kTasks =
     "ppl, lambada, piqa, arc_easy, arc_challenge, hellaswag, winogrande, mmlu, niah, ruler, make-cloze";
 
 int eval_ppl(const Argv& argv) {
-  auto args = Args::parse("eval ppl", argv, {{"input", true}, {"seq-len", true}, {"json", false}}, 1, 1);
+  auto args = Args::parse("eval ppl", argv,
+                          {{"input", true}, {"seq-len", true}, {"limit", true}, {"json", false}}, 1, 1);
   if (!args.ok()) return fail(args.error());
   if (!args->has("input")) return fail("golinear eval ppl: --input FILE is required");
   auto config = model_config_read(args->positional()[0] + "/config.json");
@@ -29,6 +30,8 @@ int eval_ppl(const Argv& argv) {
   auto seq_len = args->get_int("seq-len", std::min(2048, config->max_position_embeddings), 2,
                                config->max_position_embeddings);
   if (!seq_len.ok()) return fail(seq_len.error());
+  auto limit = args->get_int("limit", 0, 1, 1L << 40);  // --limit N: the first N windows only
+  if (!limit.ok()) return fail(limit.error());
   auto documents = text_documents_read(args->get("input"));
   if (!documents.ok()) return fail(documents.error());
   auto loaded = load_model_and_tokenizer(args->positional()[0]);
@@ -37,6 +40,7 @@ int eval_ppl(const Argv& argv) {
   const int bos = loaded->tokenizer.bos_id().value_or(model.config.bos_token_id);
   if (model.config.eos_token_ids.empty()) return fail("golinear eval ppl: the model defines no EOS token");
   auto stream = eval::eval_token_stream(*documents, loaded->tokenizer, model.config.eos_token_ids[0]);
+  if (*limit > 0 && (long)stream.size() > *limit * (*seq_len - 1)) stream.resize(*limit * (*seq_len - 1));
   auto result = eval::perplexity(model, stream, bos, (int)*seq_len, true);
   if (!result.ok()) return fail(result.error());
   if (args->has("json")) {

@@ -74,43 +74,109 @@ S dot(const S* a, const S* b, int n) {
   return acc;
 }
 
+// ---- per-call buffers ----------------------------------------------------------------------------
+
+// The whole-sequence forward and backward allocate a few dozen (T, H, D) buffers per call. Freed
+// to glibc, blocks of megabytes go back to the kernel and come back as fresh pages, and at training
+// shapes the page faults cost about a quarter of the mixer's time. Buffer<S> keeps freed blocks of
+// ≥ 1 MiB on a per-thread list (up to 512 MiB per thread) and hands them out again by exact size:
+// the same shapes repeat every call.
+class BlockPool {
+ public:
+  static BlockPool& of_this_thread() {
+    thread_local BlockPool pool;
+    return pool;
+  }
+  void* take(size_t bytes) {
+    if (bytes >= kMinBytes) {
+      for (size_t i = 0; i < free_.size(); ++i) {
+        if (free_[i].bytes == bytes) {
+          void* p = free_[i].data;
+          free_[i] = free_.back();
+          free_.pop_back();
+          kept_ -= bytes;
+          return p;
+        }
+      }
+    }
+    return ::operator new(bytes);
+  }
+  void give(void* p, size_t bytes) {
+    if (bytes >= kMinBytes && kept_ + bytes <= kMaxKeptBytes) {
+      free_.push_back({p, bytes});
+      kept_ += bytes;
+      return;
+    }
+    ::operator delete(p);
+  }
+  ~BlockPool() {
+    for (const Block& b : free_) ::operator delete(b.data);
+  }
+
+ private:
+  static constexpr size_t kMinBytes = 1 << 20, kMaxKeptBytes = 512ul << 20;
+  struct Block {
+    void* data;
+    size_t bytes;
+  };
+  std::vector<Block> free_;
+  size_t kept_ = 0;
+};
+
+template <class T>
+struct PoolAllocator {
+  using value_type = T;
+  PoolAllocator() = default;
+  template <class U>
+  PoolAllocator(const PoolAllocator<U>&) {}
+  T* allocate(size_t n) { return static_cast<T*>(BlockPool::of_this_thread().take(n * sizeof(T))); }
+  void deallocate(T* p, size_t n) { BlockPool::of_this_thread().give(p, n * sizeof(T)); }
+  bool operator==(const PoolAllocator&) const { return true; }
+};
+
+template <class S>
+using Buffer = std::vector<S, PoolAllocator<S>>;
+
 // ---- per-token projections of x: out (T, N) = x wᵀ, x (T, C), w (N, C) --------------------------
 // fp64 (gradient checks): plain loops, the reference. fp32: cblas_sgemm on blocks of rows small
 // enough to stay on the calling thread (the training loop already runs one layer per core).
 
 template <class S>
-void project_rows(S* out, const S* x, const S* w, int T, int C, int N) {
+void project_rows(S* out, const S* x, const S* w, int T, int C, int N, long ldo = 0, long ldx = 0) {
+  ldo = ldo ? ldo : N, ldx = ldx ? ldx : C;  // row strides of out and x
   if constexpr (std::is_same_v<S, float>) {
     const int rows = std::max(1, (int)(cpu::kBlockGemmMaxWork / ((long)C * N)));
     for (int t0 = 0; t0 < T; t0 += rows)
-      cpu::block_gemm(false, true, std::min(rows, T - t0), N, C, 1.0f, x + (long)t0 * C, C, w, C,
-                      0.0f, out + (long)t0 * N, N);
+      cpu::block_gemm(false, true, std::min(rows, T - t0), N, C, 1.0f, x + t0 * ldx, (int)ldx, w,
+                      C, 0.0f, out + t0 * ldo, (int)ldo);
   } else {
     for (int t = 0; t < T; ++t)
-      for (int n = 0; n < N; ++n) out[(long)t * N + n] = dot(w + (long)n * C, x + (long)t * C, C);
+      for (int n = 0; n < N; ++n) out[t * ldo + n] = dot(w + (long)n * C, x + t * ldx, C);
   }
 }
 
-// dx (T, C) += dout w, dw (N, C) += doutᵀ x for dout (T, N).
+// dx (T, C) += dout w, dw (N, C) += doutᵀ x for dout (T, N); row strides as project_rows
+// (dx shares x's).
 template <class S>
 void project_rows_backward(S* dx, S* dw, const S* dout, const S* x, const S* w, int T, int C,
-                           int N) {
+                           int N, long ldo = 0, long ldx = 0) {
+  ldo = ldo ? ldo : N, ldx = ldx ? ldx : C;
   if constexpr (std::is_same_v<S, float>) {
     const int rows = std::max(1, (int)(cpu::kBlockGemmMaxWork / ((long)C * N)));
     for (int t0 = 0; t0 < T; t0 += rows) {
       const int n = std::min(rows, T - t0);
-      cpu::block_gemm(false, false, n, C, N, 1.0f, dout + (long)t0 * N, N, w, C, 1.0f,
-                      dx + (long)t0 * C, C);
-      cpu::block_gemm(true, false, N, C, n, 1.0f, dout + (long)t0 * N, N, x + (long)t0 * C, C,
-                      1.0f, dw, C);
+      cpu::block_gemm(false, false, n, C, N, 1.0f, dout + t0 * ldo, (int)ldo, w, C, 1.0f,
+                      dx + t0 * ldx, (int)ldx);
+      cpu::block_gemm(true, false, N, C, n, 1.0f, dout + t0 * ldo, (int)ldo, x + t0 * ldx,
+                      (int)ldx, 1.0f, dw, C);
     }
   } else {
     for (int t = 0; t < T; ++t) {
       for (int n = 0; n < N; ++n) {
-        const S d = dout[(long)t * N + n];
+        const S d = dout[t * ldo + n];
         for (int c = 0; c < C; ++c) {
-          dw[(long)n * C + c] += d * x[(long)t * C + c];
-          dx[(long)t * C + c] += d * w[(long)n * C + c];
+          dw[(long)n * C + c] += d * x[t * ldx + c];
+          dx[t * ldx + c] += d * w[(long)n * C + c];
         }
       }
     }
@@ -178,13 +244,13 @@ void feature_map_backward(S* du, S* dW, const S* df, const S* f, const S* W, con
 // What the linear branch computes from T rows before the state kernel.
 template <class S>
 struct LinearFeatures {
-  std::vector<S> ql, kl;      // (T, H, D), (T, G, D): q̃, k̃ (RoPE'd when linear_rope)
-  std::vector<S> qn, kn;      // (T, H, D), (T, G, D): q̂, k̂
-  std::vector<S> qf, kf, vf;  // (T, H, Dk), (T, H, Dk), (T, H, Dv): state inputs per query head
-  std::vector<S> g;           // (T, H, decay_size) log decay
-  std::vector<S> beta;        // (T, H) gdn
-  std::vector<S> pre;         // (T, H, decay_size) pre-activation: gdn softplus input, gla/kgla logit
-  std::vector<S> hidden;      // (T, kDecayRank) gla: W_down x
+  Buffer<S> ql, kl;      // (T, H, D), (T, G, D): q̃, k̃ (RoPE'd when linear_rope)
+  Buffer<S> qn, kn;      // (T, H, D), (T, G, D): q̂, k̂
+  Buffer<S> qf, kf, vf;  // (T, H, Dk), (T, H, Dk), (T, H, Dv): state inputs per query head
+  Buffer<S> g;           // (T, H, decay_size) log decay
+  Buffer<S> beta;        // (T, H) gdn
+  Buffer<S> pre;         // (T, H, decay_size) pre-activation: gdn softplus input, gla/kgla logit
+  Buffer<S> hidden;      // (T, kDecayRank) gla: W_down x
 };
 
 // x (T, C); qc (T, H, D); kc, vc (T, G, D); rows at positions pos0 .. pos0+T−1.
@@ -258,13 +324,16 @@ void linear_features_forward(const Dims& dm, const MixerOptions& o, const Hybrid
       }
     }
   } else if (kind == MixerKind::kgla) {
+    // pre (T, H, D): head h's rows are k̂ of its kv head times W_key_decay,hᵀ.
+    for (int h = 0; h < H; ++h)
+      project_rows(f.pre.data() + (long)h * D, f.kn.data() + (long)(h / group) * D,
+                   p.w_key_decay + (long)h * D * D, T, D, D, (long)H * D, (long)G * D);
 #pragma omp parallel for collapse(2) schedule(static) if ((long)T * H * D * D >= cpu::kParallelMinWork)
     for (int t = 0; t < T; ++t) {
       for (int h = 0; h < H; ++h) {
-        const S* kn = f.kn.data() + ((long)t * G + h / group) * D;
         for (int d = 0; d < D; ++d) {
           const long at = ((long)t * H + h) * D + d;
-          f.pre[at] = dot(p.w_key_decay + ((long)h * D + d) * D, kn, D) + p.b_key_decay[h * D + d];
+          f.pre[at] += p.b_key_decay[h * D + d];
           f.g[at] = log_sigmoid(f.pre[at]) / S(kDecayNormalizer);
         }
       }
@@ -282,11 +351,12 @@ void linear_features_backward(const Dims& dm, const MixerOptions& o,
                               const LinearFeatures<S>& f, const S* dqf, const S* dkf, const S* dvf,
                               const S* dg, const S* dbeta, S* dx, S* dqc, S* dkc, S* dvc) {
   const auto [C, H, G, D, group, Dk, Dv, nd, s, w, has_exact, has_linear, kind] = dm;
-  std::vector<S> dqn((long)T * H * D, S(0)), dkn((long)T * G * D, S(0));
+  Buffer<S> dqn((long)T * H * D, S(0)), dkn((long)T * G * D, S(0));
+  Buffer<S> dpre_key(kind == MixerKind::kgla ? (long)T * H * D : 0);  // (T, H, D)
 
   // Decay and β of gdn and gla (they read x).
   if (kind == MixerKind::gdn) {
-    std::vector<S> du((long)T * H), dz((long)T * H);  // gradients of w_a·x + dt_bias, w_b·x + b_beta
+    Buffer<S> du((long)T * H), dz((long)T * H);  // gradients of w_a·x + dt_bias, w_b·x + b_beta
     for (int t = 0; t < T; ++t) {
       for (int h = 0; h < H; ++h) {
         const long row = (long)t * H + h;
@@ -302,7 +372,7 @@ void linear_features_backward(const Dims& dm, const MixerOptions& o,
     project_rows_backward(dx, dp.w_a, du.data(), x, p.w_a, T, C, H);
     project_rows_backward(dx, dp.w_b, dz.data(), x, p.w_b, T, C, H);
   } else if (kind == MixerKind::gla) {
-    std::vector<S> dhid(kDecayRank);
+    Buffer<S> dhid(kDecayRank);
     for (int t = 0; t < T; ++t) {
       const S* xt = x + (long)t * C;
       const S* hid = f.hidden.data() + (long)t * kDecayRank;
@@ -359,20 +429,20 @@ void linear_features_backward(const Dims& dm, const MixerOptions& o,
           for (int d = 0; d < D; ++d) {
             const long at = row * D + d;
             const S dpre = dg[at] * sigmoid(-f.pre[at]) / S(kDecayNormalizer);
-            const long wo = ((long)h * D + d) * D;
             dp.b_key_decay[h * D + d] += dpre;
-            for (int e = 0; e < D; ++e) {
-              dp.w_key_decay[wo + e] += dpre * kn[e];
-              dkn_row[e] += dpre * p.w_key_decay[wo + e];
-            }
+            dpre_key[at] = dpre;
           }
         }
       }
+      if (kind == MixerKind::kgla)  // through pre = k̂ W_key_decay,hᵀ
+        project_rows_backward(dkn.data() + (long)g * D, dp.w_key_decay + (long)h * D * D,
+                              dpre_key.data() + (long)h * D, f.kn.data() + (long)g * D,
+                              p.w_key_decay + (long)h * D * D, T, D, D, (long)H * D, (long)G * D);
     }
   }
 
   // Unit norm, then the optional RoPE.
-  std::vector<S> dql((long)T * H * D, S(0)), dkl((long)T * G * D, S(0));
+  Buffer<S> dql((long)T * H * D, S(0)), dkl((long)T * G * D, S(0));
   unit_rows_backward(dql.data(), dqn.data(), f.ql.data(), (long)T * H, D);
   unit_rows_backward(dkl.data(), dkn.data(), f.kl.data(), (long)T * G, D);
   if (o.linear_rope) {
@@ -535,7 +605,7 @@ void mix_backward(const Dims& dm, const MixerOptions& o, const HybridTensors<con
                   const S* lambda, const S* dy, int T, S* dy_exact, S* dy_lin, S* dx) {
   const int C = dm.C, H = dm.H, D = dm.D;
   const bool gated = dm.has_exact && dm.has_linear && o.mix == MixKind::gate;
-  std::vector<S> dlogit(gated ? (long)T * H : 0);  // gradient of the gate's logits, (T, H)
+  Buffer<S> dlogit(gated ? (long)T * H : 0);  // gradient of the gate's logits, (T, H)
   for (int t = 0; t < T; ++t) {
     for (int h = 0; h < H; ++h) {
       const long row = (long)t * H + h;
@@ -573,13 +643,13 @@ void mix_backward(const Dims& dm, const MixerOptions& o, const HybridTensors<con
 
 template <class S>
 struct HybridActivations {
-  std::vector<S> qc, kc, vc;  // (T, H, D), (T, G, D), (T, G, D) after the short conv
-  std::vector<S> qr, kr;      // RoPE'd qc, kc for the exact branch
-  std::vector<S> y_exact;     // (T, H, D)
+  Buffer<S> qc, kc, vc;  // (T, H, D), (T, G, D), (T, G, D) after the short conv
+  Buffer<S> qr, kr;      // RoPE'd qc, kc for the exact branch
+  Buffer<S> y_exact;     // (T, H, D)
   LinearFeatures<S> features;
-  std::vector<S> o;           // (T, H, Dv) state read
-  std::vector<S> y_lin;       // (T, H, D)
-  std::vector<S> lambda;      // (T, H) mix gate
+  Buffer<S> o;           // (T, H, Dv) state read
+  Buffer<S> y_lin;       // (T, H, D)
+  Buffer<S> lambda;      // (T, H) mix gate
 };
 
 // The whole sequence, keeping every activation in `a`; state_final as in state_forward.
@@ -625,7 +695,7 @@ void hybrid_run_forward(const Dims& dm, const MixerOptions& o, const HybridTenso
 
 // Adds src (n) into dst when dst is given.
 template <class S>
-void accumulate(S* dst, const std::vector<S>& src) {
+void accumulate(S* dst, const Buffer<S>& src) {
   if (dst)
     for (size_t i = 0; i < src.size(); ++i) dst[i] += src[i];
 }
@@ -789,22 +859,22 @@ void hybrid_backward(const MixerOptions& options, const AttentionShape& shape,
   const int T = in.T, C = dm.C, H = dm.H, G = dm.G, D = dm.D;
   const long nq = (long)T * H * D, nk = (long)T * G * D;
   HybridActivations<S> a;
-  std::vector<S> y(nq);
+  Buffer<S> y(nq);
   hybrid_run_forward(dm, options, p, in, StateForm::chunked, a, y.data());
 
   // 4 mixing
-  std::vector<S> dy_exact(dm.has_exact ? nq : 0, S(0)), dy_lin(dm.has_linear ? nq : 0, S(0));
-  std::vector<S> dx((long)T * C, S(0)), dqc(nq, S(0)), dkc(nk, S(0)), dvc(nk, S(0));
+  Buffer<S> dy_exact(dm.has_exact ? nq : 0, S(0)), dy_lin(dm.has_linear ? nq : 0, S(0));
+  Buffer<S> dx((long)T * C, S(0)), dqc(nq, S(0)), dkc(nk, S(0)), dvc(nk, S(0));
   mix_backward(dm, options, p, dp, in.x, a.y_exact.data(), a.y_lin.data(), a.lambda.data(), dy, T,
                dy_exact.data(), dy_lin.data(), dx.data());
 
   // 3 linear branch
   if (dm.has_linear) {
     const long rows = (long)T * H;
-    std::vector<S> dout(rows * dm.Dv, S(0));
+    Buffer<S> dout(rows * dm.Dv, S(0));
     linear_output_backward(dm, a.o.data(), dy_lin.data(), T, dout.data());
-    std::vector<S> dqf(rows * dm.Dk, S(0)), dkf(rows * dm.Dk, S(0)), dvf(rows * dm.Dv, S(0));
-    std::vector<S> dg(rows * dm.decay_size, S(0)), dbeta(rows, S(0));
+    Buffer<S> dqf(rows * dm.Dk, S(0)), dkf(rows * dm.Dk, S(0)), dvf(rows * dm.Dv, S(0));
+    Buffer<S> dg(rows * dm.decay_size, S(0)), dbeta(rows, S(0));
     state_backward(dm, a.features, T, dout.data(), dqf.data(), dkf.data(), dvf.data(), dg.data(),
                    dbeta.data());
     linear_features_backward(dm, options, p, dp, in.x, T, 0, in.inv_freq, a.features, dqf.data(),
@@ -814,7 +884,7 @@ void hybrid_backward(const MixerOptions& options, const AttentionShape& shape,
 
   // 2 exact branch
   if (dm.has_exact) {
-    std::vector<S> dqr(nq, S(0)), dkr(nk, S(0));
+    Buffer<S> dqr(nq, S(0)), dkr(nk, S(0));
     if constexpr (std::is_same_v<S, float>)  // the blocked fp32 kernel
       cpu::attention_backward(dqr.data(), dkr.data(), dvc.data(), dy_exact.data(), a.qr.data(),
                               a.kr.data(), a.vc.data(), T, H, G, D, cpu::AttentionMask{dm.s, dm.w});
@@ -829,7 +899,7 @@ void hybrid_backward(const MixerOptions& options, const AttentionShape& shape,
   }
 
   // 1 short conv
-  std::vector<S> dq(nq, S(0)), dk(nk, S(0)), dv(nk, S(0));
+  Buffer<S> dq(nq, S(0)), dk(nk, S(0)), dv(nk, S(0));
   if (options.conv) {
     cpu::short_conv_backward(dq.data(), dp.conv_q, dqc.data(), in.q, p.conv_q, T, H * D);
     cpu::short_conv_backward(dk.data(), dp.conv_k, dkc.data(), in.k, p.conv_k, T, G * D);

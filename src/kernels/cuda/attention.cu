@@ -58,12 +58,13 @@ __global__ void __launch_bounds__(128) flash_forward_kernel(bf16* __restrict__ y
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const float scale = kLog2e / sqrtf((float)D);
 
-  for (int idx = tid; idx < kTile * VPR; idx += 128) {
-    const int r = idx / VPR, cv = idx % VPR, t = t0 + r;
-    uint4 z{0, 0, 0, 0};
-    if (t < T) z = *reinterpret_cast<const uint4*>(q + ((size_t)t * H + h) * D + cv * 8);
-    *reinterpret_cast<uint4*>(Qs + r * LDB + cv * 8) = z;
+  // Row copies all in flight (cp.async, zero-filled past T); waited for with the first K/V tile.
+#pragma unroll
+  for (int it = 0; it < kTile * VPR / 128; ++it) {
+    const int idx = tid + it * 128, r = idx / VPR, cv = idx % VPR, t = t0 + r;
+    device::cp_async16(Qs + r * LDB + cv * 8, t < T ? q + ((size_t)t * H + h) * D + cv * 8 : q, t < T);
   }
+  device::cp_async_commit();
   for (int idx = tid; idx < kTile * LDO; idx += 128) Os[idx] = 0.0f;
   if (tid < kTile) {
     ms[tid] = -1e30f;
@@ -78,16 +79,15 @@ __global__ void __launch_bounds__(128) flash_forward_kernel(bf16* __restrict__ y
       if (!has_sink && !in_window) continue;
     }
     __syncthreads();  // previous block's K, V, P no longer read
-    for (int idx = tid; idx < kTile * VPR; idx += 128) {
-      const int r = idx / VPR, cv = idx % VPR, j = j0 + r;
-      uint4 zk{0, 0, 0, 0}, zv{0, 0, 0, 0};
-      if (j < T) {
-        zk = *reinterpret_cast<const uint4*>(k + ((size_t)j * G + hk) * D + cv * 8);
-        zv = *reinterpret_cast<const uint4*>(v + ((size_t)j * G + hk) * D + cv * 8);
-      }
-      *reinterpret_cast<uint4*>(Ks + r * LDB + cv * 8) = zk;
-      *reinterpret_cast<uint4*>(Vs + r * LDB + cv * 8) = zv;
+#pragma unroll
+    for (int it = 0; it < kTile * VPR / 128; ++it) {
+      const int idx = tid + it * 128, r = idx / VPR, cv = idx % VPR, j = j0 + r;
+      const bool ok = j < T;
+      device::cp_async16(Ks + r * LDB + cv * 8, ok ? k + ((size_t)j * G + hk) * D + cv * 8 : k, ok);
+      device::cp_async16(Vs + r * LDB + cv * 8, ok ? v + ((size_t)j * G + hk) * D + cv * 8 : v, ok);
     }
+    device::cp_async_commit();
+    device::cp_async_wait<0>();
     __syncthreads();
     // S (16 rows of this warp × 64 keys) = Q Kᵀ.
     for (int j = 0; j < 4; ++j) {
@@ -152,6 +152,7 @@ __global__ void __launch_bounds__(128) flash_forward_kernel(bf16* __restrict__ y
       wmma::store_matrix_sync(Os + warp * 16 * LDO + j * 16, acc, LDO, wmma::mem_row_major);
     }
   }
+  device::cp_async_wait<0>();
   __syncthreads();
   for (int idx = tid; idx < kTile * D / 2; idx += 128) {
     const int r = (2 * idx) / D, d = (2 * idx) % D, t = t0 + r;

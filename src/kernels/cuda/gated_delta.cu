@@ -70,7 +70,7 @@ struct PrepareLayout {
   static_assert(64 * LDS * 4 <= 2 * 64 * LDF * 4, "staging must fit in f1 + f2");
 };
 
-// grid (NC, H), 128 threads. Writes W, U (64, D), P (64, 64) and γ (64) of chunk c, head h.
+// grid (NC, H), kPrepareThreads threads. Writes W, U (64, D), P (64, 64) and γ (64) of chunk c, head h.
 constexpr int kPrepareThreads = 256;
 
 template <int D>

@@ -9,14 +9,14 @@
 // The hybrid's delayed read is these kernels on shifted pointers, as on the CPU.
 //
 // Chunked forward, two kernels:
-//   1 prepare (parallel over chunks × heads): γ = cumsum g, A = strict-lower(β e^{γi−γm} KKᵀ),
-//     T = (I + A)⁻¹ by forward substitution (fp32), W = T diag(βe^γ) K, U = T diag(β) V and the
-//     causal intra-chunk map P = lower(e^{γi−γm} QKᵀ), all chunk-local matmuls on tensor cores
-//     (wmma bf16 → fp32).
+//   1 prepare (parallel over chunks × heads, 256 threads): γ = cumsum g, A = strict-lower(β e^{γi−γm}
+//     KKᵀ), T = (I + A)⁻¹ (fp32: 16×16 diagonal blocks by forward substitution, then block rows),
+//     W = T diag(βe^γ) K, U = T diag(β) V and P = lower(e^{γi−γm} QKᵀ) (wmma bf16 → fp32).
 //   2 state pass (sequential over chunks, parallel over heads × value-column slices: the columns
-//     of S evolve independently): ũ = U − W S, o = diag(e^γ) Q S + P ũ,
-//     S ← e^{γ_last} S + Kᵀ diag(e^{γ_last−γ}) ũ, with the next chunk's tiles prefetched
-//     (cp.async, two stages) while the current one computes.
+//     of S evolve independently). One warp per 16 value columns holds Sᵀ in mma.sync registers
+//     (fp32); ũ = U − W S, o = diag(e^γ) Q S + P ũ, S ← e^{γ_last} S + Kᵀ diag(e^{γ_last−γ}) ũ
+//     run without leaving registers; W, Q, K, P, U tiles stream through shared memory (cp.async,
+//     2–3 stages, one barrier per chunk).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -35,7 +35,8 @@ size_t gated_delta_forward_workspace_bytes(int N, int H, int D, bool checkpoints
 
 // o (N, H, D) bf16. state_init (H, D, D) fp32 or null (zero); state_final (H, D, D) fp32 or null.
 // checkpoints (H, ⌈N/64⌉, D, D) fp32 or null: the state entering each chunk.
-// value_block: value columns per state-pass block (16, 32 or 64; 0 picks the default).
+// value_block: value columns per state-pass block (16, 32, 64, or 128 when D = 128; 0 picks 64
+// for D = 128, 32 for D = 64).
 Status gated_delta_chunked_forward(bf16* o, float* state_final, const float* state_init,
                                    const bf16* q, const bf16* k, const bf16* v, const float* g,
                                    const float* beta, int N, int H, int G, int D, void* workspace,
