@@ -192,13 +192,7 @@ Result<AnalysisResult> analysis_run(const Model& teacher, const std::vector<Stud
           }
       }
       for (size_t s = 0; s < students.size(); ++s) {
-        mixers::MixerInputs in;
-        in.T = T;
-        in.x = io.x.data();
-        in.q = io.q.data();
-        in.k = io.k.data();
-        in.v = io.v.data();
-        in.inv_freq = teacher.inv_freq.data();
+        const mixers::MixerInputs in = io.inputs(T, teacher.inv_freq.data());
         students[s].mixers[l]->forward(in, y.data());
         std::fill(error.begin(), error.end(), 0.0);
         std::fill(reference.begin(), reference.end(), 0.0);

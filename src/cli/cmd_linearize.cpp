@@ -114,6 +114,20 @@ Result<LinearizeSettings> parse_settings(const Args& args, const ModelConfig& co
   return s;
 }
 
+// The attention-transfer schedule: warmup 5% of the steps (at most 100), a resume checkpoint
+// every 10%. GOLINEAR_STOP_AFTER_STEPS=N stops after N steps as an interruption would (tests).
+train::TrainOptions transfer_options(const LinearizeSettings& s) {
+  train::TrainOptions options;
+  options.steps = s.steps;
+  options.batch = s.batch;
+  options.lr = s.lr;
+  options.warmup = std::max(1L, std::min(100L, s.steps / 20));
+  options.checkpoint_every = std::max(1L, s.steps / 10);
+  options.resume = s.resume;
+  if (const char* stop = std::getenv("GOLINEAR_STOP_AFTER_STEPS")) options.stop_after = std::atol(stop);
+  return options;
+}
+
 // Layers kept as softmax attention: `listed`, plus K more chosen by the teacher's hardness on
 // the first sequences of the training data (docs/ANALYZE.md) or evenly spaced.
 struct FullLayers {
@@ -217,14 +231,7 @@ int run_sweep(const std::vector<SweepRecipe>& recipes, const LinearizeSettings& 
     stacks.push_back(&entries[i].students);
     states.push_back(dir + "/transfer_state.safetensors");
   }
-  train::TrainOptions options;
-  options.steps = s.steps;
-  options.batch = s.batch;
-  options.lr = s.lr;
-  options.warmup = std::max(1L, std::min(100L, s.steps / 20));
-  options.checkpoint_every = std::max(1L, s.steps / 10);
-  options.resume = s.resume;
-  if (const char* stop = std::getenv("GOLINEAR_STOP_AFTER_STEPS")) options.stop_after = std::atol(stop);
+  train::TrainOptions options = transfer_options(s);
   auto reports = train::attention_transfer_many(model, stacks, data, options, states);
   if (!reports.ok()) return fail(reports.error());
   if ((*reports)[0].steps_done < s.steps) {
@@ -318,15 +325,8 @@ int cmd_linearize(const Argv& argv) {
   if (!students.ok()) return fail(students.error());
 
   if (Status st = checkpoint_copy_base(s.base, partial); !st.ok()) return fail(st.error());
-  train::TrainOptions options;
-  options.steps = s.steps;
-  options.batch = s.batch;
-  options.lr = s.lr;
-  options.warmup = std::max(1L, std::min(100L, s.steps / 20));
-  options.checkpoint_every = std::max(1L, s.steps / 10);
+  train::TrainOptions options = transfer_options(s);
   options.state_path = partial + "/transfer_state.safetensors";
-  options.resume = s.resume;
-  if (const char* stop = std::getenv("GOLINEAR_STOP_AFTER_STEPS")) options.stop_after = std::atol(stop);
   const std::string transfer_report_path = partial + "/transfer_report.json";
   Json transfer = Json::object();
   bool transfer_finished_before = false;

@@ -756,6 +756,19 @@ class HybridCache final : public MixerCache {
       n += v->capacity();
     return n * sizeof(float);
   }
+  // Every member is a value (no pointers into other members): a member-wise copy is deep.
+  std::unique_ptr<MixerCache> clone() const override {
+    auto c = std::make_unique<HybridCache>();
+    c->position = position;
+    using Member = std::vector<float> HybridCache::*;
+    for (Member m : {&HybridCache::conv_q, &HybridCache::conv_k, &HybridCache::conv_v,
+                     &HybridCache::sink_k, &HybridCache::sink_v, &HybridCache::ring_k,
+                     &HybridCache::ring_v, &HybridCache::ring_kf, &HybridCache::ring_vf,
+                     &HybridCache::ring_g, &HybridCache::ring_beta, &HybridCache::state,
+                     &HybridCache::gather_k, &HybridCache::gather_v})
+      (*c).*m = copy_with_capacity(this->*m);
+    return c;
+  }
   std::vector<float> conv_q, conv_k, conv_v;  // (3, H·D), (3, G·D), (3, G·D): last raw inputs
   std::vector<float> sink_k, sink_v;          // (s, G, D): RoPE'd k̃, ṽ of the sinks
   std::vector<float> ring_k, ring_v;          // (w, G, D): RoPE'd k̃, ṽ of the window

@@ -56,8 +56,20 @@ class MixerCache {
  public:
   virtual ~MixerCache() = default;
   virtual size_t bytes() const = 0;  // memory held now
+  // A deep copy: the copy and the original then continue independently (scoring several
+  // continuations of one shared prefix). The copy holds as many bytes() as the original.
+  virtual std::unique_ptr<MixerCache> clone() const = 0;
   long position = 0;                 // tokens processed so far
 };
+
+// A copy of `v` holding the same capacity (so that bytes() of a cloned cache is the original's).
+template <class T>
+std::vector<T> copy_with_capacity(const std::vector<T>& v) {
+  std::vector<T> out;
+  out.reserve(v.capacity());
+  out.assign(v.begin(), v.end());
+  return out;
+}
 
 class Mixer {
  public:

@@ -14,6 +14,13 @@ namespace {
 class SoftmaxCache final : public MixerCache {
  public:
   size_t bytes() const override { return (k.capacity() + v.capacity()) * sizeof(float); }
+  std::unique_ptr<MixerCache> clone() const override {
+    auto c = std::make_unique<SoftmaxCache>();
+    c->k = copy_with_capacity(k);
+    c->v = copy_with_capacity(v);
+    c->position = position;
+    return c;
+  }
   std::vector<float> k, v;
 };
 

@@ -80,6 +80,14 @@ size_t SequenceCache::bytes() const {
   return total;
 }
 
+SequenceCache SequenceCache::clone() const {
+  SequenceCache copy;
+  copy.layers.reserve(layers.size());
+  for (const auto& layer : layers) copy.layers.push_back(layer->clone());
+  copy.position = position;
+  return copy;
+}
+
 SequenceCache model_new_cache(const Model& model) {
   SequenceCache cache;
   for (const auto& mixer : model.mixers) cache.layers.push_back(mixer->make_cache());

@@ -66,6 +66,17 @@ struct ForwardTrace {
     std::vector<float> k;  // (T, G, D)
     std::vector<float> v;  // (T, G, D)
     std::vector<float> y;  // (T, H, D)
+    // The recorded inputs as a mixer takes them (T tokens from position 0).
+    mixers::MixerInputs inputs(int T, const float* inv_freq) const {
+      mixers::MixerInputs in;
+      in.T = T;
+      in.x = x.data();
+      in.q = q.data();
+      in.k = k.data();
+      in.v = v.data();
+      in.inv_freq = inv_freq;
+      return in;
+    }
   };
   bool capture_mixer_io = false;
   std::vector<Layer> layers;
@@ -91,6 +102,9 @@ struct SequenceCache {
   std::vector<std::unique_ptr<mixers::MixerCache>> layers;
   long position = 0;
   size_t bytes() const;
+  // A deep copy (every layer's cache cloned): continue it and the original independently, e.g.
+  // to score several continuations after one shared prefix.
+  SequenceCache clone() const;
 };
 
 SequenceCache model_new_cache(const Model& model);

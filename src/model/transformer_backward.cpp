@@ -48,13 +48,7 @@ void model_backward(const Model& model, int T, const ForwardTrace& trace, const 
     std::fill(dq.begin(), dq.end(), 0.0f);
     std::fill(dk.begin(), dk.end(), 0.0f);
     std::fill(dv.begin(), dv.end(), 0.0f);
-    mixers::MixerInputs in;
-    in.T = T;
-    in.x = io.x.data();
-    in.q = io.q.data();
-    in.k = io.k.data();
-    in.v = io.v.data();
-    in.inv_freq = model.inv_freq.data();
+    const mixers::MixerInputs in = io.inputs(T, model.inv_freq.data());
     model.mixers[l]->backward(in, dy.data(), {dxn.data(), dq.data(), dk.data(), dv.data()});
     if (!w.q_norm.empty()) {  // Qwen3: per-head RMSNorm of q and k
       std::fill(draw.begin(), draw.begin() + TQ, 0.0f);

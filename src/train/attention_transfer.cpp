@@ -139,13 +139,7 @@ Result<std::vector<TrainReport>> attention_transfer_many(
       for (size_t i = 0; i < jobs.size(); ++i) {
         const auto [r, l] = jobs[i];
         const ForwardTrace::Layer& io = trace.layers[l];
-        mixers::MixerInputs in;
-        in.T = T;
-        in.x = io.x.data();
-        in.q = io.q.data();
-        in.k = io.k.data();
-        in.v = io.v.data();
-        in.inv_freq = teacher.inv_freq.data();
+        const mixers::MixerInputs in = io.inputs(T, teacher.inv_freq.data());
         std::vector<float> y((long)T * H * D), dy((long)T * H * D);
         (*stacks[r])[l]->forward(in, y.data());
         step_nmse[r][l] += nmse_loss(y.data(), io.y.data(), (long)y.size(), dy.data());
