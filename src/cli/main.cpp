@@ -24,7 +24,7 @@ commands:
                                   --linear-rope --keep-full-layers LIST --keep-full K
                                   --select hard|uniform --tokens N|--steps N --seq-len T --batch B
                                   --lr LR --seed S --stage transfer|e2e|both --e2e-tokens N
-                                  --e2e-lr LR --device cpu --resume]
+                                  --e2e-lr LR --sweep RECIPES.json --device cpu --resume]
   eval ppl MODEL --input FILE     perplexity  [--seq-len N --limit WINDOWS --json]
   eval TASK MODEL --data FILE     lambada, piqa, arc_easy, arc_challenge, hellaswag, winogrande
                                   scored as lm-evaluation-harness  [--limit N --json

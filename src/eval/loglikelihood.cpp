@@ -52,9 +52,11 @@ struct ModelInput {
 }  // namespace
 
 Result<std::vector<LoglikelihoodResult>> loglikelihood_score_requests(
-    const Model& model, const std::vector<TokenizedRequest>& requests, int max_length) {
+    const Model& model, const std::vector<TokenizedRequest>& requests, int max_length,
+    bool share_prefix) {
   const int V = model.config.vocab_size;
   std::vector<ModelInput> inputs(requests.size());
+  bool truncated = false;
   for (size_t r = 0; r < requests.size(); ++r) {
     const TokenizedRequest& request = requests[r];
     const long n = (long)request.continuation_ids.size();
@@ -64,7 +66,10 @@ Result<std::vector<LoglikelihoodResult>> loglikelihood_score_requests(
                         " positions");
     std::vector<int32_t> full = request.context_ids;
     full.insert(full.end(), request.continuation_ids.begin(), request.continuation_ids.end());
-    if ((long)full.size() > max_length + 1) full.erase(full.begin(), full.end() - (max_length + 1));
+    if ((long)full.size() > max_length + 1) {
+      full.erase(full.begin(), full.end() - (max_length + 1));
+      truncated = true;
+    }
     full.pop_back();
     inputs[r].first_row = (int)(full.size() - n);
     inputs[r].ids = std::move(full);
@@ -74,32 +79,66 @@ Result<std::vector<LoglikelihoodResult>> loglikelihood_score_requests(
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return inputs[a].ids.size() > inputs[b].ids.size(); });
-  std::vector<LoglikelihoodResult> results(requests.size());
-  std::vector<bool> done(requests.size(), false);
-  std::vector<float> head_logits(V), rows;
+  struct Group {
+    size_t leader;
+    std::vector<size_t> members;
+    int first_row;  // first row any member needs
+  };
+  std::vector<Group> groups;
+  std::vector<bool> grouped(requests.size(), false);
   for (size_t leader : order) {
-    if (done[leader]) continue;
+    if (grouped[leader]) continue;
     const std::vector<int32_t>& ids = inputs[leader].ids;
-    std::vector<size_t> group;
-    int first_row = inputs[leader].first_row;
+    Group group{leader, {}, inputs[leader].first_row};
     for (size_t r : order) {
       const std::vector<int32_t>& other = inputs[r].ids;
-      if (done[r] || other.size() > ids.size() || !std::equal(other.begin(), other.end(), ids.begin()))
+      if (grouped[r] || other.size() > ids.size() || !std::equal(other.begin(), other.end(), ids.begin()))
         continue;
-      group.push_back(r);
-      first_row = std::min(first_row, inputs[r].first_row);
+      group.members.push_back(r);
+      group.first_row = std::min(group.first_row, inputs[r].first_row);
+      grouped[r] = true;
     }
-    const int T = (int)ids.size();
-    SequenceCache cache = model_new_cache(model);
-    if (first_row > 0)
-      model_forward_cached(model, cache, ids.data(), first_row, head_logits.data(), /*last_only=*/true);
+    groups.push_back(std::move(group));
+  }
+  // The prefix every group's forward shares: all of the input before the first row any of them
+  // needs. Shared only when that is every group's first row (the requests of one context), so
+  // that each forward makes exactly the calls of the reference path: a shorter shared prefix
+  // would split the prefill elsewhere and change the results in the last bits.
+  int shared = 0;
+  std::vector<float> head_logits(V), rows;
+  SequenceCache prefix = model_new_cache(model);
+  if (share_prefix && !truncated && groups.size() > 1) {
+    const std::vector<int32_t>& first = inputs[groups[0].leader].ids;
+    shared = groups[0].first_row;
+    for (const Group& group : groups) {
+      const std::vector<int32_t>& ids = inputs[group.leader].ids;
+      shared = std::min(shared, group.first_row);
+      shared = (int)(std::mismatch(first.begin(), first.begin() + std::max(shared, 0), ids.begin()).first -
+                     first.begin());
+    }
+    shared = std::max(shared, 0);
+    for (const Group& group : groups)
+      if (group.first_row != shared) shared = 0;
+    if (shared > 0)
+      model_forward_cached(model, prefix, first.data(), shared, head_logits.data(), /*last_only=*/true);
+  }
+  std::vector<LoglikelihoodResult> results(requests.size());
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const Group& group = groups[g];
+    const std::vector<int32_t>& ids = inputs[group.leader].ids;
+    const int T = (int)ids.size(), first_row = group.first_row;
+    SequenceCache cache = shared == 0            ? model_new_cache(model)
+                          : g + 1 < groups.size() ? prefix.clone()
+                                                  : std::move(prefix);
+    if (first_row > shared)
+      model_forward_cached(model, cache, ids.data() + shared, first_row - shared,
+                           head_logits.data(), /*last_only=*/true);
     rows.resize((long)(T - first_row) * V);
     model_forward_cached(model, cache, ids.data() + first_row, T - first_row, rows.data(),
                          /*last_only=*/false);
-    for (size_t r : group) {
+    for (size_t r : group.members) {
       const float* own_rows = rows.data() + (long)(inputs[r].first_row - first_row) * V;
       results[r] = continuation_loglikelihood(own_rows, V, requests[r].continuation_ids);
-      done[r] = true;
     }
   }
   return results;

@@ -45,7 +45,16 @@ LoglikelihoodResult continuation_loglikelihood(const float* rows, int V,
 // only the logit rows of continuations are computed (the rest of the input goes through the
 // per-sequence cache with last-row logits). Inputs longer than max_length are cut on the left
 // as lm-eval does; a continuation of max_length tokens or more is an error.
+//
+// With `share_prefix`, the remaining forwards of requests with one context (e.g. the choices of
+// a multiple-choice question) also share that context: all of it but its last token runs once
+// into a per-sequence cache, and each forward continues from a clone of that cache
+// (SequenceCache::clone; cheap for the constant-memory cache of a linearized model) with the
+// last context token and its continuation. Every forward makes exactly the calls it makes
+// without sharing, so the results are bit-identical. Requests whose contexts differ (winogrande)
+// and documents with a left-truncated input are scored without prefix sharing.
 Result<std::vector<LoglikelihoodResult>> loglikelihood_score_requests(
-    const Model& model, const std::vector<TokenizedRequest>& requests, int max_length);
+    const Model& model, const std::vector<TokenizedRequest>& requests, int max_length,
+    bool share_prefix = true);
 
 }  // namespace golinear::eval

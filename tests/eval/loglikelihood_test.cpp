@@ -2,9 +2,13 @@
 // tiny logits, and against a plain full forward on the random-weight fixtures.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 
 #include "eval/loglikelihood.h"
+#include "model/linearization.h"
 
 namespace golinear::eval {
 namespace {
@@ -96,6 +100,88 @@ TEST_P(ScoreRequestsTest, SharedAndSeparateForwardsMatchAFullForward) {
   EXPECT_NEAR((*truncated)[0].ll, reference_score(**model, {{230, 4001}, {12, 999}}).ll, 1e-4);
   // A continuation longer than the model's positions is an error.
   EXPECT_FALSE(loglikelihood_score_requests(**model, {{{0}, {1, 2, 3, 4}}}, 3).ok());
+}
+
+// The shared-prefix path (one context forward, a cache clone per choice) against the reference
+// path (a forward per choice): bit-identical for the choices of one context; contexts that only
+// begin alike and left truncation fall back to the reference (bit-identical too).
+void expect_sharing_matches_reference(const Model& model, const std::vector<TokenizedRequest>& requests,
+                                      int max_length) {
+  auto shared = loglikelihood_score_requests(model, requests, max_length, /*share_prefix=*/true);
+  auto reference = loglikelihood_score_requests(model, requests, max_length, /*share_prefix=*/false);
+  ASSERT_TRUE(shared.ok()) << shared.error();
+  ASSERT_TRUE(reference.ok()) << reference.error();
+  for (size_t r = 0; r < requests.size(); ++r) {
+    EXPECT_EQ((*shared)[r].ll, (*reference)[r].ll) << "request " << r;
+    EXPECT_EQ((*shared)[r].is_greedy, (*reference)[r].is_greedy) << "request " << r;
+    LoglikelihoodResult full = reference_score(model, requests[r]);
+    if (max_length >= 4096) {
+      EXPECT_NEAR((*shared)[r].ll, full.ll, 1e-4) << "request " << r;
+    }
+  }
+}
+
+// Multiple choice: one context, choices of different lengths (one a prefix of another, one a
+// single token); winogrande-like: contexts that share a beginning and one continuation.
+const std::vector<TokenizedRequest> kChoices = {
+    {{0, 17, 230, 4001, 52, 9}, {12, 999, 5}},
+    {{0, 17, 230, 4001, 52, 9}, {12, 999}},
+    {{0, 17, 230, 4001, 52, 9}, {77}},
+    {{0, 17, 230, 4001, 52, 9}, {3000, 4, 18, 640}},
+};
+const std::vector<TokenizedRequest> kPartialContexts = {
+    {{0, 17, 230, 4001, 52}, {12, 999, 5}},
+    {{0, 17, 230, 88, 1000, 2}, {12, 999, 5}},
+    {{0, 17, 31}, {12, 999, 5}},
+};
+
+TEST_P(ScoreRequestsTest, SharedPrefixEqualsSeparateForwards) {
+  auto model = model_load(kFixtures + GetParam());
+  ASSERT_TRUE(model.ok()) << model.error();
+  expect_sharing_matches_reference(**model, kChoices, 4096);
+  expect_sharing_matches_reference(**model, kPartialContexts, 4096);
+  expect_sharing_matches_reference(**model, kChoices, 6);  // truncated
+}
+
+// The same on a linearized model (hybrid GDN and GLA layers, one softmax layer kept).
+TEST_P(ScoreRequestsTest, SharedPrefixEqualsSeparateForwardsLinearized) {
+  auto model = model_load(kFixtures + GetParam());
+  ASSERT_TRUE(model.ok()) << model.error();
+  for (mixers::MixerKind kind : {mixers::MixerKind::gdn, mixers::MixerKind::gla}) {
+    mixers::MixerOptions options;
+    options.kind = kind, options.sinks = 1, options.window = 2;
+    auto stack = linearized_mixers(**model, options, /*keep_full=*/{0}, 3);
+    ASSERT_TRUE(stack.ok()) << stack.error();
+    (*model)->mixers = std::move(*stack);
+    expect_sharing_matches_reference(**model, kChoices, 4096);
+    expect_sharing_matches_reference(**model, kPartialContexts, 4096);
+  }
+}
+
+// Wall time of one hellaswag-shaped document (a 96-token context, four 24-token endings) with
+// and without prefix sharing on the bundled model, or on GOLINEAR_TIMING_MODEL (e.g. a
+// linearized student). Run by hand: --gtest_also_run_disabled_tests.
+TEST(ScoreRequestsTiming, DISABLED_SharedPrefixVersusSeparateForwards) {
+  const char* dir = std::getenv("GOLINEAR_TIMING_MODEL");
+  auto model = model_load(dir ? dir : std::string(GOLINEAR_MODEL_DIR) + "/tiny-llama3-25m");
+  ASSERT_TRUE(model.ok()) << model.error();
+  const int V = (*model)->config.vocab_size;
+  std::vector<int32_t> context(96);
+  for (int t = 0; t < 96; ++t) context[t] = (t * 7919 + 3) % V;
+  std::vector<TokenizedRequest> requests;
+  for (int c = 0; c < 4; ++c) {
+    std::vector<int32_t> ending(24);
+    for (int t = 0; t < 24; ++t) ending[t] = (t * 104729 + 31 * c + 11) % V;
+    requests.push_back({context, ending});
+  }
+  for (bool share : {false, true, false, true}) {
+    const auto start = std::chrono::steady_clock::now();
+    constexpr int kRepeats = 5;
+    for (int i = 0; i < kRepeats; ++i)
+      ASSERT_TRUE(loglikelihood_score_requests(**model, requests, 4096, share).ok());
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    std::printf("share_prefix=%d: %.1f ms per document\n", share, ms / kRepeats);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, ScoreRequestsTest,

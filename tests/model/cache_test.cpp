@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "io/safetensors.h"
+#include "model/linearization.h"
 #include "model/transformer.h"
 
 namespace golinear {
@@ -43,6 +44,51 @@ TEST_P(CacheTest, CachedLogitsInPiecesEqualFullForward) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, CacheTest,
                          ::testing::Values(kFixtures + "random-llama", kFixtures + "random-qwen2",
                                            kFixtures + "random-qwen3"));
+
+// A clone of a SequenceCache after a shared prefix: the clone fed B and the original fed C give
+// the logits of full forwards over A+B and A+C (teacher, and a linearized hybrid with one layer
+// kept full).
+class CacheCloneTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CacheCloneTest, CloneAndOriginalMatchFullForwards) {
+  auto model = load(kFixtures + "random-llama");
+  ASSERT_TRUE(model);
+  if (GetParam() != "teacher") {
+    mixers::MixerOptions options;
+    auto kind = mixers::mixer_kind_parse(GetParam());
+    ASSERT_TRUE(kind.ok());
+    options.kind = *kind, options.sinks = 2, options.window = 3;
+    auto stack = linearized_mixers(*model, options, /*keep_full=*/{1}, 5);
+    ASSERT_TRUE(stack.ok()) << stack.error();
+    model->mixers = std::move(*stack);
+  }
+  const int V = model->config.vocab_size, A = 17, nb = 6, nc = 9;
+  std::vector<int32_t> ab(A + nb), ac(A + nc);
+  for (int t = 0; t < A + nb; ++t) ab[t] = (t * 7919 + 3) % V;
+  for (int t = 0; t < A + nc; ++t) ac[t] = t < A ? ab[t] : (t * 104729 + 11) % V;
+  std::vector<float> full_b((long)(A + nb) * V), full_c((long)(A + nc) * V);
+  model_forward(*model, ab.data(), A + nb, full_b.data());
+  model_forward(*model, ac.data(), A + nc, full_c.data());
+
+  SequenceCache original = model_new_cache(*model);
+  std::vector<float> last(V);
+  model_forward_cached(*model, original, ab.data(), A, last.data(), /*last_only=*/true);
+  SequenceCache copy = original.clone();
+  EXPECT_EQ(copy.position, A);
+  EXPECT_EQ(copy.bytes(), original.bytes());
+  ASSERT_EQ(copy.layers.size(), original.layers.size());
+  std::vector<float> rows_c((long)nc * V), rows_b((long)nb * V);
+  model_forward_cached(*model, original, ac.data() + A, nc, rows_c.data(), /*last_only=*/false);
+  model_forward_cached(*model, copy, ab.data() + A, nb, rows_b.data(), /*last_only=*/false);
+  for (long i = 0; i < (long)nb * V; ++i)
+    ASSERT_NEAR(rows_b[i], full_b[(long)A * V + i], 1e-4f) << "clone, token " << A + i / V;
+  for (long i = 0; i < (long)nc * V; ++i)
+    ASSERT_NEAR(rows_c[i], full_c[(long)A * V + i], 1e-4f) << "original, token " << A + i / V;
+  EXPECT_EQ(copy.position, A + nb);
+  EXPECT_EQ(original.position, A + nc);
+}
+
+INSTANTIATE_TEST_SUITE_P(Mixers, CacheCloneTest, ::testing::Values("teacher", "gdn", "hedgehog"));
 
 // A checkpoint whose weights lack a tensor or hold one of the wrong shape is refused with the
 // tensor's name.
