@@ -72,6 +72,17 @@ TEST(BackboneBackward, LinearMatchesReferenceAndFiniteDifferences) {
   expect_gradient(b, f, r, db, "dbias");
 }
 
+TEST(BackboneBackward, FewRowLinearMatchesReference) {
+  for (int T : {1, 3}) {
+    const int K = 37, N = 19;  // K not a multiple of 8: the tail loop runs
+    auto x = random_vector(T * K, 21), w = random_vector(N * K, 22), b = random_vector(N, 23);
+    std::vector<float> fast(T * N), ref(T * N);
+    linear_forward(fast.data(), x.data(), w.data(), b.data(), T, K, N);
+    linear_forward_reference(ref.data(), x.data(), w.data(), b.data(), T, K, N);
+    for (int i = 0; i < T * N; ++i) EXPECT_NEAR(fast[i], ref[i], 1e-5) << "T=" << T;
+  }
+}
+
 TEST(BackboneBackward, RmsNormMatchesFiniteDifferences) {
   const int N = 3, C = 8;
   auto x = random_vector(N * C, 5), w = random_vector(C, 6), r = random_vector(N * C, 7);

@@ -4,8 +4,32 @@
 
 namespace golinear::kernels::cpu {
 
+// A few rows (decode): a matrix-vector product, memory-bound, split over the output rows with
+// OpenMP. OpenBLAS would start its own threads for it and fight the OpenMP team for the cores.
+static void linear_forward_few_rows(float* out, const float* x, const float* w, const float* bias,
+                                    int T, int K, int N) {
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < N; ++n) {
+    const float* wr = w + (long)n * K;
+    for (int t = 0; t < T; ++t) {
+      const float* xr = x + (long)t * K;
+      float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};  // 8 partial sums: the loop vectorizes
+      int k = 0;
+      for (; k + 8 <= K; k += 8)
+        for (int j = 0; j < 8; ++j) acc[j] += xr[k + j] * wr[k + j];
+      float sum = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+      for (; k < K; ++k) sum += xr[k] * wr[k];
+      out[(long)t * N + n] = sum + (bias ? bias[n] : 0.0f);
+    }
+  }
+}
+
 void linear_forward(float* out, const float* x, const float* w, const float* bias, int T, int K,
                     int N) {
+  if (T <= 4) {
+    linear_forward_few_rows(out, x, w, bias, T, K, N);
+    return;
+  }
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, N, K, 1.0f, x, K, w, K, 0.0f, out, N);
   if (bias) {
     for (int t = 0; t < T; ++t)
