@@ -27,6 +27,18 @@ void normalize_rows(std::vector<S>& v, int D) {
   }
 }
 
+// Normalized MSE of a against the reference b: Σ(a − b)² / Σb².
+template <class A, class B>
+double nmse(const A& a, const B& b) {
+  double err = 0, ref = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double d = (double)a[i] - (double)b[i];
+    err += d * d;
+    ref += (double)b[i] * b[i];
+  }
+  return err / std::max(ref, 1e-30);
+}
+
 template <class A, class B>
 double max_abs_diff(const A& a, const B& b) {
   double m = 0;

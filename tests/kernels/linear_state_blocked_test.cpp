@@ -18,20 +18,10 @@ namespace {
 using test::max_abs;
 using test::max_abs_diff;
 using test::random_vector;
+using test::nmse;
 
 constexpr double kNmseTolerance = 1e-9;
 constexpr double kMaxAbsTolerance = 2e-5;
-
-template <class A, class B>
-double nmse(const A& a, const B& b) {
-  double err = 0, ref = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    const double d = (double)a[i] - (double)b[i];
-    err += d * d;
-    ref += (double)b[i] * b[i];
-  }
-  return err / std::max(ref, 1e-30);
-}
 
 template <class A, class B>
 void expect_close(const A& fast, const B& ref, const char* what, int N) {

@@ -14,19 +14,10 @@
 namespace golinear::mixers {
 namespace {
 
+using test::nmse;
+
 const AttentionShape kShape{32, 4, 2, 16};
 constexpr int kT = 300;
-
-template <class A, class B>
-double nmse(const A& a, const B& b) {
-  double err = 0, ref = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    const double d = (double)a[i] - (double)b[i];
-    err += d * d;
-    ref += (double)b[i] * b[i];
-  }
-  return err / std::max(ref, 1e-30);
-}
 
 template <class A, class B>
 void expect_close(const A& fast, const B& ref, const std::string& what) {

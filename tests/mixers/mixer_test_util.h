@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/kernel_test_util.h"
 #include "mixers/hybrid_mixer.h"
 #include "mixers/mixer_factory.h"
 
@@ -98,18 +99,8 @@ struct DoubleParameters {
   }
 };
 
-template <class A, class B>
-double max_abs_diff(const A& a, const B& b) {
-  double m = 0;
-  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs((double)a[i] - (double)b[i]));
-  return m;
-}
-
-template <class A>
-double max_abs(const A& a) {
-  double m = 0;
-  for (auto x : a) m = std::max(m, std::abs((double)x));
-  return m;
-}
+using kernels::test::max_abs;
+using kernels::test::max_abs_diff;
+using kernels::test::nmse;
 
 }  // namespace golinear::mixers::test
