@@ -2,7 +2,9 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "common/file.h"
 #include "io/checkpoint.h"
+#include "model/linearization.h"
 
 namespace golinear::cli {
 
@@ -36,6 +38,16 @@ int cmd_info(const Argv& argv) {
       {"kv_cache_bytes_per_token_fp32",
        2L * c.num_layers * c.num_kv_heads * c.head_dim * 4},
   };
+  // A linearized checkpoint: its recipe, the mixer of every layer and its new parameters.
+  const std::string recipe_path = dir + "/linearization.json";
+  if (file_exists(recipe_path)) {
+    auto json = json_read_file(recipe_path);
+    if (!json.ok()) return fail(json.error());
+    auto recipe = linearization_recipe_parse(*json, c, recipe_path);
+    if (!recipe.ok()) return fail(recipe.error());
+    info["linearization"] = {{"recipe", (*json)["recipe"]}, {"layers", recipe->layer_mixers},
+                             {"training", recipe->training}};
+  }
   std::printf("%s\n", info.dump(2).c_str());
   return 0;
 }

@@ -172,6 +172,11 @@ TEST_F(Cli, LinearizeWritesACheckpointThatLoadsAndResumes) {
   auto ja = golinear::Json::parse(prefill.out), jb = golinear::Json::parse(decode.out);
   for (size_t i = 0; i < ja["logprobs"].size(); ++i)
     EXPECT_NEAR(ja["logprobs"][i].get<double>(), jb["logprobs"][i].get<double>(), 1e-4);
+  CliRun info = run("info " + out);
+  ASSERT_EQ(info.status, 0) << info.err;
+  auto described = golinear::Json::parse(info.out);
+  EXPECT_EQ(described["linearization"]["recipe"]["mixer"], "gdn");
+  EXPECT_EQ(described["linearization"]["layers"].size(), 2u);
   CliRun ppl = run("eval ppl " + out + " --input " + data + " --seq-len 32 --json");
   ASSERT_EQ(ppl.status, 0) << ppl.err;
   EXPECT_GT(golinear::Json::parse(ppl.out)["ppl"].get<double>(), 1.0);
