@@ -1,3 +1,5 @@
+#include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <sstream>
@@ -181,8 +183,12 @@ Result<std::vector<SweepRecipe>> parse_sweep(const std::string& path, const Line
     const std::string what = str_cat(path, ": recipe ", i + 1);
     SweepRecipe r;
     GL_ASSIGN_OR_RETURN(r.name, json_get<std::string>(row, "name", what));
-    if (r.name.empty() || r.name.find('/') != std::string::npos || r.name[0] == '.')
-      return make_error(what, ": name must be a plain directory name");
+    const bool plain = !r.name.empty() && r.name[0] != '.' &&
+                       std::all_of(r.name.begin(), r.name.end(), [](unsigned char c) {
+                         return std::isalnum(c) || c == '-' || c == '_' || c == '.';
+                       });
+    if (!plain)
+      return make_error(what, ": name must be a plain directory name (letters, digits, '-', '_', '.')");
     for (const SweepRecipe& other : recipes)
       if (other.name == r.name) return make_error(what, ": name '", r.name, "' is used twice");
     GL_ASSIGN_OR_RETURN(std::string kind, json_get_or<std::string>(row, "mixer", mixers::to_string(s.mixer.kind), what));
@@ -195,7 +201,7 @@ Result<std::vector<SweepRecipe>> parse_sweep(const std::string& path, const Line
     GL_ASSIGN_OR_RETURN(r.options.linear_rope, json_get_or<bool>(row, "linear_rope", s.mixer.linear_rope, what));
     if (Status st = mixers::mixer_options_validate(r.options); !st.ok()) return make_error(what, ": ", st.error());
     GL_ASSIGN_OR_RETURN(r.keep_full_layers, json_get_or<std::vector<int>>(row, "keep_full_layers", s.keep_full, what));
-    GL_ASSIGN_OR_RETURN(r.keep_full, json_get_or<int>(row, "keep_full", 0, what));
+    GL_ASSIGN_OR_RETURN(r.keep_full, json_get_or<int>(row, "keep_full", s.keep_full_count, what));
     GL_ASSIGN_OR_RETURN(r.select, json_get_or<std::string>(row, "select", s.select, what));
     if (r.select != "hard" && r.select != "uniform") return make_error(what, ": select must be hard or uniform");
     if (r.keep_full < 0 || r.keep_full > num_layers) return make_error(what, ": keep_full must be in [0, ", num_layers, "]");
@@ -254,7 +260,8 @@ int run_sweep(const std::vector<SweepRecipe>& recipes, const LinearizeSettings& 
                        {"keep_full_selection", entries[i].full.selection}};
     const std::string dir = partial + "/" + recipes[i].name;
     if (Status st = linearization_save(model, recipe, dir); !st.ok()) return fail(st.error());
-    fs::remove(dir + "/transfer_state.safetensors");
+    std::error_code ignored;
+    fs::remove(dir + "/transfer_state.safetensors", ignored);
     summary.push_back({{"name", recipes[i].name}, {"transfer", transfer}});
   }
   model.mixers = std::move(teacher_mixers);
@@ -293,8 +300,9 @@ int cmd_linearize(const Argv& argv) {
   // The run works in OUT.partial and renames it to OUT only when everything is written, so an
   // interrupted run never leaves a directory that looks complete.
   const std::string partial = s.out + ".partial";
-  if (fs::exists(s.out)) return fail(s.out + ": already exists; choose another --out");
-  if (fs::exists(partial) && !s.resume)
+  std::error_code ec;
+  if (fs::exists(s.out, ec)) return fail(s.out + ": already exists; choose another --out");
+  if (fs::exists(partial, ec) && !s.resume)
     return fail(partial + ": an interrupted run is there; pass --resume to continue it or delete it");
 
   auto loaded = load_model_and_tokenizer(s.base);
@@ -316,11 +324,11 @@ int cmd_linearize(const Argv& argv) {
     std::fprintf(stderr, "golinear linearize: %s holds %ld sequences of %d tokens; %ld steps × %d "
                  "will revisit them\n", s.data.c_str(), data->size(), s.seq_len, s.steps, s.batch);
 
+  if (!sweep.empty()) return run_sweep(sweep, s, model, *data, partial, args->get("sweep"));
   auto keep = choose_full_layers(model, *data, s.keep_full, s.keep_full_count, s.select);
   if (!keep.ok()) return fail(keep.error());
   const std::vector<int>& keep_full = keep->layers;
   const Json& selection = keep->selection;
-  if (!sweep.empty()) return run_sweep(sweep, s, model, *data, partial, args->get("sweep"));
   auto students = linearized_mixers(model, s.mixer, keep_full, s.seed);
   if (!students.ok()) return fail(students.error());
 
@@ -377,8 +385,8 @@ int cmd_linearize(const Argv& argv) {
                      {"transfer", transfer}, {"e2e", e2e}, {"keep_full_selection", selection}};
   if (Status st = linearization_save(model, recipe, partial); !st.ok()) return fail(st.error());
   for (const char* name : {"transfer_state.safetensors", "e2e_state.safetensors", "transfer_report.json"})
-    fs::remove(partial + "/" + name);
-  std::error_code ec;
+    fs::remove(partial + "/" + name, ec);
+  ec.clear();
   fs::rename(partial, s.out, ec);
   if (ec) return fail(s.out + ": cannot move the finished run into place (" + ec.message() + ")");
   Json summary = {{"out", s.out}, {"transfer", transfer}, {"e2e", e2e}};

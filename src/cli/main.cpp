@@ -1,5 +1,6 @@
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <string>
 
 #include "cli/commands.h"
@@ -45,7 +46,19 @@ The bundled default model is models/tiny-llama3-25m.
 
 }  // namespace
 
+static int run_command(int argc, char** argv);
+
+// The library reports errors as Results; anything thrown past a command (out of memory, a
+// filesystem error) still ends as one line and a non-zero exit, never as std::terminate.
 int main(int argc, char** argv) {
+  try {
+    return run_command(argc, argv);
+  } catch (const std::exception& e) {
+    return golinear::cli::fail(std::string("internal error: ") + e.what());
+  }
+}
+
+static int run_command(int argc, char** argv) {
   using namespace golinear::cli;
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h")) {
     std::fputs(kUsage, argc < 2 ? stderr : stdout);

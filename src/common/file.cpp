@@ -42,6 +42,13 @@ Status file_write_atomic(const std::string& path, const std::string& bytes) {
     std::remove(tmp.c_str());
     return make_error(path, ": cannot rename into place (", std::strerror(errno), ")");
   }
+  // Make the rename itself durable.
+  const size_t slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+  if (int fd = ::open(dir.c_str(), O_RDONLY); fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
   return ok_status();
 }
 

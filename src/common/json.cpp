@@ -9,7 +9,8 @@ Result<Json> json_parse(const std::string& text, const std::string& what) {
   if (parsed.is_discarded()) {
     // Re-parse with exceptions only to obtain the position of the fault for the message.
     try {
-      (void)Json::parse(text);
+      Json reparsed = Json::parse(text);  // throws with the position of the fault
+      (void)reparsed;
     } catch (const Json::parse_error& e) {
       return make_error(what, ": malformed JSON (", e.what(), ")");
     }

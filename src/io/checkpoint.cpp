@@ -97,8 +97,11 @@ Status checkpoint_copy_base(const std::string& src, const std::string& dst) {
     if (!wanted || !entry.is_regular_file()) continue;
     const fs::path target = fs::path(dst) / name;
     fs::remove(target, ec);
-    fs::create_hard_link(entry.path(), target, ec);
-    if (ec) {
+    ec.clear();
+    // Weights are hard-linked (they are large and never written in place); the small JSON files
+    // are copied, so editing the output can never change the base checkpoint.
+    if (entry.path().extension() == ".safetensors") fs::create_hard_link(entry.path(), target, ec);
+    if (entry.path().extension() != ".safetensors" || ec) {
       ec.clear();
       fs::copy_file(entry.path(), target, fs::copy_options::overwrite_existing, ec);
       if (ec) return make_error(target.string(), ": cannot copy (", ec.message(), ")");

@@ -35,7 +35,8 @@ class CheckpointWeights {
 namespace golinear {
 
 // Copies the files of a base checkpoint (config, tokenizer, generation config, weights and their
-// shard index) from `src` into `dst`, hard-linking when both sit on one filesystem.
+// shard index) from `src` into `dst`: the safetensors hard-linked when both sit on one
+// filesystem, the small JSON files copied.
 Status checkpoint_copy_base(const std::string& src, const std::string& dst);
 
 }  // namespace golinear

@@ -137,6 +137,11 @@ Result<ModelConfig> model_config_parse(const Json& json, const std::string& what
       return make_error(what, ": field 'eos_token_id' must be an integer or a list of integers");
     }
   }
+  if (c.bos_token_id >= c.vocab_size || c.bos_token_id < -1)
+    return make_error(what, ": bos_token_id ", c.bos_token_id, " is outside the vocabulary [0, ", c.vocab_size, ")");
+  for (int id : c.eos_token_ids)
+    if (id < 0 || id >= c.vocab_size)
+      return make_error(what, ": eos_token_id ", id, " is outside the vocabulary [0, ", c.vocab_size, ")");
   GL_ASSIGN_OR_RETURN(c.dtype, json_get_or<std::string>(json, "torch_dtype", "", what));
   if (c.dtype.empty()) {
     GL_ASSIGN_OR_RETURN(c.dtype, json_get_or<std::string>(json, "dtype", "float32", what));

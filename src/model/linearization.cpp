@@ -80,6 +80,7 @@ Result<LinearizationRecipe> linearization_recipe_parse(const Json& json, const M
   if (version != kVersion)
     return make_error(what, ": linearization version ", version, " is not supported (expected ", kVersion, ")");
   GL_ASSIGN_OR_RETURN(Json base, json_get<Json>(json, "base", what));
+  if (!base.is_object()) return make_error(what, ": field 'base' must be an object");
   const Json expected = base_shape_json(config);
   for (const auto& [key, value] : expected.items()) {
     if (!base.contains(key) || base[key] != value)
@@ -98,7 +99,8 @@ Result<LinearizationRecipe> linearization_recipe_parse(const Json& json, const M
   GL_ASSIGN_OR_RETURN(recipe.options.window, json_get<int>(r, "window", rwhat));
   GL_ASSIGN_OR_RETURN(recipe.options.conv, json_get<bool>(r, "conv", rwhat));
   GL_ASSIGN_OR_RETURN(recipe.options.linear_rope, json_get<bool>(r, "linear_rope", rwhat));
-  GL_TRY(mixers::mixer_options_validate(recipe.options));
+  if (Status st = mixers::mixer_options_validate(recipe.options); !st.ok())
+    return make_error(rwhat, ": ", st.error());
   GL_ASSIGN_OR_RETURN(recipe.layer_mixers, json_get<std::vector<std::string>>(json, "layers", what));
   if ((int)recipe.layer_mixers.size() != config.num_layers)
     return make_error(what, ": lists ", recipe.layer_mixers.size(), " layers, the model has ",

@@ -66,8 +66,16 @@ Result<long> train_state_load(const std::string& path, MixerStack& students, Ada
   const auto& meta = file->metadata();
   if (!meta.count("step") || !meta.count("adam_t"))
     return make_error(path, ": resume state lacks its step");
-  optimizer.steps_taken() = std::stol(meta.at("adam_t"));
-  return std::stol(meta.at("step"));
+  auto parse_count = [&](const std::string& key) -> Result<long> {
+    const std::string& text = meta.at(key);
+    char* end = nullptr;
+    const long value = std::strtol(text.c_str(), &end, 10);
+    if (text.empty() || *end != '\0' || value < 0)
+      return make_error(path, ": resume state has an invalid ", key, " '", text, "'");
+    return value;
+  };
+  GL_ASSIGN_OR_RETURN(optimizer.steps_taken(), parse_count("adam_t"));
+  return parse_count("step");
 }
 
 Result<TrainReport> attention_transfer(const Model& teacher, MixerStack& students,
@@ -107,6 +115,8 @@ Result<std::vector<TrainReport>> attention_transfer_many(
     long resumed = 0;
     if (options.resume && !state_paths[r].empty() && file_exists(state_paths[r])) {
       GL_ASSIGN_OR_RETURN(resumed, train_state_load(state_paths[r], *stacks[r], *optimizers[r]));
+      if (resumed > options.steps)
+        return make_error(state_paths[r], ": resume state is at step ", resumed, " of a ", options.steps, "-step run");
     }
     if (start >= 0 && resumed != start)
       return make_error(state_paths[r], ": resume states of the recipes are at different steps");

@@ -47,6 +47,8 @@ Result<TrainReport> distill_end_to_end(Model& model, MixerStack& students, const
   long start = 0;
   if (options.resume && file_exists(options.state_path)) {
     GL_ASSIGN_OR_RETURN(start, train_state_load(options.state_path, students, optimizer));
+    if (start > options.steps)
+      return make_error(options.state_path, ": resume state is at step ", start, " of a ", options.steps, "-step run");
   }
   TrainReport report;
   report.steps_done = start;

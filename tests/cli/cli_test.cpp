@@ -127,6 +127,29 @@ TEST_F(Cli, BadInputGetsOneClearLine) {
   expect_one_line_error(run("score " + kLlama + " --input " + write("nofield.jsonl", "{\"txt\": 1}\n")), "expected a field \"text\" or \"ids\"");
   expect_one_line_error(run("info " + (dir_ / "nowhere").string()), "config.json");
   expect_one_line_error(run("score " + kLlama + " --input in.jsonl --mode sideways"), "--mode must be prefill or decode");
+  expect_one_line_error(run("score " + kLlama + " --input " + write("float.jsonl", "{\"ids\": [1.7, 2]}\n")), "must hold integers");
+  expect_one_line_error(run("score " + kLlama + " --input " + write("huge.jsonl", "{\"ids\": [1e20]}\n")), "must hold integers");
+}
+
+TEST_F(Cli, OutOfVocabularySpecialTokensAndBadRecipesAreRefused) {
+  std::string config = slurp(kLlama + "/config.json");
+  auto json = golinear::Json::parse(config);
+  json["eos_token_id"] = 100000;
+  expect_one_line_error(run("info " + broken_checkpoint("config.json", json.dump())), "eos_token_id 100000 is outside the vocabulary");
+  fs::remove_all(dir_ / "ckpt");
+  std::string data = write("data.jsonl", "{\"text\": \"" + std::string(200, 'c') + " words.\"}\n");
+  const std::string common = "linearize " + kLlama + " --data " + data + " --steps 1 --seq-len 32 --stage transfer";
+  expect_one_line_error(run(common + " --sweep " + write("nul.json", R"([{"name": "a b\u0000"}])") + " --out " + (dir_ / "s").string()), "plain directory name");
+  expect_one_line_error(run(common + " --sweep " + write("f.json", R"([{"name": "x", "sinks": 2.9}])") + " --out " + (dir_ / "s").string()), "'sinks' must be an integer");
+  // A linearization.json with a non-integer field is refused when loaded.
+  const std::string out = (dir_ / "lin").string();
+  ASSERT_EQ(run(common + " --out " + out).status, 0);
+  auto recipe = golinear::Json::parse(slurp(out + "/linearization.json"));
+  recipe["recipe"]["window"] = 5.5;
+  std::ofstream(out + "/linearization.json", std::ios::trunc) << recipe.dump();
+  expect_one_line_error(run("score " + out + " --input " + write("i.jsonl", "{\"ids\": [0, 1]}\n")), "'window' must be an integer");
+  // The base checkpoint is never written through the output's links.
+  EXPECT_EQ(slurp(kLlama + "/config.json"), config);
 }
 
 TEST_F(Cli, BrokenCheckpointFilesAreNamed) {
@@ -169,7 +192,10 @@ TEST_F(Cli, LinearizeWritesACheckpointThatLoadsAndResumes) {
   CliRun prefill = run("score " + out + " --input " + input);
   CliRun decode = run("score " + out + " --input " + input + " --mode decode");
   ASSERT_EQ(prefill.status, 0) << prefill.err;
+  ASSERT_EQ(decode.status, 0) << decode.err;
   auto ja = golinear::Json::parse(prefill.out), jb = golinear::Json::parse(decode.out);
+  ASSERT_GT(ja["logprobs"].size(), 10u);
+  ASSERT_EQ(ja["logprobs"].size(), jb["logprobs"].size());
   for (size_t i = 0; i < ja["logprobs"].size(); ++i)
     EXPECT_NEAR(ja["logprobs"][i].get<double>(), jb["logprobs"][i].get<double>(), 1e-4);
   CliRun info = run("info " + out);

@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <optional>
 #include <string>
 
 #include "io/safetensors.h"
@@ -25,26 +26,34 @@ struct Reference {
   std::vector<std::vector<float>> hidden;
 };
 
-Reference read_reference(const std::string& path) {
+// Reads the fixture's reference tensors; a missing tensor or an unexpected dtype fails the test.
+std::optional<Reference> read_reference(const std::string& path) {
   auto file = SafetensorsFile::open(path);
-  EXPECT_TRUE(file.ok()) << file.error();
+  if (!file.ok()) {
+    ADD_FAILURE() << file.error();
+    return std::nullopt;
+  }
   Reference ref;
   const TensorView* ids = (*file)->find("input_ids");
+  const TensorView* logits = (*file)->find("logits_tail");
+  if (!ids || !logits || ids->dtype != DType::I64 || ids->shape.size() != 2 || logits->shape.size() != 3) {
+    ADD_FAILURE() << path << ": input_ids (I64, [B, T]) or logits_tail ([B, n, V]) missing";
+    return std::nullopt;
+  }
   ref.ids_shape = ids->shape;
   for (int64_t i = 0; i < ids->numel(); ++i) {
     int64_t value;
     std::memcpy(&value, ids->data + 8 * i, 8);
     ref.ids.push_back((int32_t)value);
   }
-  const TensorView* logits = (*file)->find("logits_tail");
   ref.logits_shape = logits->shape;
   ref.logits_tail.resize(logits->numel());
-  EXPECT_TRUE(tensor_to_f32(*logits, ref.logits_tail.data(), path).ok());
+  if (!tensor_to_f32(*logits, ref.logits_tail.data(), path).ok()) return std::nullopt;
   for (int l = 0;; ++l) {
     const TensorView* hidden = (*file)->find(str_cat("hidden.", l));
     if (!hidden) break;
     ref.hidden.emplace_back(hidden->numel());
-    EXPECT_TRUE(tensor_to_f32(*hidden, ref.hidden.back().data(), path).ok());
+    if (!tensor_to_f32(*hidden, ref.hidden.back().data(), path).ok()) return std::nullopt;
   }
   return ref;
 }
@@ -70,7 +79,9 @@ void check_parity(const std::string& model_dir, const std::string& reference_pat
   auto model = model_load(model_dir);
   ASSERT_TRUE(model.ok()) << model.error();
   const Model& m = **model;
-  Reference ref = read_reference(reference_path);
+  std::optional<Reference> read = read_reference(reference_path);
+  ASSERT_TRUE(read.has_value());
+  const Reference& ref = *read;
   const int B = (int)ref.ids_shape[0], T = (int)ref.ids_shape[1];
   const int tail = (int)ref.logits_shape[1], V = (int)ref.logits_shape[2];
   ASSERT_EQ(V, m.config.vocab_size);
