@@ -1,4 +1,5 @@
 #include "eval/likelihood_tasks.h"
+#include "eval/text_util.h"
 
 #include <map>
 #include <utf8proc.h>
@@ -77,14 +78,6 @@ LikelihoodDocument choice_document(const std::string& context, std::vector<std::
   doc.choices = std::move(choices);
   doc.label = label;
   return doc;
-}
-
-std::string replace_all(std::string text, const std::string& from, const std::string& to) {
-  std::string out;
-  size_t begin = 0;
-  for (size_t at; (at = text.find(from, begin)) != std::string::npos; begin = at + from.size())
-    out.append(text, begin, at - begin).append(to);
-  return out.append(text, begin, std::string::npos);
 }
 
 }  // namespace

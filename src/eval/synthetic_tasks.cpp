@@ -5,6 +5,7 @@
 #include <set>
 
 #include "eval/wordlist.h"
+#include "eval/text_util.h"
 
 namespace golinear::eval {
 
@@ -12,14 +13,6 @@ const char* const kNoiseHaystack =
     "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again.";
 
 namespace {
-
-std::string replace_all(std::string text, const std::string& from, const std::string& to) {
-  std::string out;
-  size_t begin = 0;
-  for (size_t at; (at = text.find(from, begin)) != std::string::npos; begin = at + from.size())
-    out.append(text, begin, at - begin).append(to);
-  return out.append(text, begin, std::string::npos);
-}
 
 std::string join(const std::vector<std::string>& parts, const std::string& separator) {
   std::string out;

@@ -42,20 +42,7 @@ MixerOptions options_of(const GradientCase& c) {
 // |analytic − numeric| ≤ 1e-7 + 1e-5·|g| leaves a wide margin either way.
 double worst_ratio(std::vector<double>& x, const std::vector<double>& analytic,
                    const std::function<double()>& loss) {
-  const double eps = 1e-6;
-  double worst = 0;
-  for (size_t i = 0; i < x.size(); ++i) {
-    const double saved = x[i];
-    x[i] = saved + eps;
-    const double up = loss();
-    x[i] = saved - eps;
-    const double down = loss();
-    x[i] = saved;
-    const double numeric = (up - down) / (2 * eps);
-    const double tol = 1e-7 + 1e-5 * std::max(std::abs(numeric), std::abs(analytic[i]));
-    worst = std::max(worst, std::abs(numeric - analytic[i]) / tol);
-  }
-  return worst;
+  return kernels::test::finite_difference_ratio(x, analytic, loss, 1e-6, 1e-7, 1e-5);
 }
 
 class HybridGradients : public ::testing::TestWithParam<GradientCase> {};
