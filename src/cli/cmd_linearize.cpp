@@ -50,6 +50,7 @@ struct LinearizeSettings {
   std::string stage = "both";
   long e2e_steps = 0;
   float e2e_lr = 1e-3f;
+  std::string init;               // --init DIR: start from the new parameters of a linearized DIR
 };
 
 Result<LinearizeSettings> parse_settings(const Args& args, const ModelConfig& config) {
@@ -110,6 +111,14 @@ Result<LinearizeSettings> parse_settings(const Args& args, const ModelConfig& co
   if (s.stage == "e2e") s.steps = 0;
   GL_ASSIGN_OR_RETURN(double e2e_lr, args.get_double("e2e-lr", 1e-3, 1e-8, 1.0));
   s.e2e_lr = (float)e2e_lr;
+  s.init = args.get("init");
+  if (!s.init.empty() && !file_exists(s.init + "/linearization.json"))
+    return make_error("golinear linearize: --init ", s.init, ": not a linearized checkpoint (no linearization.json)");
+  if (!s.init.empty())
+    for (const char* recipe_option : {"mixer", "mix", "sinks", "window", "conv", "no-conv", "linear-rope",
+                                      "keep-full-layers", "keep-full", "select", "sweep"})
+      if (args.has(recipe_option))
+        return make_error("golinear linearize: --init takes the recipe from ", s.init, "; drop --", recipe_option);
   const std::string device = args.get("device", "cpu");
   if (device != "cpu")
     return make_error("golinear linearize: --device ", device, " is not available in this build (cpu only)");
@@ -155,6 +164,33 @@ Result<FullLayers> choose_full_layers(const Model& model, const train::PackedDat
   if (select == "hard") out.selection["hardness"] = hardness;
   std::fprintf(stderr, "golinear linearize: keeping layers %s as softmax attention (%s)\n",
                Json(*chosen).dump().c_str(), select.c_str());
+  return out;
+}
+
+// --init DIR: the students start from the new parameters of a linearized checkpoint DIR of the
+// same base (its recipe and kept layers included), e.g. to add an end-to-end stage or more tokens
+// to a finished run. `model` must hold the teacher's mixers; they are back in place on return.
+struct InitialStudents {
+  MixerStack mixers;
+  mixers::MixerOptions options;
+  Json selection;
+};
+
+Result<InitialStudents> initial_students(Model& model, const std::string& dir) {
+  const std::string json_path = dir + "/linearization.json";
+  GL_ASSIGN_OR_RETURN(Json json, json_read_file(json_path));
+  GL_ASSIGN_OR_RETURN(LinearizationRecipe recipe, linearization_recipe_parse(json, model.config, json_path));
+  InitialStudents out;
+  out.options = recipe.options;
+  out.selection = {{"init", dir}};
+  if (recipe.training.is_object() && recipe.training.contains("keep_full_selection"))
+    out.selection["init_keep_full_selection"] = recipe.training["keep_full_selection"];
+  MixerStack teacher = std::move(model.mixers);
+  Status applied = linearization_apply(model, dir);
+  out.mixers = std::move(model.mixers);
+  model.mixers = std::move(teacher);
+  if (!applied.ok()) return make_error("golinear linearize: --init: ", applied.error());
+  std::fprintf(stderr, "golinear linearize: starting from the new parameters of %s\n", dir.c_str());
   return out;
 }
 
@@ -282,7 +318,7 @@ int cmd_linearize(const Argv& argv) {
                            {"steps", true}, {"seq-len", true}, {"batch", true}, {"lr", true},
                            {"seed", true}, {"device", true}, {"resume", false}, {"stage", true},
                            {"e2e-tokens", true}, {"e2e-lr", true}, {"keep-full", true},
-                           {"select", true}, {"sweep", true}},
+                           {"select", true}, {"sweep", true}, {"init", true}},
                           1, 1);
   if (!args.ok()) return fail(args.error());
   auto config = model_config_read(args->positional()[0] + "/config.json");
@@ -325,12 +361,22 @@ int cmd_linearize(const Argv& argv) {
                  "will revisit them\n", s.data.c_str(), data->size(), s.seq_len, s.steps, s.batch);
 
   if (!sweep.empty()) return run_sweep(sweep, s, model, *data, partial, args->get("sweep"));
-  auto keep = choose_full_layers(model, *data, s.keep_full, s.keep_full_count, s.select);
-  if (!keep.ok()) return fail(keep.error());
-  const std::vector<int>& keep_full = keep->layers;
-  const Json& selection = keep->selection;
-  auto students = linearized_mixers(model, s.mixer, keep_full, s.seed);
-  if (!students.ok()) return fail(students.error());
+  Result<MixerStack> students = make_error("no students");
+  Json selection = Json::object();
+  mixers::MixerOptions mixer_options = s.mixer;
+  if (!s.init.empty()) {
+    auto init = initial_students(model, s.init);
+    if (!init.ok()) return fail(init.error());
+    mixer_options = init->options;
+    selection = init->selection;
+    students = std::move(init->mixers);
+  } else {
+    auto keep = choose_full_layers(model, *data, s.keep_full, s.keep_full_count, s.select);
+    if (!keep.ok()) return fail(keep.error());
+    selection = keep->selection;
+    students = linearized_mixers(model, s.mixer, keep->layers, s.seed);
+    if (!students.ok()) return fail(students.error());
+  }
 
   if (Status st = checkpoint_copy_base(s.base, partial); !st.ok()) return fail(st.error());
   train::TrainOptions options = transfer_options(s);
@@ -379,9 +425,9 @@ int cmd_linearize(const Argv& argv) {
   }
 
   model.mixers = std::move(*students);
-  LinearizationRecipe recipe = linearization_recipe_of(model, s.mixer);
+  LinearizationRecipe recipe = linearization_recipe_of(model, mixer_options);
   recipe.training = {{"stage", s.stage}, {"data", s.data}, {"batch", s.batch},
-                     {"seq_len", s.seq_len}, {"seed", s.seed},
+                     {"seq_len", s.seq_len}, {"seed", s.seed}, {"init", s.init},
                      {"transfer", transfer}, {"e2e", e2e}, {"keep_full_selection", selection}};
   if (Status st = linearization_save(model, recipe, partial); !st.ok()) return fail(st.error());
   for (const char* name : {"transfer_state.safetensors", "e2e_state.safetensors", "transfer_report.json"})

@@ -2,6 +2,8 @@
 // of bad input.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -272,6 +274,48 @@ TEST_F(Cli, SweepTrainsSeveralRecipesAgainstOneTeacher) {
   EXPECT_EQ(run("score " + (dir_ / "sweep" / "pure-gla").string() + " --input " + write("s.jsonl", "{\"text\": \"hi there\"}\n")).status, 0);
   expect_one_line_error(run(common + " --sweep " + write("bad.json", R"([{"name": "x", "mixer": "lstm"}])") + " --out " + (dir_ / "bad").string()), "lstm");
   expect_one_line_error(run(common + " --sweep " + write("dup.json", R"([{"name": "x"}, {"name": "x"}])") + " --out " + (dir_ / "dup").string()), "used twice");
+}
+
+}  // namespace
+
+namespace {
+
+TEST_F(Cli, InitStartsFromALinearizedCheckpoint) {
+  std::string data = write("data.jsonl", [] {
+    std::string s;
+    for (int i = 0; i < 30; ++i) s += "{\"text\": \"Entry " + std::to_string(i) + ": green grass, blue sky, and the number " + std::to_string(i * 3) + ".\"}\n";
+    return s;
+  }());
+  const std::string base = "linearize " + kLlama + " --data " + data + " --seq-len 32 --stage transfer";
+  const std::string first = (dir_ / "first").string();
+  ASSERT_EQ(run(base + " --steps 3 --sinks 2 --window 6 --keep-full-layers 1 --out " + first).status, 0);
+  // One more step at a negligible learning rate: the recipe and the parameters are those of
+  // `first`; a fresh run at the same rate stays at the identity initialisation.
+  const std::string next = (dir_ / "next").string(), fresh = (dir_ / "fresh").string();
+  CliRun r = run(base + " --steps 1 --lr 1e-8 --init " + first + " --out " + next);
+  ASSERT_EQ(r.status, 0) << r.err;
+  ASSERT_EQ(run(base + " --steps 1 --lr 1e-8 --sinks 2 --window 6 --out " + fresh).status, 0);
+  auto recipe = golinear::Json::parse(slurp(next + "/linearization.json"));
+  EXPECT_EQ(recipe["layers"], golinear::Json({"gdn", "softmax"}));
+  EXPECT_EQ(recipe["recipe"]["window"], 6);
+  EXPECT_EQ(recipe["training"]["init"], first);
+  const std::string input = write("in.jsonl", "{\"text\": \"Green grass and a blue sky, entry 12, number 36.\"}\n");
+  auto score = [&](const std::string& dir) {
+    CliRun s = run("score " + dir + " --input " + input);
+    EXPECT_EQ(s.status, 0) << s.err;
+    return golinear::Json::parse(s.out)["logprobs"];
+  };
+  auto a = score(first), b = score(next), c = score(fresh);
+  ASSERT_EQ(a.size(), b.size());
+  double init_gap = 0, fresh_gap = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    init_gap = std::max(init_gap, std::abs(a[i].get<double>() - b[i].get<double>()));
+    fresh_gap = std::max(fresh_gap, std::abs(a[i].get<double>() - c[i].get<double>()));
+  }
+  EXPECT_LT(init_gap, 1e-4);
+  EXPECT_GT(fresh_gap, 1e-3);
+  expect_one_line_error(run(base + " --steps 1 --init " + first + " --mixer gla --out x"), "drop --mixer");
+  expect_one_line_error(run(base + " --steps 1 --init " + kLlama + " --out x"), "not a linearized checkpoint");
 }
 
 }  // namespace

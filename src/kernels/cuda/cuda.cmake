@@ -15,3 +15,20 @@ target_compile_definitions(golinear_cuda PUBLIC GOLINEAR_HAVE_CUDA=1)
 # The mixer table of ANCHORS.md without the rest of the CLI (same code as `golinear bench`).
 add_executable(golinear_bench_cuda ${CMAKE_SOURCE_DIR}/bench/cuda/golinear_bench_cuda.cpp)
 target_link_libraries(golinear_bench_cuda PRIVATE golinear_cuda)
+
+# The GPU parts of the higher boxes of DESIGN.md §8: src/<module>/cuda/*.{cu,cpp} becomes
+# golinear_<module>_cuda on top of golinear_<module> and the kernels (full builds only: the
+# device build has no io/tokenizer dependencies). Each links the GPU boxes below it.
+set(GOLINEAR_CUDA_MODULE_LIBS "")
+foreach(module mixers model train analysis eval runtime)
+  file(GLOB module_cuda_sources CONFIGURE_DEPENDS
+       ${CMAKE_SOURCE_DIR}/src/${module}/cuda/*.cu ${CMAKE_SOURCE_DIR}/src/${module}/cuda/*.cpp)
+  if(module_cuda_sources AND TARGET golinear_${module})
+    add_library(golinear_${module}_cuda STATIC ${module_cuda_sources})
+    target_link_libraries(golinear_${module}_cuda PUBLIC golinear_${module} golinear_cuda
+                          ${GOLINEAR_CUDA_MODULE_LIBS})
+    target_compile_options(golinear_${module}_cuda PRIVATE
+                           $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall --expt-relaxed-constexpr -std=c++20>)
+    list(PREPEND GOLINEAR_CUDA_MODULE_LIBS golinear_${module}_cuda)
+  endif()
+endforeach()
