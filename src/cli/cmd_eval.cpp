@@ -12,6 +12,11 @@
 #include "eval/perplexity.h"
 #include "eval/task_rows.h"
 #include "io/text_data.h"
+#ifdef GOLINEAR_HAVE_CUDA
+#include <cmath>
+
+#include "model/cuda/gpu_model.h"
+#endif
 
 namespace golinear::cli {
 
@@ -22,9 +27,17 @@ constexpr const char* kTasks =
 
 int eval_ppl(const Argv& argv) {
   auto args = Args::parse("eval ppl", argv,
-                          {{"input", true}, {"seq-len", true}, {"limit", true}, {"json", false}}, 1, 1);
+                          {{"input", true}, {"seq-len", true}, {"limit", true}, {"json", false},
+                           {"device", true}},
+                          1, 1);
   if (!args.ok()) return fail(args.error());
   if (!args->has("input")) return fail("golinear eval ppl: --input FILE is required");
+  const std::string device = args->get("device", "cpu");
+  if (device != "cpu" && device != "cuda")
+    return fail("golinear eval ppl: --device must be cpu or cuda, got '" + device + "'");
+#ifndef GOLINEAR_HAVE_CUDA
+  if (device == "cuda") return fail("golinear eval ppl: --device cuda needs the CUDA build");
+#endif
   auto config = model_config_read(args->positional()[0] + "/config.json");
   if (!config.ok()) return fail(config.error());
   auto seq_len = args->get_int("seq-len", std::min(2048, config->max_position_embeddings), 2,
@@ -41,7 +54,37 @@ int eval_ppl(const Argv& argv) {
   if (model.config.eos_token_ids.empty()) return fail("golinear eval ppl: the model defines no EOS token");
   auto stream = eval::eval_token_stream(*documents, loaded->tokenizer, model.config.eos_token_ids[0]);
   if (*limit > 0 && (long)stream.size() > *limit * (*seq_len - 1)) stream.resize(*limit * (*seq_len - 1));
-  auto result = eval::perplexity(model, stream, bos, (int)*seq_len, true);
+  Result<eval::PerplexityResult> result = make_error("eval ppl: not run");
+#ifdef GOLINEAR_HAVE_CUDA
+  if (device == "cuda") {  // eval::perplexity's windows, the forward on the GPU (bf16)
+    auto gpu = cuda::gpu_model_upload(model);
+    if (!gpu.ok()) return fail(gpu.error());
+    if (stream.empty()) return fail("perplexity: no tokens to evaluate");
+    if (bos < 0) return fail("perplexity: the model defines no BOS token");
+    const int V = model.config.vocab_size;
+    const long body = *seq_len - 1;
+    eval::PerplexityResult r;
+    r.windows = ((long)stream.size() + body - 1) / body;
+    double nll = 0;
+    std::vector<int32_t> window;
+    std::vector<float> logits;
+    for (long w = 0; w < r.windows; ++w) {
+      const long begin = w * body, end = std::min((long)stream.size(), begin + body);
+      window.assign(1, bos);
+      window.insert(window.end(), stream.begin() + begin, stream.begin() + end);
+      const int T = (int)window.size();
+      logits.resize((long)T * V);
+      if (Status st = (*gpu)->forward(window.data(), T, logits.data(), false); !st.ok())
+        return fail(st.error());
+      for (float lp : logprobs_of_next_tokens(logits.data(), window.data(), T, V)) nll -= lp;
+      r.tokens += T - 1;
+    }
+    r.mean_nll = nll / r.tokens;
+    r.ppl = std::exp(r.mean_nll);
+    result = r;
+  }
+#endif
+  if (device == "cpu") result = eval::perplexity(model, stream, bos, (int)*seq_len, true);
   if (!result.ok()) return fail(result.error());
   if (args->has("json")) {
     Json out = {{"ppl", result->ppl}, {"tokens", result->tokens}, {"windows", result->windows},

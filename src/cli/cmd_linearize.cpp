@@ -14,6 +14,10 @@
 #include "model/linearization.h"
 #include "train/attention_transfer.h"
 #include "train/distillation.h"
+#if GOLINEAR_HAVE_CUDA
+#include "mixers/cuda/gpu_hybrid_layer.h"
+#include "train/cuda/gpu_attention_transfer.h"
+#endif
 
 namespace golinear::cli {
 
@@ -51,6 +55,7 @@ struct LinearizeSettings {
   long e2e_steps = 0;
   float e2e_lr = 1e-3f;
   std::string init;               // --init DIR: start from the new parameters of a linearized DIR
+  std::string device = "cpu";     // --device cpu | cuda (attention transfer on the GPU)
 };
 
 Result<LinearizeSettings> parse_settings(const Args& args, const ModelConfig& config) {
@@ -119,9 +124,28 @@ Result<LinearizeSettings> parse_settings(const Args& args, const ModelConfig& co
                                       "keep-full-layers", "keep-full", "select", "sweep"})
       if (args.has(recipe_option))
         return make_error("golinear linearize: --init takes the recipe from ", s.init, "; drop --", recipe_option);
-  const std::string device = args.get("device", "cpu");
-  if (device != "cpu")
-    return make_error("golinear linearize: --device ", device, " is not available in this build (cpu only)");
+  s.device = args.get("device", "cpu");
+#if GOLINEAR_HAVE_CUDA
+  if (s.device != "cpu" && s.device != "cuda")
+    return make_error("golinear linearize: --device must be cpu or cuda, got '", s.device, "'");
+  if (s.device == "cuda") {
+    // The GPU trains the attention-transfer stage only: the end-to-end stage has no GPU path yet.
+    // Without --stage, the run is transfer only; an explicit e2e stage is refused (run it on the
+    // CPU afterwards: --init DIR --stage e2e).
+    if (args.has("stage") && s.stage != "transfer")
+      return make_error("golinear linearize: --device cuda trains the attention-transfer stage only (no GPU "
+                        "end-to-end stage yet); use --stage transfer, then --init OUT --stage e2e on the CPU");
+    if (args.has("sweep")) return make_error("golinear linearize: --sweep runs on the CPU only; drop --device cuda");
+    if (s.init.empty())
+      if (Status st = mixers::cuda::gpu_hybrid_check_recipe(s.mixer, {config.hidden_size, config.num_heads, config.num_kv_heads, config.head_dim}); !st.ok())
+        return make_error("golinear linearize --device cuda: ", st.error());
+    s.stage = "transfer";
+    s.e2e_steps = 0;
+  }
+#else
+  if (s.device != "cpu")
+    return make_error("golinear linearize: --device ", s.device, " is not available in this build (cpu only)");
+#endif
   return s;
 }
 
@@ -137,6 +161,18 @@ train::TrainOptions transfer_options(const LinearizeSettings& s) {
   options.resume = s.resume;
   if (const char* stop = std::getenv("GOLINEAR_STOP_AFTER_STEPS")) options.stop_after = std::atol(stop);
   return options;
+}
+
+// --device cuda: attention transfer on the GPU (train/cuda), the teacher on the GPU too.
+Result<train::TrainReport> transfer_on_gpu(const Model& model, MixerStack& students,
+                                          const train::PackedDataset& data,
+                                          const train::TrainOptions& options) {
+#if GOLINEAR_HAVE_CUDA
+  GL_ASSIGN_OR_RETURN(train::cuda::GpuTeacher teacher, train::cuda::gpu_teacher_from_model(model));
+  return train::cuda::gpu_attention_transfer(teacher, model, students, data, options);
+#else
+  return make_error("golinear linearize: --device cuda is not available in this build (cpu only)");
+#endif
 }
 
 // Layers kept as softmax attention: `listed`, plus K more chosen by the teacher's hardness on
@@ -391,7 +427,8 @@ int cmd_linearize(const Argv& argv) {
       transfer = *saved;
       transfer_finished_before = true;
     }
-    auto report = train::attention_transfer(model, *students, *data, options);
+    auto report = s.device == "cuda" ? transfer_on_gpu(model, *students, *data, options)
+                                     : train::attention_transfer(model, *students, *data, options);
     if (!report.ok()) return fail(report.error());
     if (report->steps_done < s.steps) {
       std::fprintf(stderr, "golinear linearize: stopped after step %ld of %ld; resume with --resume\n",
@@ -401,7 +438,7 @@ int cmd_linearize(const Argv& argv) {
     if (!transfer_finished_before) {
       transfer = {{"steps", s.steps}, {"tokens", s.steps * s.batch * (long)s.seq_len},
                   {"lr", s.lr}, {"final_nmse", report->final_loss},
-                  {"layer_nmse", report->layer_nmse}, {"tokens_per_s", report->tokens_per_s}};
+                  {"layer_nmse", report->layer_nmse}, {"tokens_per_s", report->tokens_per_s}, {"device", s.device}};
       if (Status st = file_write_atomic(transfer_report_path, transfer.dump()); !st.ok()) return fail(st.error());
     }
   }

@@ -4,6 +4,9 @@
 #include "cli/commands.h"
 #include "cli/loading.h"
 #include "io/jsonl.h"
+#ifdef GOLINEAR_HAVE_CUDA
+#include "model/cuda/gpu_model.h"
+#endif
 
 namespace golinear::cli {
 
@@ -33,12 +36,18 @@ Result<std::vector<int32_t>> row_ids(const Json& row, const Tokenizer& tokenizer
 }  // namespace
 
 int cmd_score(const Argv& argv) {
-  auto args = Args::parse("score", argv, {{"input", true}, {"mode", true}}, 1, 1);
+  auto args = Args::parse("score", argv, {{"input", true}, {"mode", true}, {"device", true}}, 1, 1);
   if (!args.ok()) return fail(args.error());
   if (!args->has("input")) return fail("golinear score: --input FILE.jsonl is required");
   const std::string mode = args->get("mode", "prefill");
   if (mode != "prefill" && mode != "decode")
     return fail("golinear score: --mode must be prefill or decode, got '" + mode + "'");
+  const std::string device = args->get("device", "cpu");
+  if (device != "cpu" && device != "cuda")
+    return fail("golinear score: --device must be cpu or cuda, got '" + device + "'");
+#ifndef GOLINEAR_HAVE_CUDA
+  if (device == "cuda") return fail("golinear score: --device cuda needs the CUDA build");
+#endif
   const std::string input = args->get("input");
   auto rows = jsonl_read(input);
   if (!rows.ok()) return fail(rows.error());
@@ -53,9 +62,38 @@ int cmd_score(const Argv& argv) {
     if (!ids.ok()) return fail(ids.error());
     all_ids.push_back(std::move(*ids));
   }
+#ifdef GOLINEAR_HAVE_CUDA
+  std::unique_ptr<cuda::GpuModel> gpu;
+  if (device == "cuda") {
+    auto uploaded = cuda::gpu_model_upload(model);
+    if (!uploaded.ok()) return fail(uploaded.error());
+    gpu = std::move(*uploaded);
+  }
+#endif
   for (const auto& ids : all_ids) {
     const int T = (int)ids.size();
     std::vector<float> logprobs;
+#ifdef GOLINEAR_HAVE_CUDA
+    if (gpu) {  // bf16 weights and activations on the GPU (model/cuda/gpu_model.h)
+      std::vector<float> logits(mode == "prefill" ? (long)T * V : V);
+      if (mode == "prefill") {
+        if (Status st = gpu->forward(ids.data(), T, logits.data(), false); !st.ok())
+          return fail(st.error());
+        logprobs = logprobs_of_next_tokens(logits.data(), ids.data(), T, V);
+      } else {
+        auto cache = cuda::GpuSequenceCache::create(*gpu, T);
+        if (!cache.ok()) return fail(cache.error());
+        for (int t = 0; t + 1 < T; ++t) {
+          if (Status st = cuda::gpu_decode(*gpu, **cache, ids[t], logits.data(), nullptr); !st.ok())
+            return fail(st.error());
+          logprobs.push_back(log_softmax_at(logits.data(), V, ids[t + 1]));
+        }
+      }
+      Json out = {{"ids", ids}, {"logprobs", logprobs}};
+      std::printf("%s\n", out.dump().c_str());
+      continue;
+    }
+#endif
     if (mode == "prefill") {
       std::vector<float> logits((long)T * V);
       model_forward(model, ids.data(), T, logits.data());

@@ -17,7 +17,7 @@ commands:
   generate MODEL --prompt TEXT    stream a continuation  [--max-new-tokens N --temperature T
                                   --top-p P --seed S]
   score MODEL --input FILE        {"text"} or {"ids"} lines → {"ids", "logprobs"} lines
-                                  [--mode prefill|decode]
+                                  [--mode prefill|decode --device cpu|cuda]
   linearize MODEL --data FILE --out DIR
                                   replace attention by a linear mixer: attention transfer, then
                                   end-to-end distillation  [--mixer gdn|gla|kgla|hedgehog|none
@@ -26,15 +26,19 @@ commands:
                                   --select hard|uniform --tokens N|--steps N --seq-len T --batch B
                                   --lr LR --seed S --stage transfer|e2e|both --e2e-tokens N
                                   --e2e-lr LR --sweep RECIPES.json --device cpu --resume]
-  eval ppl MODEL --input FILE     perplexity  [--seq-len N --limit WINDOWS --json]
+  eval ppl MODEL --input FILE     perplexity  [--seq-len N --limit WINDOWS --json --device cpu|cuda]
   eval TASK MODEL --data FILE     lambada, piqa, arc_easy, arc_challenge, hellaswag, winogrande
                                   scored as lm-evaluation-harness  [--limit N --json
                                   --log-samples FILE --no-bos-legacy]; mmlu also --dev FILE
   eval niah MODEL --variant 1|2|3 --length T   S-NIAH  [--depths LIST --samples N --haystack F]
   eval ruler MODEL --length T     RULER-style synthetic tasks  [--subtask NAME --samples N]
   eval make-cloze --input FILE --out FILE   a LAMBADA-format cloze set from JSONL text
-  bench                           mixer prefill/decode timings on the GPU (CUDA build)  [--json
-                                  --seq 2048,... --contexts 4096,... --repeats N]
+  bench                           mixer prefill/decode timings on the GPU (CUDA build)  [--mixers
+                                  --json --seq 2048,... --contexts 4096,... --repeats N]
+  bench --config FILE.json | --model DIR
+                                  whole-model prefill/decode tokens/s and GPU memory against
+                                  context, linearized vs full attention  [--contexts 4096,...
+                                  --variants hybrid,full --json --json-file F]; bench --help
   analyze MODEL --data FILE --out DIR
                                   diagnostics per layer, head and position (key concentration,
                                   projection residual, sink mass, hardness), NMSE of students;

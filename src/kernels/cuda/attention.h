@@ -2,8 +2,11 @@
 // (same semantics as kernels/cpu/attention.h: window < 0 is full causal attention, otherwise query
 // t sees E_t = {j < sinks} ∪ {t − window < j ≤ t}).
 //
-// Forward: flash-style (64 queries × 64 keys tiles on tensor cores, online softmax in fp32),
-// visiting only the key blocks the mask allows, so the sink + window branch costs O(T·(s+w)).
+// Forward: flash-style (64 queries × 64 keys tiles, mma.sync on tensor cores with scores and
+// accumulators in registers, online softmax in fp32), visiting only the key blocks (and, per warp,
+// the 16-key sub-blocks) the mask allows, so the sink + window branch costs O(T·(s+w)).
+// Backward: deterministic, no atomics: one kernel for dq (query-parallel), one for dk, dv
+// (key-parallel, summing the group's heads), sink keys split over query chunks and reduced in order.
 // Decode: one query per head over a KV cache, split over the keys and combined (flash decoding).
 #pragma once
 
@@ -22,6 +25,14 @@ struct AttentionMaskSpec {
 // lse (T, H) fp32 or null receives the log-sum-exp of each row (for a backward).
 Status attention_forward(bf16* y, float* lse, const bf16* q, const bf16* k, const bf16* v, int T,
                          int H, int G, int D, AttentionMaskSpec mask, cudaStream_t stream);
+
+// The hybrid's exact branch with its mix gate fused into the epilogue: y (T, H, D) bf16 holds
+// y_lin on entry for rows t ≥ lin_from (rows before are not read: y_lin = 0 there) and leaves
+// with (1 − λ) · attn + λ · y_lin, λ = lambda (T, H) fp32; attn rounded to bf16 before the mix
+// (the arithmetic of the unfused exact branch → mix gate). In place, row by row.
+Status attention_forward_mixed(bf16* y, const float* lambda, int lin_from, const bf16* q,
+                               const bf16* k, const bf16* v, int T, int H, int G, int D,
+                               AttentionMaskSpec mask, cudaStream_t stream);
 
 // INTERFACE CONTRACT (declared before its implementation; mixers/cuda's hybrid backward calls it):
 // backward of attention_forward with the same mask. dy (T, H, D) fp32 is the gradient of y; y and

@@ -49,17 +49,34 @@ Status gated_delta_recurrent_forward(bf16* o, float* state, const bf16* q, const
                                      const bf16* v, const float* g, const float* beta, int N,
                                      int H, int G, int D, cudaStream_t stream);
 
-// Bytes of scratch gated_delta_backward needs: the forward's chunk checkpoints plus 64
-// recomputed states per head.
+// Bytes of scratch gated_delta_backward needs: the forward's scratch, T = (I + A)⁻¹ per chunk,
+// the state entering every chunk (room for fp32), the gradient of the state leaving every chunk
+// (bf16), dŨ per chunk (bf16) and the recomputed output: about (N/64)·D²·6 + N·D·10 bytes per
+// head.
 size_t gated_delta_backward_workspace_bytes(int N, int H, int D);
 
 // Gradients of Σ dout·o for the forward from a zero state, all fp32 and WRITTEN (=):
 // dq (N, H, D); dk, dv (N, G, D) (summed over the query heads of each group); dg, dbeta (N, H).
-// Runs the chunked forward for the checkpoints, then sweeps each 64-token segment backwards
-// from its recomputed states (one block per head, the state in registers).
+// Chunked (the WY form of cpu::gated_delta_blocked_backward), three steps:
+//   1 the chunked forward (kernels 1, 2), keeping the state entering each chunk and T;
+//   2 reverse state pass (kernel 3; sequential over chunks from the end, parallel over heads ×
+//     value-column slices, dS in mma registers as kernel 2 holds S): per chunk it writes dS (the
+//     gradient of the state leaving the chunk) and dŨ = Pᵀ dO + K̄ dS, then
+//     dS ← e^{γ_last} dS + Qᵀ diag(e^γ) dO − Wᵀ dŨ;
+//   3 chunk-parallel gradients (kernel 4; grid chunks × kv heads, wmma bf16 → fp32, every product
+//     of the CPU's per-chunk backward): dq, dg, dβ per query head; dk, dv summed over the group's
+//     query heads in order by the one block that owns those rows — deterministic, no atomics.
+// Dynamic shared memory: kernel 4 takes ~213 KB for D = 128 (one block per SM).
+struct GatedDeltaBackwardOptions {
+  int value_block = 0;          // the forward's state-pass slice (0: 32; as the forward's)
+  int reverse_value_block = 0;  // value columns per reverse-pass block: 16, 32, 64, 128 ≤ D
+                                // (0: 32)
+  bool bf16_checkpoints = true;  // keep the states entering the chunks as bf16 Sᵀ (false: fp32 S)
+};
 Status gated_delta_backward(float* dq, float* dk, float* dv, float* dg, float* dbeta,
                             const bf16* dout, const bf16* q, const bf16* k, const bf16* v,
                             const float* g, const float* beta, int N, int H, int G, int D,
-                            void* workspace, size_t workspace_bytes, cudaStream_t stream);
+                            void* workspace, size_t workspace_bytes, cudaStream_t stream,
+                            const GatedDeltaBackwardOptions& options = {});
 
 }  // namespace golinear::kernels::cuda

@@ -143,57 +143,102 @@ __global__ void rope_table_kernel(float2* cs, const float* inv_freq, int T, int 
   }
 }
 
-// The hybrid's input stage in one pass, one warp per (token, head) row of D: causal conv of
-// width 4 (rounded to bf16, as stored by the unfused stages), then any of: the conv output, its
-// RoPE at position t (table cs), its unit-norm row. Same arithmetic as short_conv_forward →
-// rope_apply / unit_rows_forward.
+// The hybrid's input stage in one pass: causal conv of width 4 (rounded to bf16, as stored by
+// the unfused stages), then any of: the conv output, its RoPE at position t (table cs), its
+// unit-norm row. Same arithmetic as short_conv_forward → rope_apply / unit_rows_forward.
+// One warp per (head, run of kConvRun tokens): the taps stay in registers and the last three
+// inputs slide along in registers, so every input row is read once. Lane l owns the PP = D/64
+// consecutive elements l·PP .. of each half (bf16 pairs, float4 taps).
+constexpr int kConvRun = 16;
 template <int D>
-__global__ void __launch_bounds__(256) conv_rope_unit_kernel(bf16* conv_out, bf16* rope_out,
-                                                             bf16* unit_out, const bf16* x,
-                                                             const float* w, const float2* cs,
-                                                             int T, int heads) {
-  constexpr int half = D / 2, PP = half / 32;  // pairs (i, i + half) per lane
+__global__ void __launch_bounds__(256) conv_rope_unit_kernel(
+    bf16* __restrict__ conv_out, bf16* __restrict__ rope_out, bf16* __restrict__ unit_out,
+    const bf16* __restrict__ x, const float* __restrict__ w, const float2* __restrict__ cs, int T,
+    int heads) {
+  constexpr int half = D / 2, PP = half / 32;
+  static_assert(PP == 1 || PP == 2, "D must be 64 or 128");
   const int lane = threadIdx.x % 32;
-  for (long row = (blockIdx.x * (long)blockDim.x + threadIdx.x) / 32; row < (long)T * heads;
-       row += (long)gridDim.x * blockDim.x / 32) {
-  const int t = (int)(row / heads), hd = (int)(row % heads);
   const long stride = (long)heads * D;
-  float c[2][PP];  // c[0][p]: element i = lane·PP + p; c[1][p]: i + half
+  const long runs = (long)(T + kConvRun - 1) / kConvRun * heads;
+  auto load = [&](int t, long ch, float (&out)[PP]) {
+    if constexpr (PP == 2) {
+      const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(x + (long)t * stride + ch));
+      out[0] = f.x, out[1] = f.y;
+    } else {
+      out[0] = __bfloat162float(x[(long)t * stride + ch]);
+    }
+  };
+  for (long run = (blockIdx.x * (long)blockDim.x + threadIdx.x) / 32; run < runs;
+       run += (long)gridDim.x * blockDim.x / 32) {
+    const int hd = (int)(run % heads), t_begin = (int)(run / heads) * kConvRun;
+    const int t_end = min(T, t_begin + kConvRun);
+    float4 wv[2][PP];
+    float hist[2][3][PP];  // inputs at t − 3, t − 2, t − 1
 #pragma unroll
-  for (int side = 0; side < 2; ++side)
+    for (int side = 0; side < 2; ++side) {
+      const long ch = (long)hd * D + side * half + lane * PP;
 #pragma unroll
-    for (int pp = 0; pp < PP; ++pp) {
-      const int d = side * half + lane * PP + pp;
-      const long ch = (long)hd * D + d;
-      const float wv[4] = {w[ch * kConvWidth], w[ch * kConvWidth + 1], w[ch * kConvWidth + 2],
-                           w[ch * kConvWidth + 3]};
-      float acc = 0.0f;
+      for (int pp = 0; pp < PP; ++pp) wv[side][pp] = *reinterpret_cast<const float4*>(w + (ch + pp) * kConvWidth);
 #pragma unroll
-      for (int i = 0; i < kConvWidth; ++i) {
-        const int src = t - (kConvWidth - 1) + i;
-        if (src >= 0) acc += wv[i] * __bfloat162float(x[(long)src * stride + ch]);
+      for (int i = 0; i < 3; ++i) {
+        const int src = t_begin - 3 + i;
+        if (src >= 0) load(src, ch, hist[side][i]);
+        else
+#pragma unroll
+          for (int pp = 0; pp < PP; ++pp) hist[side][i][pp] = 0.0f;
       }
-      c[side][pp] = __bfloat162float(__float2bfloat16(acc));
     }
-  bf16* base_c = conv_out ? conv_out + row * D : nullptr;
-  bf16* base_r = rope_out ? rope_out + row * D : nullptr;
-  bf16* base_u = unit_out ? unit_out + row * D : nullptr;
-  float ss = 0.0f;
+#pragma unroll 2
+    for (int t = t_begin; t < t_end; ++t) {
+      const long row = (long)t * heads + hd;
+      float c[2][PP];  // c[0][p]: element i = lane·PP + p; c[1][p]: i + half
 #pragma unroll
-  for (int pp = 0; pp < PP; ++pp) ss += c[0][pp] * c[0][pp] + c[1][pp] * c[1][pp];
-  const float inv = rsqrtf(device::warp_sum(ss) + kUnitNormEps);
+      for (int side = 0; side < 2; ++side) {
+        float now[PP];
+        load(t, (long)hd * D + side * half + lane * PP, now);
 #pragma unroll
-  for (int pp = 0; pp < PP; ++pp) {
-    const int i = lane * PP + pp;
-    const float a = c[0][pp], b = c[1][pp];
-    if (base_c) base_c[i] = __float2bfloat16(a), base_c[i + half] = __float2bfloat16(b);
-    if (base_u) base_u[i] = __float2bfloat16(a * inv), base_u[i + half] = __float2bfloat16(b * inv);
-    if (base_r) {
-      const float2 e = cs[(long)t * half + i];
-      base_r[i] = __float2bfloat16(a * e.x - b * e.y);
-      base_r[i + half] = __float2bfloat16(b * e.x + a * e.y);
+        for (int pp = 0; pp < PP; ++pp) {
+          const float4 wc = wv[side][pp];
+          float acc = 0.0f;  // taps in order i = 0 .. 3, as the unfused kernel
+          acc += wc.x * hist[side][0][pp];
+          acc += wc.y * hist[side][1][pp];
+          acc += wc.z * hist[side][2][pp];
+          acc += wc.w * now[pp];
+          c[side][pp] = __bfloat162float(__float2bfloat16(acc));
+          hist[side][0][pp] = hist[side][1][pp];
+          hist[side][1][pp] = hist[side][2][pp];
+          hist[side][2][pp] = now[pp];
+        }
+      }
+      float ss = 0.0f;
+#pragma unroll
+      for (int pp = 0; pp < PP; ++pp) ss += c[0][pp] * c[0][pp] + c[1][pp] * c[1][pp];
+      const float inv = rsqrtf(device::warp_sum(ss) + kUnitNormEps);
+      float ou[2][PP], orr[2][PP];
+#pragma unroll
+      for (int pp = 0; pp < PP; ++pp) {
+        const float a = c[0][pp], b = c[1][pp];
+        ou[0][pp] = a * inv, ou[1][pp] = b * inv;
+        if (rope_out) {
+          const float2 e = cs[(long)t * half + lane * PP + pp];
+          orr[0][pp] = a * e.x - b * e.y;
+          orr[1][pp] = b * e.x + a * e.y;
+        }
+      }
+      auto store = [&](bf16* out, const float (&vals)[2][PP]) {
+#pragma unroll
+        for (int side = 0; side < 2; ++side) {
+          bf16* dst = out + row * D + side * half + lane * PP;
+          if constexpr (PP == 2)
+            *reinterpret_cast<__nv_bfloat162*>(dst) = __floats2bfloat162_rn(vals[side][0], vals[side][1]);
+          else
+            dst[0] = __float2bfloat16(vals[side][0]);
+        }
+      };
+      if (conv_out) store(conv_out, c);
+      if (unit_out) store(unit_out, ou);
+      if (rope_out) store(rope_out, orr);
     }
-  }
   }
 }
 
@@ -230,28 +275,6 @@ __global__ void gates_kernel(float* g, float* beta, float* lambda, const float* 
     g[idx] = -expf(A_log[h]) * device::softplusf_(row[h] + dt_bias[h]);
     beta[idx] = device::sigmoidf_(row[H + h] + b_beta[h]);
     lambda[idx] = device::sigmoidf_(row[2 * H + h] + b_lambda[h]);
-  }
-}
-
-// 8 elements (16 bytes) per thread; D is a multiple of 8.
-__global__ void mix_gate_kernel(bf16* y, const bf16* y_exact, const bf16* y_lin,
-                                const float* lambda, long rows, int D) {
-  const long total = rows * D / 8;
-  for (long idx = blockIdx.x * (long)blockDim.x + threadIdx.x; idx < total;
-       idx += (long)gridDim.x * blockDim.x) {
-    const float l = lambda[idx * 8 / D];
-    const uint4 a = reinterpret_cast<const uint4*>(y_exact)[idx];
-    const uint4 b = reinterpret_cast<const uint4*>(y_lin)[idx];
-    uint4 out;
-    const __nv_bfloat162* pa = reinterpret_cast<const __nv_bfloat162*>(&a);
-    const __nv_bfloat162* pb = reinterpret_cast<const __nv_bfloat162*>(&b);
-    __nv_bfloat162* po = reinterpret_cast<__nv_bfloat162*>(&out);
-#pragma unroll
-    for (int x = 0; x < 4; ++x) {
-      const float2 fa = __bfloat1622float2(pa[x]), fb = __bfloat1622float2(pb[x]);
-      po[x] = __floats2bfloat162_rn((1.0f - l) * fa.x + l * fb.x, (1.0f - l) * fa.y + l * fb.y);
-    }
-    reinterpret_cast<uint4*>(y)[idx] = out;
   }
 }
 
@@ -549,22 +572,32 @@ Status gemm_bf16_nt(cublasHandle_t handle, void* C, bool c_is_bf16, const bf16* 
 size_t hybrid_forward_workspace_bytes(const HybridShape& s, int T) {
   const size_t tq = (size_t)T * s.H * s.D, tk = (size_t)T * s.G * s.D;
   const int n = std::max(1, T - s.sinks - s.window);
-  return 4 * align_up(tq * 2) + 4 * align_up(tk * 2) + align_up((size_t)T * 3 * s.H * 4) +
+  return 3 * align_up(tq * 2) + 4 * align_up(tk * 2) + align_up((size_t)T * 3 * s.H * 4) +
          3 * align_up((size_t)T * s.H * 4) + gated_delta_forward_workspace_bytes(n, s.H, s.D, false) +
          (s.H >= 2 ? 0 : align_up((size_t)T * s.D * 4));
 }
 
-Status hybrid_forward(bf16* y, float* state_final, const HybridShape& s, const HybridParams& p,
-                      const bf16* x, const bf16* q, const bf16* k, const bf16* v, int T,
-                      void* workspace, size_t workspace_bytes, cublasHandle_t cublas,
-                      cudaStream_t stream) {
+// Stages: RoPE table → conv + RoPE + unit norm (q, k, v) → gate GEMM + gates → linear branch
+// written straight into y (rows ≥ s + w) → exact branch with the mix gate in its epilogue, reading
+// y_lin from y and writing y in place (no y_exact / y_lin buffers, no memset, no mix pass).
+namespace {
+// hybrid_forward with an optional event recorded after each stage (events[0] before the first).
+Status hybrid_forward_impl(bf16* y, float* state_final, const HybridShape& s,
+                           const HybridParams& p, const bf16* x, const bf16* q, const bf16* k,
+                           const bf16* v, int T, void* workspace, size_t workspace_bytes,
+                           cublasHandle_t cublas, cudaStream_t stream, cudaEvent_t* events) {
+  auto mark = [&](int i) -> Status {
+    if (events) GL_CUDA_CHECK(cudaEventRecord(events[i], stream));
+    return ok_status();
+  };
+  GL_TRY(mark(0));
   if (workspace_bytes < hybrid_forward_workspace_bytes(s, T))
     return make_error("hybrid_forward: workspace too small");
   const size_t tq = (size_t)T * s.H * s.D, tk = (size_t)T * s.G * s.D;
   char* w = static_cast<char*>(workspace);
   auto take = [&](size_t bytes) { char* r = w; w += align_up(bytes); return r; };
   bf16* qc = (bf16*)take(tq * 2); bf16* qr = (bf16*)take(tq * 2);
-  bf16* qn = (bf16*)take(tq * 2); bf16* y_exact = (bf16*)take(tq * 2);
+  bf16* qn = (bf16*)take(tq * 2);
   bf16* kc = (bf16*)take(tk * 2); bf16* kr = (bf16*)take(tk * 2);
   bf16* kn = (bf16*)take(tk * 2); bf16* vc = (bf16*)take(tk * 2);
   float* logits = (float*)take((size_t)T * 3 * s.H * 4);
@@ -574,7 +607,6 @@ Status hybrid_forward(bf16* y, float* state_final, const HybridShape& s, const H
   const int n = std::max(1, T - s.sinks - s.window);
   const size_t gdn_bytes = gated_delta_forward_workspace_bytes(n, s.H, s.D, false);
   void* gdn_ws = take(gdn_bytes);
-  bf16* y_lin = qr;  // the RoPE'd queries are dead once the exact branch has run
 
   // qc's buffer holds the RoPE table (T, D/2) float2 instead (T·D·4 ≤ T·H·D·2 for H ≥ 2;
   // the workspace adds room when H = 1).
@@ -583,40 +615,65 @@ Status hybrid_forward(bf16* y, float* state_final, const HybridShape& s, const H
   rope_table_kernel<<<blocks_for((long)T * s.D / 2, 256), 256, 0, stream>>>(cs, p.inv_freq, T,
                                                                            s.D / 2, 0);
   GL_CUDA_CHECK_LAUNCH();
+  const long runs = (T + kConvRun - 1) / kConvRun;  // token runs per head (conv_rope_unit_kernel)
   GL_TRY(dispatch_head_dim(s.D, [&](auto d) -> Status {
     constexpr int Dc = decltype(d)::value;
-    conv_rope_unit_kernel<Dc><<<blocks_for((long)T * s.H * 32, 256), 256, 0, stream>>>(
+    conv_rope_unit_kernel<Dc><<<blocks_for(runs * s.H * 32, 256), 256, 0, stream>>>(
         nullptr, qr, qn, q, p.conv_q, cs, T, s.H);
     GL_CUDA_CHECK_LAUNCH();
-    conv_rope_unit_kernel<Dc><<<blocks_for((long)T * s.G * 32, 256), 256, 0, stream>>>(
+    conv_rope_unit_kernel<Dc><<<blocks_for(runs * s.G * 32, 256), 256, 0, stream>>>(
         nullptr, kr, kn, k, p.conv_k, cs, T, s.G);
     GL_CUDA_CHECK_LAUNCH();
-    conv_rope_unit_kernel<Dc><<<blocks_for((long)T * s.G * 32, 256), 256, 0, stream>>>(
+    conv_rope_unit_kernel<Dc><<<blocks_for(runs * s.G * 32, 256), 256, 0, stream>>>(
         vc, nullptr, nullptr, v, p.conv_v, cs, T, s.G);
     GL_CUDA_CHECK_LAUNCH();
     return ok_status();
   }));
-  GL_TRY(attention_forward(y_exact, nullptr, qr, kr, vc, T, s.H, s.G, s.D,
-                           AttentionMaskSpec{s.sinks, s.window}, stream));
+  GL_TRY(mark(1));
   GL_TRY(gemm_bf16_nt(cublas, logits, false, x, p.w_gates, T, 3 * s.H, s.C, stream));
   gates_kernel<<<blocks_for((long)T * s.H, 256), 256, 0, stream>>>(
       g, beta, lambda, logits, p.A_log, p.dt_bias, p.b_beta, p.b_lambda, T, s.H);
   GL_CUDA_CHECK_LAUNCH();
-  // Linear branch with the delayed read: keys from row s, queries from row s + w.
+  GL_TRY(mark(2));
+  // Linear branch with the delayed read (keys from row s, queries from row s + w), into y.
   const int shift = s.sinks + s.window;
-  GL_CUDA_CHECK(cudaMemsetAsync(y_lin, 0, (size_t)std::min(T, shift) * s.H * s.D * 2, stream));
   if (T > shift) {
     const int N = T - shift;
     GL_TRY(gated_delta_chunked_forward(
-        y_lin + (size_t)shift * s.H * s.D, state_final, nullptr, qn + (size_t)shift * s.H * s.D,
+        y + (size_t)shift * s.H * s.D, state_final, nullptr, qn + (size_t)shift * s.H * s.D,
         kn + (size_t)s.sinks * s.G * s.D, vc + (size_t)s.sinks * s.G * s.D,
         g + (size_t)s.sinks * s.H, beta + (size_t)s.sinks * s.H, N, s.H, s.G, s.D, gdn_ws,
         gdn_bytes, stream));
   }
-  mix_gate_kernel<<<blocks_for((long)tq / 8, 256), 256, 0, stream>>>(y, y_exact, y_lin, lambda,
-                                                                 (long)T * s.H, s.D);
-  GL_CUDA_CHECK_LAUNCH();
-  return ok_status();
+  GL_TRY(mark(3));
+  // Exact branch and mix gate: y = (1 − λ) y_exact + λ y_lin (y_lin = 0 before row s + w).
+  GL_TRY(attention_forward_mixed(y, lambda, shift, qr, kr, vc, T, s.H, s.G, s.D,
+                                 AttentionMaskSpec{s.sinks, s.window}, stream));
+  return mark(4);
+}
+}  // namespace
+
+Status hybrid_forward(bf16* y, float* state_final, const HybridShape& s, const HybridParams& p,
+                      const bf16* x, const bf16* q, const bf16* k, const bf16* v, int T,
+                      void* workspace, size_t workspace_bytes, cublasHandle_t cublas,
+                      cudaStream_t stream) {
+  return hybrid_forward_impl(y, state_final, s, p, x, q, k, v, T, workspace, workspace_bytes,
+                             cublas, stream, nullptr);
+}
+
+Status hybrid_forward_stage_ms(float stage_ms[4], bf16* y, const HybridShape& s,
+                               const HybridParams& p, const bf16* x, const bf16* q,
+                               const bf16* k, const bf16* v, int T, void* workspace,
+                               size_t workspace_bytes, cublasHandle_t cublas,
+                               cudaStream_t stream) {
+  cudaEvent_t ev[5];
+  for (auto& e : ev) GL_CUDA_CHECK(cudaEventCreate(&e));
+  Status st = hybrid_forward_impl(y, nullptr, s, p, x, q, k, v, T, workspace, workspace_bytes,
+                                  cublas, stream, ev);
+  if (st.ok() && cudaEventSynchronize(ev[4]) == cudaSuccess)
+    for (int i = 0; i < 4; ++i) cudaEventElapsedTime(&stage_ms[i], ev[i], ev[i + 1]);
+  for (auto& e : ev) cudaEventDestroy(e);
+  return st;
 }
 
 size_t hybrid_cache_bytes(const HybridShape& s) {

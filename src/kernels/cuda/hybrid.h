@@ -76,6 +76,15 @@ Status hybrid_forward(bf16* y, float* state_final, const HybridShape& shape,
                       const bf16* v, int T, void* workspace, size_t workspace_bytes,
                       cublasHandle_t cublas, cudaStream_t stream);
 
+// hybrid_forward once with CUDA events between its stages (for the bench's breakdown):
+// stage_ms = {RoPE table + conv/RoPE/unit norm, gate GEMM + gates, linear branch (GDN),
+// exact branch + mix}. Synchronizes the stream.
+Status hybrid_forward_stage_ms(float stage_ms[4], bf16* y, const HybridShape& shape,
+                               const HybridParams& params, const bf16* x, const bf16* q,
+                               const bf16* k, const bf16* v, int T, void* workspace,
+                               size_t workspace_bytes, cublasHandle_t cublas,
+                               cudaStream_t stream);
+
 // The decode cache of one sequence and layer: constant size, whatever the context.
 struct HybridCacheView {
   long* position = nullptr;       // device counter: tokens processed

@@ -181,24 +181,42 @@ Result<std::string> mixer_bench_run(const MixerBenchOptions& o) {
                               o.backward ? gated_delta_backward_workspace_bytes(T_max, H, D) : 0});
   GL_TRY(workspace.allocate(ws_bytes));
   DeviceBuffer<float> dq, dk, dv, dg, dbeta;
+  DeviceBuffer<float> attn_dy;  // attention fwd+bwd rows: fp32 dy and the backward's workspace
+  DeviceBuffer<char> attn_ws;
   if (o.backward) {
     GL_TRY(dq.allocate((size_t)T_max * H * D));
     GL_TRY(dk.allocate((size_t)T_max * G * D));
     GL_TRY(dv.allocate((size_t)T_max * G * D));
     GL_TRY(dg.allocate((size_t)T_max * H));
     GL_TRY(dbeta.allocate((size_t)T_max * H));
+    GL_TRY(attn_dy.allocate((size_t)T_max * H * D));
+    GL_TRY(fill(attn_dy.get(), attn_dy.size(), 8, -1, 1));
+    GL_TRY(attn_ws.allocate(attention_backward_workspace_bytes(T_max, H, G, D)));
   }
 
   for (int T : o.seq_lens) {
     GL_ASSIGN_OR_RETURN(double full, time_median([&] {
       return attention_forward(y.get(), nullptr, q.get(), k.get(), v.get(), T, H, G, D, {}, stream);
     }, o.warmups, o.repeats, stream));
-    rows.push_back({"full attention (ours, wmma flash)", "prefill fwd ms", T, full, ""});
+    rows.push_back({"full attention (ours, mma flash)", "prefill fwd ms", T, full, ""});
     GL_ASSIGN_OR_RETURN(double swa, time_median([&] {
       return attention_forward(y.get(), lse.get(), q.get(), k.get(), v.get(), T, H, G, D,
                                AttentionMaskSpec{o.sinks, o.window}, stream);
     }, o.warmups, o.repeats, stream));
     rows.push_back({"sink+window attention", "prefill fwd ms", T, swa, ""});
+    if (o.backward) {  // attention fwd (with lse) + bwd, both masks
+      for (const bool full_causal : {false, true}) {
+        const AttentionMaskSpec m = full_causal ? AttentionMaskSpec{} : AttentionMaskSpec{o.sinks, o.window};
+        GL_ASSIGN_OR_RETURN(double fb, time_median([&]() -> Status {
+          GL_TRY(attention_forward(y.get(), lse.get(), q.get(), k.get(), v.get(), T, H, G, D, m, stream));
+          return attention_backward(dq.get(), dk.get(), dv.get(), attn_dy.get(), y.get(), lse.get(),
+                                    q.get(), k.get(), v.get(), T, H, G, D, m, attn_ws.get(),
+                                    attn_ws.size(), stream);
+        }, std::min(o.warmups, 2), std::min(o.repeats, 5), stream));
+        rows.push_back({full_causal ? "full attention (ours, mma flash)" : "sink+window attention",
+                        "fwd+bwd ms", T, fb, "deterministic backward; median of 5"});
+      }
+    }
     GL_ASSIGN_OR_RETURN(double gdn, time_median([&] {
       return gated_delta_chunked_forward(y.get(), nullptr, nullptr, qn.get(), kn.get(), v.get(),
                                          g.get(), beta.get(), T, H, G, D, workspace.get(),
@@ -219,7 +237,22 @@ Result<std::string> mixer_bench_run(const MixerBenchOptions& o) {
                             T, workspace.get(), ws_bytes, cublas, stream);
     }, o.warmups, o.repeats, stream));
     rows.push_back({"hybrid (gdn + 8 sinks + 56 window, gate, conv)", "prefill fwd ms", T, hyb,
-                    "conv, rope, exact branch, norms, gate GEMM, gdn, mix"});
+                    "conv+rope+norm, gate GEMM, gdn, exact branch + mix (fused)"});
+    {  // stage breakdown of the hybrid forward (median of 5 event-timed runs per stage)
+      std::vector<float> st[4];
+      for (int r = 0; r < 5; ++r) {
+        float ms[4] = {0, 0, 0, 0};
+        GL_TRY(hybrid_forward_stage_ms(ms, y.get(), shape, params, x.get(), q.get(), k.get(),
+                                       v.get(), T, workspace.get(), ws_bytes, cublas, stream));
+        for (int i = 0; i < 4; ++i) st[i].push_back(ms[i]);
+      }
+      const char* names[4] = {"hybrid stage: rope table + conv/rope/norm", "hybrid stage: gate gemm + gates",
+                              "hybrid stage: gdn (linear branch)", "hybrid stage: attention + mix"};
+      for (int i = 0; i < 4; ++i) {
+        std::sort(st[i].begin(), st[i].end());
+        rows.push_back({names[i], "prefill fwd ms", T, st[i][2], "events between stages, median of 5"});
+      }
+    }
   }
 
   // Decode: full attention over a KV cache vs the hybrid's constant cache.

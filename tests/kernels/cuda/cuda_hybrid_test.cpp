@@ -200,6 +200,13 @@ TEST(CudaHybrid, ForwardMatchesCpuMixerAndDecodeMatchesForward) {
   REQUIRE_GPU();
   run_hybrid(96, 4, 2, 64, 150);
 }
+// Shorter than sinks + window: no linear-branch rows, the fused mix epilogue must not read y
+// (poisoned with NaN by the test) for any row.
+TEST(CudaHybrid, ShorterThanWindowMatchesCpuMixer) {
+  REQUIRE_GPU();
+  run_hybrid(96, 4, 2, 64, 40);
+  run_hybrid(64, 2, 2, 128, 1);
+}
 // D = 128 (4 column blocks per head in the decode step), an odd hidden size (the gate dot
 // products' unaligned path) and a sequence long enough for several GDN chunks.
 TEST(CudaHybrid, D128OddHiddenMatchesCpuMixer) {

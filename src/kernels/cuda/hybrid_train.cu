@@ -1,0 +1,356 @@
+// Training kernels of the hybrid mixer (hybrid_train.h).
+#include "kernels/cuda/hybrid_train.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/cuda/device_utils.cuh"
+
+namespace golinear::kernels::cuda {
+
+namespace {
+
+constexpr int kReduceBlocks = 256;   // partial sums per reduction (fixed: deterministic order)
+constexpr int kReduceThreads = 256;
+
+unsigned grid_for(long n, int threads) {
+  return (unsigned)std::max(1L, std::min<long>((n + threads - 1) / threads, 1L << 16));
+}
+
+__device__ double block_sum_double(double x, double* scratch) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) x += __shfl_xor_sync(0xffffffffu, x, offset);
+  __syncthreads();
+  if (lane == 0) scratch[warp] = x;
+  __syncthreads();
+  double total = 0.0;
+  if (threadIdx.x == 0)
+    for (int w = 0; w < warps; ++w) total += scratch[w];
+  return total;  // valid in thread 0
+}
+
+// ---- gates ---------------------------------------------------------------------------------
+
+__global__ void gates_forward_kernel(float* g, float* beta, float* lambda, const float* logits,
+                                     const float* A_log, const float* dt_bias, const float* b_beta,
+                                     const float* b_lambda, int T, int H) {
+  const long total = (long)T * H;
+  for (long idx = blockIdx.x * (long)blockDim.x + threadIdx.x; idx < total;
+       idx += (long)gridDim.x * blockDim.x) {
+    const long t = idx / H;
+    const int h = (int)(idx % H);
+    const float* row = logits + t * 3 * H;
+    g[idx] = -expf(A_log[h]) * device::softplusf_(row[h] + dt_bias[h]);
+    beta[idx] = device::sigmoidf_(row[H + h] + b_beta[h]);
+    lambda[idx] = device::sigmoidf_(row[2 * H + h] + b_lambda[h]);
+  }
+}
+
+// One block per head h: loops over t in order, writes the a, b logit gradients and sums the
+// four per-head parameter gradients.
+__global__ void gates_backward_kernel(float* dlogits, float* dA_log, float* ddt_bias,
+                                      float* db_beta, float* db_lambda, const float* dg,
+                                      const float* dbeta, const float* logits, const float* g,
+                                      const float* beta, const float* A_log, const float* dt_bias,
+                                      int T, int H) {
+  __shared__ double scratch[32];
+  const int h = blockIdx.x;
+  const float decay = expf(A_log[h]);
+  double sum_a = 0, sum_u = 0, sum_z = 0, sum_l = 0;
+  for (int t = threadIdx.x; t < T; t += blockDim.x) {
+    const long row = (long)t * H + h;
+    float* lrow = dlogits + (long)t * 3 * H;
+    const float u = logits[(long)t * 3 * H + h] + dt_bias[h];
+    // g = −exp(A_log)·softplus(u): ∂g/∂A_log = g, ∂g/∂u = −exp(A_log)·σ(u).
+    const float du = dg[row] * -decay * device::sigmoidf_(u);
+    const float b = beta[row];
+    const float dz = dbeta[row] * b * (1.0f - b);
+    lrow[h] = du;
+    lrow[H + h] = dz;
+    sum_a += (double)dg[row] * g[row];
+    sum_u += du;
+    sum_z += dz;
+    sum_l += lrow[2 * H + h];
+  }
+  sum_a = block_sum_double(sum_a, scratch);
+  sum_u = block_sum_double(sum_u, scratch);
+  sum_z = block_sum_double(sum_z, scratch);
+  sum_l = block_sum_double(sum_l, scratch);
+  if (threadIdx.x == 0) {
+    dA_log[h] += (float)sum_a;
+    ddt_bias[h] += (float)sum_u;
+    db_beta[h] += (float)sum_z;
+    db_lambda[h] += (float)sum_l;
+  }
+}
+
+// ---- mixing --------------------------------------------------------------------------------
+
+__global__ void mix_gate_forward_kernel(float* y, const bf16* y_exact, const bf16* y_lin,
+                                        const float* lambda, long rows, int D) {
+  const long total = rows * D;
+  for (long idx = blockIdx.x * (long)blockDim.x + threadIdx.x; idx < total;
+       idx += (long)gridDim.x * blockDim.x) {
+    const float l = lambda[idx / D];
+    y[idx] = (1.0f - l) * __bfloat162float(y_exact[idx]) + l * __bfloat162float(y_lin[idx]);
+  }
+}
+
+// One warp per (t, h) row.
+__global__ void mix_gate_backward_kernel(float* dy_exact, bf16* dy_lin, float* dlogits,
+                                         const float* dy, const bf16* y_exact, const bf16* y_lin,
+                                         const float* lambda, long rows, int H, int D) {
+  const int lane = threadIdx.x % 32;
+  for (long row = (blockIdx.x * (long)blockDim.x + threadIdx.x) / 32; row < rows;
+       row += (long)gridDim.x * blockDim.x / 32) {
+    const float l = lambda[row];
+    float dl = 0.0f;
+    for (int d = lane; d < D; d += 32) {
+      const long i = row * D + d;
+      const float g = dy[i];
+      dl += g * (__bfloat162float(y_lin[i]) - __bfloat162float(y_exact[i]));
+      dy_exact[i] = (1.0f - l) * g;
+      dy_lin[i] = __float2bfloat16(l * g);
+    }
+    dl = device::warp_sum(dl);
+    if (lane == 0) {
+      const long t = row / H;
+      const int h = (int)(row % H);
+      dlogits[t * 3 * H + 2 * H + h] = dl * l * (1.0f - l);
+    }
+  }
+}
+
+// ---- loss ----------------------------------------------------------------------------------
+
+__global__ void nmse_partial_kernel(double* partial, const float* s, const bf16* t, long n) {
+  __shared__ double scratch[32];
+  double err = 0.0, ref = 0.0;
+  for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n;
+       i += (long)gridDim.x * blockDim.x) {
+    const double tv = __bfloat162float(t[i]);
+    const double d = (double)s[i] - tv;
+    err += d * d;
+    ref += tv * tv;
+  }
+  err = block_sum_double(err, scratch);
+  ref = block_sum_double(ref, scratch);
+  if (threadIdx.x == 0) partial[2 * blockIdx.x] = err, partial[2 * blockIdx.x + 1] = ref;
+}
+
+__global__ void nmse_final_kernel(double* sums, const double* partial, int blocks) {
+  if (threadIdx.x != 0) return;
+  double err = 0.0, ref = 0.0;
+  for (int b = 0; b < blocks; ++b) err += partial[2 * b], ref += partial[2 * b + 1];
+  sums[0] = err;
+  sums[1] = ref;
+}
+
+__global__ void nmse_grad_kernel(float* dy, const float* s, const bf16* t, long n,
+                                 const double* sums, float scale) {
+  const double ref = fmax(sums[1], 1e-12);
+  const float factor = (float)(2.0 / ref) * scale;
+  for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n;
+       i += (long)gridDim.x * blockDim.x)
+    dy[i] = factor * (s[i] - __bfloat162float(t[i]));
+}
+
+// ---- conversions ---------------------------------------------------------------------------
+
+__global__ void f32_to_bf16_kernel(bf16* out, const float* in, long n) {
+  for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n;
+       i += (long)gridDim.x * blockDim.x)
+    out[i] = __float2bfloat16(in[i]);
+}
+__global__ void bf16_to_f32_kernel(float* out, const bf16* in, long n) {
+  for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n;
+       i += (long)gridDim.x * blockDim.x)
+    out[i] = __bfloat162float(in[i]);
+}
+__global__ void add_f32_kernel(float* a, const float* b, long n) {
+  for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n;
+       i += (long)gridDim.x * blockDim.x)
+    a[i] += b[i];
+}
+
+// One thread per (token, frequency), every head: dst += R(−θ) src.
+__global__ void rope_backward_add_kernel(float* dst, const float* src, const float* inv_freq,
+                                         int T, int N, int D, long pos0) {
+  const int half = D / 2;
+  const long total = (long)T * half;
+  for (long idx = blockIdx.x * (long)blockDim.x + threadIdx.x; idx < total;
+       idx += (long)gridDim.x * blockDim.x) {
+    const int i = (int)(idx % half);
+    const int t = (int)(idx / half);
+    float s, c;
+    sincosf((float)(pos0 + t) * inv_freq[i], &s, &c);  // fp32 angle, as the CPU reference
+    s = -s;
+    for (int n = 0; n < N; ++n) {
+      const long base = ((long)t * N + n) * D;
+      const float a = src[base + i], b = src[base + i + half];
+      dst[base + i] += a * c - b * s;
+      dst[base + i + half] += b * c + a * s;
+    }
+  }
+}
+
+// ---- optimizer -----------------------------------------------------------------------------
+
+__global__ void sum_squares_partial_kernel(double* partial, const float* x, long n) {
+  __shared__ double scratch[32];
+  double acc = 0.0;
+  for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n;
+       i += (long)gridDim.x * blockDim.x)
+    acc += (double)x[i] * x[i];
+  acc = block_sum_double(acc, scratch);
+  if (threadIdx.x == 0) partial[blockIdx.x] = acc;
+}
+
+__global__ void norm_final_kernel(float* norm, const double* partial, int blocks) {
+  if (threadIdx.x != 0) return;
+  double acc = 0.0;
+  for (int b = 0; b < blocks; ++b) acc += partial[b];
+  *norm = (float)sqrt(acc);
+}
+
+__global__ void adamw_kernel(float* value, float* grad, float* m, float* v, long n,
+                             const float* norm_ptr, float lr, float beta1, float beta2, float eps,
+                             float weight_decay, float clip_norm, float bias1, float bias2) {
+  const float norm = *norm_ptr;
+  const float clip = (clip_norm > 0 && norm > clip_norm && isfinite(norm)) ? clip_norm / norm : 1.0f;
+  for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n;
+       i += (long)gridDim.x * blockDim.x) {
+    const float g = grad[i] * clip;
+    const float mi = beta1 * m[i] + (1 - beta1) * g;
+    const float vi = beta2 * v[i] + (1 - beta2) * g * g;
+    m[i] = mi;
+    v[i] = vi;
+    const float update = (mi / bias1) / (sqrtf(vi / bias2) + eps);
+    value[i] -= lr * (update + weight_decay * value[i]);
+    grad[i] = 0.0f;
+  }
+}
+
+}  // namespace
+
+Status hybrid_gates_forward(float* g, float* beta, float* lambda, const float* logits,
+                            const float* A_log, const float* dt_bias, const float* b_beta,
+                            const float* b_lambda, int T, int H, cudaStream_t stream) {
+  gates_forward_kernel<<<grid_for((long)T * H, 256), 256, 0, stream>>>(
+      g, beta, lambda, logits, A_log, dt_bias, b_beta, b_lambda, T, H);
+  GL_CUDA_CHECK_LAUNCH();
+  return ok_status();
+}
+
+Status hybrid_gates_backward(float* dlogits, float* dA_log, float* ddt_bias, float* db_beta,
+                             float* db_lambda, const float* dg, const float* dbeta,
+                             const float* logits, const float* g, const float* beta,
+                             const float* A_log, const float* dt_bias, int T, int H,
+                             cudaStream_t stream) {
+  gates_backward_kernel<<<H, 256, 0, stream>>>(dlogits, dA_log, ddt_bias, db_beta, db_lambda, dg,
+                                               dbeta, logits, g, beta, A_log, dt_bias, T, H);
+  GL_CUDA_CHECK_LAUNCH();
+  return ok_status();
+}
+
+Status mix_gate_forward_f32(float* y, const bf16* y_exact, const bf16* y_lin, const float* lambda,
+                            int T, int H, int D, cudaStream_t stream) {
+  mix_gate_forward_kernel<<<grid_for((long)T * H * D, 256), 256, 0, stream>>>(
+      y, y_exact, y_lin, lambda, (long)T * H, D);
+  GL_CUDA_CHECK_LAUNCH();
+  return ok_status();
+}
+
+Status mix_gate_backward(float* dy_exact, bf16* dy_lin, float* dlogits, const float* dy,
+                         const bf16* y_exact, const bf16* y_lin, const float* lambda, int T, int H,
+                         int D, cudaStream_t stream) {
+  mix_gate_backward_kernel<<<grid_for((long)T * H * 32, 256), 256, 0, stream>>>(
+      dy_exact, dy_lin, dlogits, dy, y_exact, y_lin, lambda, (long)T * H, H, D);
+  GL_CUDA_CHECK_LAUNCH();
+  return ok_status();
+}
+
+size_t nmse_workspace_bytes() { return 2 * kReduceBlocks * sizeof(double); }
+
+Status nmse_loss_forward_backward(double* sums, float* dy, const float* student,
+                                  const bf16* teacher, long n, float scale, void* workspace,
+                                  size_t workspace_bytes, cudaStream_t stream) {
+  if (workspace_bytes < nmse_workspace_bytes()) return make_error("nmse_loss: workspace too small");
+  double* partial = static_cast<double*>(workspace);
+  nmse_partial_kernel<<<kReduceBlocks, kReduceThreads, 0, stream>>>(partial, student, teacher, n);
+  GL_CUDA_CHECK_LAUNCH();
+  nmse_final_kernel<<<1, 32, 0, stream>>>(sums, partial, kReduceBlocks);
+  GL_CUDA_CHECK_LAUNCH();
+  if (dy) {
+    nmse_grad_kernel<<<grid_for(n, 256), 256, 0, stream>>>(dy, student, teacher, n, sums, scale);
+    GL_CUDA_CHECK_LAUNCH();
+  }
+  return ok_status();
+}
+
+Status convert_f32_to_bf16(bf16* out, const float* in, long n, cudaStream_t stream) {
+  f32_to_bf16_kernel<<<grid_for(n, 256), 256, 0, stream>>>(out, in, n);
+  GL_CUDA_CHECK_LAUNCH();
+  return ok_status();
+}
+
+Status convert_bf16_to_f32(float* out, const bf16* in, long n, cudaStream_t stream) {
+  bf16_to_f32_kernel<<<grid_for(n, 256), 256, 0, stream>>>(out, in, n);
+  GL_CUDA_CHECK_LAUNCH();
+  return ok_status();
+}
+
+Status add_f32(float* a, const float* b, long n, cudaStream_t stream) {
+  add_f32_kernel<<<grid_for(n, 256), 256, 0, stream>>>(a, b, n);
+  GL_CUDA_CHECK_LAUNCH();
+  return ok_status();
+}
+
+Status rope_backward_add_f32(float* dst, const float* src, const float* inv_freq, int T, int N,
+                             int D, long pos0, cudaStream_t stream) {
+  rope_backward_add_kernel<<<grid_for((long)T * D / 2, 256), 256, 0, stream>>>(dst, src, inv_freq,
+                                                                               T, N, D, pos0);
+  GL_CUDA_CHECK_LAUNCH();
+  return ok_status();
+}
+
+Status gemm_f32_tn_accumulate(cublasHandle_t handle, float* dW, const float* dout, const float* x,
+                              int T, int N, int C, cudaStream_t stream) {
+  // Row-major dW (N, C) is column-major (C, N) = x_cm (C, T) · dout_cm (N, T)ᵀ.
+  const float one = 1.0f;
+  cublasStatus_t st = cublasSetStream(handle, stream);
+  if (st == CUBLAS_STATUS_SUCCESS)
+    st = cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_T, C, N, T, &one, x, C, dout, N, &one, dW, C);
+  if (st != CUBLAS_STATUS_SUCCESS)
+    return make_error("cuBLAS error ", (int)st, " in cublasSgemm (gemm_f32_tn_accumulate) at ",
+                      __FILE__, ":", __LINE__);
+  return ok_status();
+}
+
+size_t grad_norm_workspace_bytes() { return kReduceBlocks * sizeof(double); }
+
+Status grad_norm(float* norm_out, const float* grad, long n, void* workspace,
+                 size_t workspace_bytes, cudaStream_t stream) {
+  if (workspace_bytes < grad_norm_workspace_bytes()) return make_error("grad_norm: workspace too small");
+  double* partial = static_cast<double*>(workspace);
+  sum_squares_partial_kernel<<<kReduceBlocks, kReduceThreads, 0, stream>>>(partial, grad, n);
+  GL_CUDA_CHECK_LAUNCH();
+  norm_final_kernel<<<1, 32, 0, stream>>>(norm_out, partial, kReduceBlocks);
+  GL_CUDA_CHECK_LAUNCH();
+  return ok_status();
+}
+
+Status adamw_step(float* value, float* grad, float* m, float* v, long n, const float* norm,
+                  const AdamWStep& s, cudaStream_t stream) {
+  // Bias corrections in fp32 with std::pow, as AdamW::step.
+  const float bias1 = 1.0f - std::pow(s.beta1, (float)s.t);
+  const float bias2 = 1.0f - std::pow(s.beta2, (float)s.t);
+  adamw_kernel<<<grid_for(n, 256), 256, 0, stream>>>(value, grad, m, v, n, norm, s.lr, s.beta1,
+                                                      s.beta2, s.eps, s.weight_decay, s.clip_norm,
+                                                      bias1, bias2);
+  GL_CUDA_CHECK_LAUNCH();
+  return ok_status();
+}
+
+}  // namespace golinear::kernels::cuda

@@ -1,0 +1,124 @@
+// One hybrid mixer layer (mixers/hybrid_mixer.h, the default recipe: gdn state, mix gate, conv
+// on, no RoPE on the linear branch, any sinks/window) trained on the GPU: its parameters live in
+// a flat fp32 buffer with their gradients (owned by the caller, e.g. one buffer for every layer
+// so that one optimizer kernel updates them all), the gate weights also as one stacked bf16
+// matrix [w_a; w_b; w_λ] (3H, C) for the forward GEMM, refreshed after each optimizer step.
+// The training forward keeps what the backward needs in a GpuHybridScratch; the backward
+// accumulates (+=) the gradient of every parameter. hybrid_mixer.cpp is the specification;
+// tests/mixers/cuda compares the two.
+//
+// Layout of one layer's block of the flat buffer (gpu_hybrid_layout), chosen so that the three
+// gate matrices are one contiguous (3H, C) block:
+//   w_a, w_b, w_lambda (H, C) each · conv_q (H·D, 4) · conv_k, conv_v (G·D, 4)
+//   · b_beta, A_log, dt_bias, b_lambda (H).
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+#include "kernels/cuda/cuda_common.h"
+#include "mixers/mixer.h"
+#include "mixers/mixer_factory.h"
+
+namespace golinear::mixers::cuda {
+
+using kernels::cuda::bf16;
+
+// One tensor's place in a layer's block of the flat buffer.
+struct GpuParamSlot {
+  std::string name;  // checkpoint name (hybrid_mixer.h)
+  long offset = 0;   // floats from the start of the layer's block
+  long count = 0;
+};
+
+// Why `options`/`shape` cannot train on the GPU (one line), or ok.
+Status gpu_hybrid_check_recipe(const MixerOptions& options, const AttentionShape& shape);
+
+// The slots of one layer (see the file comment) and their total.
+std::vector<GpuParamSlot> gpu_hybrid_layout(const AttentionShape& shape);
+long gpu_hybrid_parameter_count(const AttentionShape& shape);
+
+// Device buffers of one training forward + backward for T tokens, shareable by every layer of
+// one shape (the layers run one after another).
+class GpuHybridScratch {
+ public:
+  Status allocate(const AttentionShape& shape, const MixerOptions& options, int T);
+  int T() const { return T_; }
+
+  // forward (kept for the backward)
+  bf16 *qc = nullptr, *kc = nullptr, *vc = nullptr;  // (T, H, D), (T, G, D) ×2 after the conv
+  bf16 *qr = nullptr, *kr = nullptr;                 // RoPE'd qc, kc (exact branch)
+  bf16 *qn = nullptr, *kn = nullptr;                 // unit qc, kc (linear branch)
+  bf16* y_exact = nullptr;                           // (T, H, D)
+  float* lse = nullptr;                              // (T, H)
+  float* logits = nullptr;                           // (T, 3H): a, b, λ logits
+  float *g = nullptr, *beta = nullptr, *lambda = nullptr;  // (T, H)
+  bf16* y_lin = nullptr;                             // (T, H, D)
+  float* y = nullptr;                                // (T, H, D) the mixer output, fp32
+  // backward
+  float* dy = nullptr;                               // (T, H, D) gradient of y (the caller's)
+  float* dy_exact = nullptr;                         // (T, H, D)
+  bf16* dy_lin = nullptr;                            // (T, H, D)
+  float* dlogits = nullptr;                          // (T, 3H)
+  float *dqn = nullptr, *dkn = nullptr, *dv_lin = nullptr;  // (T, H, D), (T, G, D) ×2
+  float *dg = nullptr, *dbeta = nullptr;             // (T, H)
+  float *dqr = nullptr, *dkr = nullptr, *dv = nullptr;      // (T, H, D), (T, G, D) ×2
+  float *dqc = nullptr, *dkc = nullptr;              // (T, H, D), (T, G, D)
+  float* x_f32 = nullptr;                            // (T, C)
+  float* conv_dx = nullptr;                          // (T, H·D) input gradient of the conv (unused)
+  double* loss_sums = nullptr;                       // (2) Σ(y − yᵀ)², Σ yᵀ²
+  void *gdn_forward_ws = nullptr, *gdn_backward_ws = nullptr, *attn_backward_ws = nullptr,
+       *nmse_ws = nullptr;
+  size_t gdn_forward_bytes = 0, gdn_backward_bytes = 0, attn_backward_bytes = 0, nmse_bytes = 0;
+
+ private:
+  int T_ = 0;
+  kernels::cuda::DeviceBuffer<char> memory_;
+};
+
+class GpuHybridLayer {
+ public:
+  // value, grad: this layer's block of the flat buffers (gpu_hybrid_parameter_count floats).
+  static Result<GpuHybridLayer> create(const MixerOptions& options, const AttentionShape& shape,
+                                       const std::vector<float>& inv_freq, float* value,
+                                       float* grad);
+
+  // Parameters of a CPU hybrid mixer (by name) → device; refreshes the bf16 gates.
+  Status upload(Mixer& mixer, cudaStream_t stream);
+  // Device → the CPU mixer's parameter values (synchronous).
+  Status download(Mixer& mixer, cudaStream_t stream) const;
+  // Device → the CPU mixer's parameter gradients (tests).
+  Status download_grads(Mixer& mixer, cudaStream_t stream) const;
+  // w_gates ← bf16 of [w_a; w_b; w_λ] (after every optimizer step).
+  Status refresh_gates(cudaStream_t stream);
+
+  // s.y (T, H, D) fp32 from x (T, C), q (T, H, D), k, v (T, G, D) bf16 (before RoPE), T = s.T().
+  Status forward(GpuHybridScratch& s, const bf16* x, const bf16* q, const bf16* k, const bf16* v,
+                 cublasHandle_t cublas, cudaStream_t stream) const;
+  // Parameter gradients (+=) of Σ s.dy · s.y, after forward on the same scratch and inputs.
+  Status backward(GpuHybridScratch& s, const bf16* x, const bf16* q, const bf16* k,
+                  const bf16* v, cublasHandle_t cublas, cudaStream_t stream);
+
+  const AttentionShape& shape() const { return shape_; }
+  const std::vector<GpuParamSlot>& layout() const { return layout_; }
+  float* value() const { return value_; }
+  float* grad() const { return grad_; }
+
+ private:
+  const float* param(const char* name) const;
+  float* grad_of(const char* name) const;
+
+  MixerOptions options_;
+  AttentionShape shape_;
+  std::vector<GpuParamSlot> layout_;
+  float* value_ = nullptr;
+  float* grad_ = nullptr;
+  kernels::cuda::DeviceBuffer<bf16> w_gates_;     // (3H, C)
+  kernels::cuda::DeviceBuffer<float> inv_freq_;   // (D/2)
+};
+
+}  // namespace golinear::mixers::cuda

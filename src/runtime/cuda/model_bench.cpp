@@ -1,0 +1,319 @@
+// The whole-model benchmark (model_bench.h).
+#include "runtime/cuda/model_bench.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <ctime>
+#include <functional>
+#include <random>
+#include <sstream>
+
+#include "io/config.h"
+#include "model/cuda/gpu_model.h"
+#include "model/transformer.h"
+
+namespace golinear::cuda {
+
+namespace {
+
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  std::string item;
+  while (std::getline(in, item, ',')) out.push_back(item);
+  return out;
+}
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+// Device memory in use now (cudaMemGetInfo: total − free), bytes.
+size_t used_now() {
+  size_t free = 0, total = 0;
+  if (cudaMemGetInfo(&free, &total) != cudaSuccess) return 0;
+  return total - free;
+}
+
+// Milliseconds of each of `repeats` runs of f after `warmups`, CUDA events on `stream`.
+Result<std::vector<double>> time_runs(const std::function<Status()>& f, int warmups, int repeats,
+                                      cudaStream_t stream) {
+  for (int i = 0; i < warmups; ++i) GL_TRY(f());
+  GL_CUDA_CHECK(cudaStreamSynchronize(stream));
+  cudaEvent_t start, stop;
+  GL_CUDA_CHECK(cudaEventCreate(&start));
+  GL_CUDA_CHECK(cudaEventCreate(&stop));
+  std::vector<double> ms;
+  for (int i = 0; i < repeats; ++i) {
+    GL_CUDA_CHECK(cudaEventRecord(start, stream));
+    Status st = f();
+    GL_CUDA_CHECK(cudaEventRecord(stop, stream));
+    GL_CUDA_CHECK(cudaEventSynchronize(stop));
+    GL_TRY(st);
+    float t = 0;
+    GL_CUDA_CHECK(cudaEventElapsedTime(&t, start, stop));
+    ms.push_back(t);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return ms;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+bool is_oom(const std::string& message) { return message.find("out of GPU memory") != std::string::npos || message.find("out of memory") != std::string::npos; }
+
+struct Row {
+  std::string model;  // "hybrid" | "full"
+  long context = 0;
+  double prefill_ms = -1, decode_ms = -1;  // < 0: not measured
+  int prefill_runs = 0, decode_runs = 0;
+  double weights_bytes = 0, cache_bytes = 0, peak_used_bytes = 0;
+  std::string prefill_note, decode_note;
+};
+
+std::string fmt(const char* f, double x) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, x);
+  return buf;
+}
+
+std::string json_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<ModelBenchOptions> model_bench_parse(const std::vector<std::string>& argv) {
+  ModelBenchOptions o;
+  for (size_t i = 0; i < argv.size(); ++i) {
+    const std::string& a = argv[i];
+    auto value = [&]() -> Result<std::string> {
+      if (i + 1 >= argv.size()) return make_error("bench: ", a, " needs a value");
+      return argv[++i];
+    };
+    try {
+      if (a == "--json") o.json = true;
+      else if (a == "--json-file") { GL_ASSIGN_OR_RETURN(o.json_file, value()); }
+      else if (a == "--config") { GL_ASSIGN_OR_RETURN(o.config_path, value()); }
+      else if (a == "--model") { GL_ASSIGN_OR_RETURN(o.model_dir, value()); }
+      else if (a == "--contexts") { GL_ASSIGN_OR_RETURN(auto v, value()); o.contexts.clear(); for (auto& x : split_commas(v)) o.contexts.push_back(std::stol(x)); }
+      else if (a == "--variants") { GL_ASSIGN_OR_RETURN(auto v, value()); o.variants = split_commas(v); }
+      else if (a == "--full-prefill-max") { GL_ASSIGN_OR_RETURN(auto v, value()); o.full_prefill_max = std::stol(v); }
+      else if (a == "--prefill-max") { GL_ASSIGN_OR_RETURN(auto v, value()); o.prefill_max = std::stol(v); }
+      else if (a == "--repeats") { GL_ASSIGN_OR_RETURN(auto v, value()); o.repeats = std::stoi(v); }
+      else if (a == "--warmups") { GL_ASSIGN_OR_RETURN(auto v, value()); o.warmups = std::stoi(v); }
+      else if (a == "--decode-repeats") { GL_ASSIGN_OR_RETURN(auto v, value()); o.decode_repeats = std::stoi(v); }
+      else if (a == "--sinks") { GL_ASSIGN_OR_RETURN(auto v, value()); o.sinks = std::stoi(v); }
+      else if (a == "--window") { GL_ASSIGN_OR_RETURN(auto v, value()); o.window = std::stoi(v); }
+      else if (a == "--seed") { GL_ASSIGN_OR_RETURN(auto v, value()); o.seed = std::stoull(v); }
+      else return make_error("bench: unknown option ", a, " (model table)");
+    } catch (const std::exception&) {
+      return make_error("bench: bad number after ", a);
+    }
+  }
+  if (o.config_path.empty() == o.model_dir.empty())
+    return make_error("bench: give exactly one of --config FILE.json and --model DIR");
+  for (const auto& v : o.variants)
+    if (v != "hybrid" && v != "full") return make_error("bench: unknown variant '", v, "' (hybrid, full)");
+  for (long c : o.contexts)
+    if (c < 1 || c > 0x7fffffffL) return make_error("bench: context ", c, " out of range");
+  if (o.repeats < 1 || o.warmups < 0 || o.decode_repeats < 1)
+    return make_error("bench: need repeats ≥ 1, warmups ≥ 0, decode repeats ≥ 1");
+  return o;
+}
+
+Result<std::string> model_bench_run(const ModelBenchOptions& o) {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0)
+    return make_error("bench: no CUDA device visible (it needs a GPU; this build has the CUDA backend)");
+  cudaDeviceProp prop;
+  GL_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  const size_t used_before = used_now();
+
+  std::unique_ptr<GpuModel> gm;
+  std::string source;
+  if (!o.config_path.empty()) {
+    GL_ASSIGN_OR_RETURN(ModelConfig config, model_config_read(o.config_path));
+    GL_ASSIGN_OR_RETURN(gm, gpu_model_random(config, o.seed));
+    source = o.config_path + " (random bf16 weights, N(0, 0.02²))";
+  } else {
+    GL_ASSIGN_OR_RETURN(auto model, model_load(o.model_dir));
+    GL_ASSIGN_OR_RETURN(gm, gpu_model_upload(*model));
+    source = o.model_dir;
+  }
+  const ModelConfig& c = gm->config();
+  cudaStream_t s = gm->stream();
+
+  // Token ids: uniform over the vocabulary, fixed seed.
+  const long T_max = *std::max_element(o.contexts.begin(), o.contexts.end());
+  std::vector<int32_t> host_ids(std::min(T_max, o.prefill_max));
+  std::mt19937_64 rng(o.seed);
+  for (auto& id : host_ids) id = (int32_t)(rng() % (uint64_t)c.vocab_size);
+  DeviceArena io;
+  GL_ASSIGN_OR_RETURN(int32_t * ids, io.alloc<int32_t>(std::max<size_t>(host_ids.size(), 1)));
+  GL_ASSIGN_OR_RETURN(float* logits, io.alloc<float>(c.vocab_size));
+  GL_CUDA_CHECK(cudaMemcpy(ids, host_ids.data(), host_ids.size() * 4, cudaMemcpyHostToDevice));
+
+  mixers::MixerOptions hybrid_options;  // the default recipe
+  hybrid_options.sinks = o.sinks;
+  hybrid_options.window = o.window;
+
+  std::vector<Row> rows;
+  for (const std::string& variant : o.variants) {
+    if (variant == "hybrid") {
+      GL_TRY(gm->set_all_hybrid_random(hybrid_options, o.seed));
+    } else {
+      gm->set_all_softmax();
+    }
+    std::vector<long> contexts = o.contexts;
+    std::sort(contexts.begin(), contexts.end());
+    for (long N : contexts) {
+      Row r;
+      r.model = variant;
+      r.context = N;
+      r.weights_bytes = (double)gm->weight_bytes();
+      size_t peak = used_now();
+      // The decode cache first: the prefill fills it (keys/values, or the hybrid cache).
+      std::unique_ptr<GpuSequenceCache> cache;
+      {
+        auto created = GpuSequenceCache::create(*gm, N + 1);
+        if (created.ok()) {
+          cache = std::move(created).value();
+          r.cache_bytes = (double)cache->bytes();
+        } else if (is_oom(created.error())) {
+          const double kv = (double)(N + 1) * c.num_kv_heads * c.head_dim * 2 * 2 * c.num_layers;
+          r.decode_note = "out of memory (KV cache " + fmt("%.1f", kv / kGiB) + " GiB)";
+          r.cache_bytes = kv;
+        } else {
+          return std::move(created).take_error();
+        }
+      }
+      peak = std::max(peak, used_now());
+      // Prefill: the whole forward of N tokens from position 0, last row's logits.
+      const bool run_prefill = N <= o.prefill_max && !(variant == "full" && N > o.full_prefill_max);
+      if (!run_prefill) {
+        r.prefill_note = variant == "full" && N > o.full_prefill_max
+                             ? "not run: O(T²) attention, beyond --full-prefill-max"
+                             : "not run: beyond --prefill-max";
+      } else {
+        const bool short_run = N <= 32768;
+        GpuSequenceCache* fill = cache.get();  // the prefill fills the decode cache
+        auto once = [&]() -> Status {
+          if (fill) GL_TRY(fill->reset());
+          GL_TRY(gm->forward_device(ids, (int)N, logits, true, nullptr, fill));
+          return ok_status();
+        };
+        auto ms = time_runs(once, short_run ? o.warmups : 0, short_run ? o.repeats : 1, s);
+        peak = std::max(peak, used_now());
+        if (ms.ok()) {
+          r.prefill_ms = median(*ms);
+          r.prefill_runs = (int)ms->size();
+        } else if (is_oom(ms.error())) {
+          r.prefill_note = "out of memory";
+        } else {
+          return std::move(ms).take_error();
+        }
+        gm->release_scratch();
+      }
+      // Decode: one token at position N through a captured CUDA graph of the whole step.
+      if (cache) {
+        if (cache->position() == N) {
+          r.decode_note = variant == "full" ? "KV cache from the prefill"
+                                            : "constant-size cache from the prefill";
+        } else {
+          GL_TRY(cache->fill_random(N, o.seed + N));
+          r.decode_note = variant == "full" ? "KV cache of N random keys/values (no prefill)"
+                                            : "constant-size cache, random state at position N";
+        }
+        GL_TRY(cache->capture_step(N));
+        long pos = N;
+        auto step = [&]() -> Status { return cache->launch_step(); };
+        (void)pos;
+        GL_ASSIGN_OR_RETURN(auto ms, time_runs(step, 3, o.decode_repeats, s));
+        r.decode_ms = median(ms);
+        r.decode_runs = (int)ms.size();
+        peak = std::max(peak, used_now());
+      }
+      r.peak_used_bytes = (double)(peak - std::min(peak, used_before));
+      std::fprintf(stderr, "bench: %s N=%ld prefill %.1f ms, decode %.3f ms, cache %.3f GiB, peak %.1f GiB %s %s\n",
+                   variant.c_str(), N, r.prefill_ms, r.decode_ms, r.cache_bytes / kGiB,
+                   r.peak_used_bytes / kGiB, r.prefill_note.c_str(), r.decode_note.c_str());
+      rows.push_back(r);
+      cache.reset();
+      GL_CUDA_CHECK(cudaDeviceSynchronize());
+    }
+  }
+
+  char date[64];
+  const std::time_t now = std::time(nullptr);
+  std::strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", std::gmtime(&now));
+  std::ostringstream js, out;
+  {
+    std::ostringstream& out = js;
+    out << "{\"date\": \"" << date << "\", \"gpu\": \"" << json_escape(prop.name)
+        << "\", \"source\": \"" << json_escape(source) << "\", \"layers\": " << c.num_layers
+        << ", \"hidden\": " << c.hidden_size << ", \"heads\": " << c.num_heads
+        << ", \"kv_heads\": " << c.num_kv_heads << ", \"head_dim\": " << c.head_dim
+        << ", \"vocab\": " << c.vocab_size << ", \"sinks\": " << o.sinks
+        << ", \"window\": " << o.window << ", \"rows\": [";
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const Row& r = rows[i];
+      out << (i ? ", " : "") << "{\"model\": \"" << r.model << "\", \"context\": " << r.context
+          << ", \"prefill_ms\": " << r.prefill_ms << ", \"prefill_tokens_per_s\": "
+          << (r.prefill_ms > 0 ? r.context / (r.prefill_ms / 1000.0) : -1)
+          << ", \"prefill_runs\": " << r.prefill_runs << ", \"decode_ms\": " << r.decode_ms
+          << ", \"decode_tokens_per_s\": " << (r.decode_ms > 0 ? 1000.0 / r.decode_ms : -1)
+          << ", \"decode_runs\": " << r.decode_runs << ", \"weights_bytes\": " << r.weights_bytes
+          << ", \"cache_bytes\": " << r.cache_bytes << ", \"peak_used_bytes\": "
+          << r.peak_used_bytes << ", \"prefill_note\": \"" << json_escape(r.prefill_note)
+          << "\", \"decode_note\": \"" << json_escape(r.decode_note) << "\"}";
+    }
+    out << "]}\n";
+  }
+  {
+    out << "golinear bench (whole model) — " << prop.name << ", " << date << "\n";
+    out << "model: " << source << "; L=" << c.num_layers << " C=" << c.hidden_size
+        << " H=" << c.num_heads << " G=" << c.num_kv_heads << " D=" << c.head_dim
+        << " F=" << c.intermediate_size << " V=" << c.vocab_size << "; hybrid = every layer gdn + "
+        << o.sinks << " sinks + " << o.window << " window, gate, conv (fresh parameters)\n";
+    out << "prefill: one forward of N tokens from position 0 (last row's logits), median of "
+        << o.repeats << " after " << o.warmups
+        << " warm-up(s) up to 32K, one run beyond; decode: batch 1, one token at position N, "
+           "whole step as one CUDA graph, median of "
+        << o.decode_repeats << " after 3; peak = cudaMemGetInfo used − used before the model\n\n";
+    out << "| model | context | prefill tok/s | prefill s | decode tok/s | decode ms/token | "
+           "weights GiB | cache/state GiB | peak GPU GiB | notes |\n";
+    out << "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n";
+    for (const Row& r : rows) {
+      std::string notes = r.prefill_note;
+      if (!r.decode_note.empty()) notes += (notes.empty() ? "" : "; ") + r.decode_note;
+      out << "| " << (r.model == "hybrid" ? "linearized (hybrid)" : "full attention") << " | "
+          << r.context << " | "
+          << (r.prefill_ms > 0 ? fmt("%.0f", r.context / (r.prefill_ms / 1000.0)) : "—") << " | "
+          << (r.prefill_ms > 0 ? fmt("%.3f", r.prefill_ms / 1000.0) : "—") << " | "
+          << (r.decode_ms > 0 ? fmt("%.1f", 1000.0 / r.decode_ms) : "—") << " | "
+          << (r.decode_ms > 0 ? fmt("%.3f", r.decode_ms) : "—") << " | "
+          << fmt("%.2f", r.weights_bytes / kGiB) << " | " << fmt("%.3f", r.cache_bytes / kGiB)
+          << " | " << fmt("%.1f", r.peak_used_bytes / kGiB) << " | " << notes << " |\n";
+    }
+  }
+  if (!o.json_file.empty()) {
+    std::FILE* f = std::fopen(o.json_file.c_str(), "w");
+    if (!f) return make_error("bench: cannot write ", o.json_file);
+    const std::string text = js.str();
+    const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+    if (std::fclose(f) != 0 || !ok) return make_error("bench: cannot write ", o.json_file);
+  }
+  return o.json ? js.str() : out.str();
+}
+
+}  // namespace golinear::cuda

@@ -1,0 +1,328 @@
+// The chunked Gated DeltaNet backward on the GPU (kernels/cuda/gated_delta.h) against the exact
+// CPU reference cpu::gated_delta_backward<double> (the token-by-token recurrence differentiated
+// in fp64). Label `gpu`. Shapes cover T < 64, T not a multiple of 64, GQA with H/G = 4, D = 64 and
+// 128, g strongly negative (−8 … −2: the state forgets within a few tokens, e^γ underflows inside
+// a chunk) and near 0 (−0.01 … 0: long memory, dS carried over many chunks), β in (0, 1).
+//
+// Tolerance (normalized MSE, Σ(got − want)² / Σ want²): the inputs are bf16-rounded before the
+// CPU runs, so the error comes only from the GPU's bf16 tensor-core operands: S_0, dS, W, U, Ũ,
+// dŨ, T, P and the dS/dŨ checkpoints are rounded to bf16 (relative 2^-9 per value, NMSE ≈ 2^-18/3
+// ≈ 1.3e-6 per rounding), about ten such roundings chained along a chunk's products, and the
+// state/dS recurrences carry them across chunks: expected NMSE 1e-5 … 1e-4, measured 3e-6 … 2.3e-5
+// on H200 (largest for g near 0 over many chunks; values are printed). Threshold kNmseTol = 1e-4:
+// about 4× the worst measured.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "kernels/cpu/gated_delta.h"
+#include "kernels/cuda/gated_delta.h"
+
+namespace golinear::kernels::cuda {
+namespace {
+
+constexpr double kNmseTol = 1e-4;
+constexpr size_t kGuard = 256;
+
+bool has_gpu() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+#define REQUIRE_GPU() \
+  if (!has_gpu()) GTEST_SKIP() << "no CUDA device"
+
+std::vector<float> random_floats(size_t n, uint64_t seed, float lo, float hi) {
+  std::mt19937_64 e(seed);
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = u(e);
+  return v;
+}
+void round_bf16(std::vector<float>& v) {
+  for (auto& x : v) x = __bfloat162float(__float2bfloat16(x));
+}
+void unit_rows(std::vector<float>& v, int D) {
+  for (size_t r = 0; r < v.size() / D; ++r) {
+    double s = 0;
+    for (int d = 0; d < D; ++d) s += (double)v[r * D + d] * v[r * D + d];
+    const float inv = 1.0f / std::sqrt((float)s + 1e-6f);
+    for (int d = 0; d < D; ++d) v[r * D + d] *= inv;
+  }
+}
+std::vector<double> expand_heads(const std::vector<float>& x, int N, int H, int G, int D) {
+  std::vector<double> out((size_t)N * H * D);
+  for (int n = 0; n < N; ++n)
+    for (int h = 0; h < H; ++h)
+      for (int d = 0; d < D; ++d)
+        out[((size_t)n * H + h) * D + d] = x[((size_t)n * G + h / (H / G)) * D + d];
+  return out;
+}
+std::vector<float> sum_heads(const std::vector<double>& x, int N, int H, int G, int D) {
+  std::vector<double> acc((size_t)N * G * D, 0.0);
+  for (int n = 0; n < N; ++n)
+    for (int h = 0; h < H; ++h)
+      for (int d = 0; d < D; ++d)
+        acc[((size_t)n * G + h / (H / G)) * D + d] += x[((size_t)n * H + h) * D + d];
+  return std::vector<float>(acc.begin(), acc.end());
+}
+
+// Device array with 0xFF-poisoned guards (NaN in fp32 and bf16): unwritten elements fail the
+// finite check, writes past the end change a guard.
+template <class T>
+struct Dev {
+  T* ptr = nullptr;
+  size_t n = 0;
+  explicit Dev(size_t count) : n(count) {
+    EXPECT_EQ(cudaMalloc(&ptr, (n + kGuard) * sizeof(T)), cudaSuccess);
+    EXPECT_EQ(cudaMemset(ptr, 0xFF, (n + kGuard) * sizeof(T)), cudaSuccess);
+  }
+  ~Dev() { cudaFree(ptr); }
+  Dev(const Dev&) = delete;
+  void upload(const std::vector<float>& v) {
+    std::vector<T> h(v.size());
+    for (size_t i = 0; i < v.size(); ++i) {
+      if constexpr (std::is_same_v<T, __nv_bfloat16>) h[i] = __float2bfloat16(v[i]);
+      else h[i] = v[i];
+    }
+    EXPECT_EQ(cudaMemcpy(ptr, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
+  }
+  std::vector<float> download() const {
+    std::vector<T> h(n + kGuard);
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(h.data(), ptr, h.size() * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
+    const unsigned char* bytes = reinterpret_cast<const unsigned char*>(h.data() + n);
+    for (size_t i = 0; i < kGuard * sizeof(T); ++i)
+      EXPECT_EQ(bytes[i], 0xFF) << "guard overwritten";
+    std::vector<float> out(n);
+    for (size_t i = 0; i < n; ++i) out[i] = (float)h[i];
+    return out;
+  }
+};
+using DevB = Dev<__nv_bfloat16>;
+using DevF = Dev<float>;
+
+void expect_close(const std::vector<float>& got, const std::vector<float>& want, double tol,
+                  const char* what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  double num = 0, den = 0, mx = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_TRUE(std::isfinite(got[i])) << what << " element " << i << " not finite";
+    const double d = (double)got[i] - want[i];
+    num += d * d, den += (double)want[i] * want[i], mx = std::max(mx, std::abs(d));
+  }
+  ASSERT_GT(den, 0.0) << what << ": reference is all zero";
+  const double nmse = num / den;
+  EXPECT_LT(nmse, tol) << what << ": nmse " << nmse << " max abs " << mx;
+  std::printf("  %-10s nmse %.3e  max abs %.3e  rms ref %.3e\n", what, nmse, mx,
+              std::sqrt(den / got.size()));
+}
+
+struct Case {
+  int N, H, G, D;
+  float g_lo, g_hi;
+};
+
+void run_backward(const Case& cs, uint64_t seed, const GatedDeltaBackwardOptions& opt = {}) {
+  const int N = cs.N, H = cs.H, G = cs.G, D = cs.D;
+  std::printf("N=%d H=%d G=%d D=%d g in (%g, %g) vb=%d rvb=%d bf16 ckpt=%d\n", N, H, G, D, cs.g_lo,
+              cs.g_hi, opt.value_block, opt.reverse_value_block, (int)opt.bf16_checkpoints);
+  std::vector<float> q = random_floats((size_t)N * H * D, seed, -1, 1);
+  std::vector<float> k = random_floats((size_t)N * G * D, seed + 1, -1, 1);
+  std::vector<float> v = random_floats((size_t)N * G * D, seed + 2, -1, 1);
+  std::vector<float> g = random_floats((size_t)N * H, seed + 3, cs.g_lo, cs.g_hi);
+  std::vector<float> beta = random_floats((size_t)N * H, seed + 4, 0.02f, 0.98f);
+  std::vector<float> dout = random_floats((size_t)N * H * D, seed + 5, -1, 1);
+  unit_rows(q, D), unit_rows(k, D);
+  round_bf16(q), round_bf16(k), round_bf16(v), round_bf16(dout);
+
+  const std::vector<double> kd = expand_heads(k, N, H, G, D), vd = expand_heads(v, N, H, G, D);
+  const std::vector<double> qd(q.begin(), q.end()), gd(g.begin(), g.end()),
+      bd(beta.begin(), beta.end()), dod(dout.begin(), dout.end());
+  std::vector<double> dq((size_t)N * H * D, 0.0), dk(dq.size(), 0.0), dv(dq.size(), 0.0),
+      dg((size_t)N * H, 0.0), db(dg.size(), 0.0);
+  cpu::gated_delta_backward<double>(dq.data(), dk.data(), dv.data(), dg.data(), db.data(),
+                                    dod.data(), qd.data(), kd.data(), vd.data(), gd.data(),
+                                    bd.data(), N, H, D, D);
+
+  DevB dq_in(q.size()), dk_in(k.size()), dv_in(v.size()), ddo(dout.size());
+  DevF dgate(g.size()), dbeta_in(beta.size());
+  dq_in.upload(q), dk_in.upload(k), dv_in.upload(v), ddo.upload(dout), dgate.upload(g),
+      dbeta_in.upload(beta);
+  DevF gq((size_t)N * H * D), gk((size_t)N * G * D), gv((size_t)N * G * D), gg((size_t)N * H),
+      gb((size_t)N * H);
+  const size_t ws_bytes = gated_delta_backward_workspace_bytes(N, H, D);
+  void* ws = nullptr;
+  ASSERT_EQ(cudaMalloc(&ws, ws_bytes), cudaSuccess);
+  ASSERT_EQ(cudaMemset(ws, 0xFF, ws_bytes), cudaSuccess);  // no reliance on zeroed scratch
+  auto run = [&] {
+    const Status st = gated_delta_backward(gq.ptr, gk.ptr, gv.ptr, gg.ptr, gb.ptr, ddo.ptr,
+                                           dq_in.ptr, dk_in.ptr, dv_in.ptr, dgate.ptr,
+                                           dbeta_in.ptr, N, H, G, D, ws, ws_bytes, nullptr,
+                                           opt);
+    ASSERT_TRUE(st.ok()) << st.error();
+  };
+  run();
+  const auto gq1 = gq.download(), gk1 = gk.download(), gv1 = gv.download(), gg1 = gg.download(),
+             gb1 = gb.download();
+  auto to_f = [](const std::vector<double>& x) { return std::vector<float>(x.begin(), x.end()); };
+  expect_close(gq1, to_f(dq), kNmseTol, "dq");
+  expect_close(gk1, sum_heads(dk, N, H, G, D), kNmseTol, "dk");
+  expect_close(gv1, sum_heads(dv, N, H, G, D), kNmseTol, "dv");
+  expect_close(gg1, to_f(dg), kNmseTol, "dg");
+  expect_close(gb1, to_f(db), kNmseTol, "dbeta");
+  // Deterministic: a second run gives the same bits (no float atomics).
+  run();
+  EXPECT_TRUE(gq.download() == gq1 && gk.download() == gk1 && gv.download() == gv1 &&
+              gg.download() == gg1 && gb.download() == gb1)
+      << "second run differs";
+  cudaFree(ws);
+}
+
+TEST(CudaGatedDeltaBackward, D64GroupsOf2) {
+  REQUIRE_GPU();
+  run_backward({150, 4, 2, 64, -0.3f, 0.0f}, 11);
+}
+TEST(CudaGatedDeltaBackward, D128SingleHead) {
+  REQUIRE_GPU();
+  run_backward({100, 2, 1, 128, -0.3f, 0.0f}, 12);
+}
+TEST(CudaGatedDeltaBackward, ShorterThanOneChunkGqa4) {
+  REQUIRE_GPU();
+  run_backward({37, 4, 1, 128, -0.3f, 0.0f}, 13);
+  run_backward({5, 4, 1, 64, -0.3f, 0.0f}, 14);
+}
+TEST(CudaGatedDeltaBackward, ExactChunkD64) {
+  REQUIRE_GPU();
+  run_backward({128, 2, 2, 64, -0.3f, 0.0f}, 15);
+}
+TEST(CudaGatedDeltaBackward, StronglyNegativeGateGqa4D128) {
+  REQUIRE_GPU();
+  run_backward({300, 8, 2, 128, -8.0f, -2.0f}, 16);
+}
+TEST(CudaGatedDeltaBackward, GateNearZeroLongD64) {
+  REQUIRE_GPU();
+  run_backward({1000, 4, 1, 64, -0.01f, 0.0f}, 17);
+}
+TEST(CudaGatedDeltaBackward, GateNearZeroD128Gqa4) {
+  REQUIRE_GPU();
+  run_backward({520, 4, 1, 128, -0.02f, 0.0f}, 18);
+}
+
+// The other reverse-pass slices (the default is covered above) and the forward's slices under the
+// backward.
+TEST(CudaGatedDeltaBackward, AllValueBlocks) {
+  REQUIRE_GPU();
+  for (int rvb : {16, 32, 128}) run_backward({200, 4, 1, 128, -0.1f, 0.0f}, 20 + rvb, {32, rvb});
+  for (int rvb : {16, 64}) run_backward({200, 2, 2, 64, -0.1f, 0.0f}, 30 + rvb, {16, rvb});
+}
+// The fp32 [d][e] checkpoints (the default keeps bf16 Sᵀ).
+TEST(CudaGatedDeltaBackward, Fp32Checkpoints) {
+  REQUIRE_GPU();
+  run_backward({300, 8, 2, 128, -0.5f, 0.0f}, 41, {0, 0, false});
+  run_backward({150, 4, 2, 64, -0.3f, 0.0f}, 42, {0, 32, false});
+}
+
+// Timing at the bench shapes (H = 32, G = 8, D = 128): forward per value_block, and forward +
+// backward per (value_block, reverse_value_block). Not a check: run with
+// --gtest_also_run_disabled_tests; GDN_TIMING_T="8192,32768" picks the lengths.
+TEST(CudaGatedDeltaBackward, DISABLED_Timing) {
+  REQUIRE_GPU();
+  const int H = 32, G = 8, D = 128;
+  std::vector<int> lens = {2048, 4096, 8192, 16384, 32768};
+  if (const char* env = std::getenv("GDN_TIMING_T")) {
+    lens.clear();
+    for (const char* p = env; *p;) {
+      lens.push_back(std::atoi(p));
+      while (*p && *p != ',') ++p;
+      if (*p == ',') ++p;
+    }
+  }
+  const int Nmax = *std::max_element(lens.begin(), lens.end());
+  auto fill = [](size_t n, uint64_t seed, float lo, float hi) {
+    std::vector<float> v(n);
+    uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (auto& e : v) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      e = lo + (hi - lo) * (float)((x >> 40) * (1.0 / 16777216.0));
+    }
+    return v;
+  };
+  const float s = 1.0f / std::sqrt((float)D);
+  DevB q((size_t)Nmax * H * D), k((size_t)Nmax * G * D), v((size_t)Nmax * G * D),
+      dO((size_t)Nmax * H * D), o((size_t)Nmax * H * D);
+  DevF g((size_t)Nmax * H), beta((size_t)Nmax * H);
+  q.upload(fill(q.n, 1, -s, s)), k.upload(fill(k.n, 2, -s, s)), v.upload(fill(v.n, 3, -1, 1));
+  dO.upload(fill(dO.n, 4, -1, 1)), g.upload(fill(g.n, 5, -0.3f, 0.0f)),
+      beta.upload(fill(beta.n, 6, 0.05f, 0.95f));
+  DevF gq((size_t)Nmax * H * D), gk((size_t)Nmax * G * D), gv((size_t)Nmax * G * D),
+      gg((size_t)Nmax * H), gb((size_t)Nmax * H);
+  const size_t ws_bytes = gated_delta_backward_workspace_bytes(Nmax, H, D);
+  void* ws = nullptr;
+  ASSERT_EQ(cudaMalloc(&ws, ws_bytes), cudaSuccess);
+  cudaEvent_t e0, e1;
+  cudaEventCreate(&e0), cudaEventCreate(&e1);
+  auto time_ms = [&](auto&& fn, int reps) {
+    for (int i = 0; i < 2; ++i) fn();
+    std::vector<float> t;
+    for (int i = 0; i < reps; ++i) {
+      cudaEventRecord(e0);
+      fn();
+      cudaEventRecord(e1);
+      cudaEventSynchronize(e1);
+      float ms = 0;
+      cudaEventElapsedTime(&ms, e0, e1);
+      t.push_back(ms);
+    }
+    std::sort(t.begin(), t.end());
+    return t[t.size() / 2];
+  };
+  // GDN_TIMING_DEFAULT_ONLY: only the default configurations (for a profiler's per-kernel table).
+  const bool default_only = std::getenv("GDN_TIMING_DEFAULT_ONLY") != nullptr;
+  std::vector<int> fwd_blocks = {16, 32, 64, 128};
+  std::vector<GatedDeltaBackwardOptions> bwd_options;
+  if (default_only) {
+    fwd_blocks = {0};
+    bwd_options = {GatedDeltaBackwardOptions{}};
+  } else {
+    for (bool ck : {true, false})
+      for (int vb : {32, 64})
+        for (int rvb : {16, 32, 64, 128}) bwd_options.push_back({vb, rvb, ck});
+  }
+  for (int N : lens) {
+    for (int vb : fwd_blocks) {
+      const float ms = time_ms([&] {
+        const Status st = gated_delta_chunked_forward(o.ptr, nullptr, nullptr, q.ptr, k.ptr, v.ptr,
+                                                      g.ptr, beta.ptr, N, H, G, D, ws, ws_bytes,
+                                                      nullptr, nullptr, vb);
+        EXPECT_TRUE(st.ok()) << st.error();
+      }, 10);
+      std::printf("TIMING T=%d fwd vb=%d %.3f ms\n", N, vb, ms);
+    }
+    for (const GatedDeltaBackwardOptions& opt : bwd_options) {
+      const float ms = time_ms([&] {
+        const Status st =
+            gated_delta_backward(gq.ptr, gk.ptr, gv.ptr, gg.ptr, gb.ptr, dO.ptr, q.ptr, k.ptr, v.ptr,
+                                 g.ptr, beta.ptr, N, H, G, D, ws, ws_bytes, nullptr, opt);
+        EXPECT_TRUE(st.ok()) << st.error();
+      }, 5);
+      std::printf("TIMING T=%d fwd+bwd vb=%d rvb=%d bf16ck=%d %.3f ms\n", N, opt.value_block,
+                  opt.reverse_value_block, (int)opt.bf16_checkpoints, ms);
+    }
+  }
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const auto dq_host = gq.download();  // finite: the timed inputs are in range
+  for (size_t i = 0; i < (size_t)lens.back() * H * D; i += 997)
+    ASSERT_TRUE(std::isfinite(dq_host[i]));
+  cudaFree(ws);
+}
+
+}  // namespace
+}  // namespace golinear::kernels::cuda

@@ -1,0 +1,262 @@
+// The GPU hybrid layer (mixers/cuda/gpu_hybrid_layer.h) against the CPU hybrid mixer
+// (mixers/hybrid_mixer.h, the specification): the training forward, and the gradient of every
+// parameter for the same upstream gradient dy, by normalized MSE ‖gpu − cpu‖² / ‖cpu‖², with
+// NaN/Inf checks and poisoned guard values after the layer's gradient block. Label `gpu`.
+//
+// Tolerances. The CPU runs on the GPU's inputs (bf16-rounded x, q, k, v) and on the GPU's gate
+// weights (w_a, w_b, w_λ rounded to bf16, as the GPU's stacked bf16 copy). What remains is bf16
+// storage of the GPU's intermediates: conv outputs, RoPE'd and unit rows, y_exact, y_lin, the
+// attention probabilities and the GDN's W/U/P tiles (relative 2^-8 each, NMSE ~1e-5 per
+// rounding), chained through 64-token chunks of the GDN: up to ~1e-3 on the forward (threshold
+// 5e-3, as tests/kernels/cuda). Gradients add dy_lin stored in bf16 (the GDN backward's input)
+// and the GDN backward's fp32 checkpoints made by the bf16 forward: threshold 2e-2, as the
+// kernels' backward tests. Sums over T of such products (conv taps, biases, gate weights) do not
+// grow the relative error.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "kernels/cuda/hybrid_train.h"
+#include "mixers/cuda/gpu_hybrid_layer.h"
+#include "mixers/hybrid_mixer.h"
+
+namespace golinear::mixers::cuda {
+namespace {
+
+namespace kc = kernels::cuda;
+
+bool has_gpu() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+#define REQUIRE_GPU() \
+  if (!has_gpu()) GTEST_SKIP() << "no CUDA device"
+#define ASSERT_OK(expr)                                  \
+  do {                                                   \
+    const auto& gl_status_ = (expr);                    \
+    ASSERT_TRUE(gl_status_.ok()) << gl_status_.error();  \
+  } while (0)
+
+std::vector<float> random_floats(size_t n, uint64_t seed, float lo, float hi) {
+  std::mt19937_64 e(seed);
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> v(n);
+  for (auto& x : v) x = u(e);
+  return v;
+}
+float bf16_round(float x) { return __bfloat162float(__float2bfloat16(x)); }
+void round_bf16(std::vector<float>& v) {
+  for (auto& x : v) x = bf16_round(x);
+}
+std::vector<bf16> to_bf16(const std::vector<float>& v) {
+  std::vector<bf16> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i) out[i] = __float2bfloat16(v[i]);
+  return out;
+}
+bool all_finite(const std::vector<float>& v) {
+  for (float x : v)
+    if (!std::isfinite(x)) return false;
+  return true;
+}
+// ‖a − b‖² / ‖b‖² (‖a‖² when b is zero).
+double nmse(const std::vector<float>& a, const std::vector<float>& b) {
+  double err = 0, ref = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double d = (double)a[i] - b[i];
+    err += d * d;
+    ref += (double)b[i] * b[i];
+  }
+  return ref > 0 ? err / ref : err;
+}
+
+template <class T>
+struct DeviceArray {
+  T* ptr = nullptr;
+  size_t n = 0;
+  explicit DeviceArray(size_t count) : n(count) { cudaMalloc(&ptr, std::max<size_t>(n, 1) * sizeof(T)); }
+  explicit DeviceArray(const std::vector<T>& host) : DeviceArray(host.size()) {
+    cudaMemcpy(ptr, host.data(), n * sizeof(T), cudaMemcpyHostToDevice);
+  }
+  ~DeviceArray() { cudaFree(ptr); }
+  std::vector<T> download() const {
+    std::vector<T> out(n);
+    cudaMemcpy(out.data(), ptr, n * sizeof(T), cudaMemcpyDeviceToHost);
+    return out;
+  }
+};
+
+struct Case {
+  int T, sinks, window;
+};
+
+class GpuHybridLayerTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(GpuHybridLayerTest, ForwardAndEveryParameterGradientMatchTheCpuMixer) {
+  REQUIRE_GPU();
+  const Case cs = GetParam();
+  const int T = cs.T, C = 128, H = 4, G = 2, D = 64;  // GQA: two query heads per kv head
+  const AttentionShape shape{C, H, G, D};
+  MixerOptions options;  // the default recipe: gdn, gate, conv
+  options.sinks = cs.sinks;
+  options.window = cs.window;
+  HybridMixer cpu(options, shape, 11);
+  // Parameters away from their initial values, so that every gradient path is exercised:
+  // conv taps around the identity, a gate that mixes, gate weights exactly representable in bf16.
+  uint64_t seed = 100;
+  for (Parameter* p : cpu.parameters()) {
+    const auto noise = random_floats(p->value.size(), ++seed, -1.0f, 1.0f);
+    for (size_t i = 0; i < p->value.size(); ++i) {
+      if (p->name.rfind("conv_", 0) == 0) p->value[i] += 0.2f * noise[i];
+      else if (p->name == "w_lambda" || p->name == "w_a" || p->name == "w_b") p->value[i] = bf16_round(0.1f * noise[i]);
+      else if (p->name == "b_lambda") p->value[i] = -0.5f + 0.5f * noise[i];
+      else if (p->name == "b_beta") p->value[i] = 0.5f * noise[i];
+    }
+  }
+  auto x = random_floats((size_t)T * C, 1, -1.0f, 1.0f);
+  auto q = random_floats((size_t)T * H * D, 2, -1.0f, 1.0f);
+  auto k = random_floats((size_t)T * G * D, 3, -1.0f, 1.0f);
+  auto v = random_floats((size_t)T * G * D, 4, -1.0f, 1.0f);
+  auto dy = random_floats((size_t)T * H * D, 5, -1.0f, 1.0f);
+  round_bf16(x), round_bf16(q), round_bf16(k), round_bf16(v);
+  std::vector<float> inv_freq(D / 2);
+  for (int i = 0; i < D / 2; ++i) inv_freq[i] = std::pow(10000.0f, -2.0f * i / D);
+
+  // CPU reference: forward, and the parameter gradients of Σ dy·y.
+  const MixerInputs in{T, 0, x.data(), q.data(), k.data(), v.data(), inv_freq.data()};
+  std::vector<float> y_cpu((size_t)T * H * D);
+  cpu.forward(in, y_cpu.data());
+  for (Parameter* p : cpu.parameters()) std::fill(p->grad.begin(), p->grad.end(), 0.0f);
+  cpu.backward(in, dy.data(), {});
+
+  // GPU: the layer's block with poisoned guards after it (NaN bits: an unwritten gradient or a
+  // write past the block is caught).
+  const long P = gpu_hybrid_parameter_count(shape), guard = 256;
+  DeviceArray<float> value(P + guard), grad(P + guard);
+  cudaMemset(value.ptr, 0xFF, (P + guard) * 4);
+  cudaMemset(grad.ptr, 0, P * 4);
+  cudaMemset(grad.ptr + P, 0xFF, guard * 4);
+  auto layer = GpuHybridLayer::create(options, shape, inv_freq, value.ptr, grad.ptr);
+  ASSERT_OK(layer);
+  ASSERT_OK(layer->upload(cpu, 0));
+  GpuHybridScratch scratch;
+  ASSERT_OK(scratch.allocate(shape, options, T));
+  cublasHandle_t cublas;
+  ASSERT_EQ(cublasCreate(&cublas), CUBLAS_STATUS_SUCCESS);
+  DeviceArray<bf16> dx(to_bf16(x)), dq(to_bf16(q)), dk(to_bf16(k)), dv(to_bf16(v));
+  ASSERT_OK(layer->forward(scratch, dx.ptr, dq.ptr, dk.ptr, dv.ptr, cublas, 0));
+  cudaMemcpy(scratch.dy, dy.data(), dy.size() * 4, cudaMemcpyHostToDevice);
+  ASSERT_OK(layer->backward(scratch, dx.ptr, dq.ptr, dk.ptr, dv.ptr, cublas, 0));
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  cublasDestroy(cublas);
+
+  std::vector<float> y_gpu((size_t)T * H * D);
+  cudaMemcpy(y_gpu.data(), scratch.y, y_gpu.size() * 4, cudaMemcpyDeviceToHost);
+  ASSERT_TRUE(all_finite(y_gpu));
+  const double y_err = nmse(y_gpu, y_cpu);
+  EXPECT_LT(y_err, 5e-3) << "forward";
+  std::printf("T=%d s=%d w=%d  forward nmse %.2e\n", T, cs.sinks, cs.window, y_err);
+
+  const std::vector<float> g_all = grad.download();
+  for (long i = P; i < P + guard; ++i) ASSERT_TRUE(std::isnan(g_all[i])) << "guard " << i - P << " overwritten";
+  for (const GpuParamSlot& slot : layer->layout()) {
+    Parameter* p = nullptr;
+    for (Parameter* c : cpu.parameters())
+      if (c->name == slot.name) p = c;
+    ASSERT_NE(p, nullptr) << slot.name;
+    std::vector<float> g(g_all.begin() + slot.offset, g_all.begin() + slot.offset + slot.count);
+    ASSERT_TRUE(all_finite(g)) << slot.name;
+    const double err = nmse(g, p->grad);
+    double ref = 0;
+    for (float c : p->grad) ref += (double)c * c;
+    std::printf("  d%-9s nmse %.2e  (‖cpu‖² %.3e)\n", slot.name.c_str(), err, ref);
+    if (T <= cs.sinks + cs.window && (slot.name == "w_a" || slot.name == "w_b" || slot.name == "b_beta" ||
+                                      slot.name == "A_log" || slot.name == "dt_bias")) {
+      EXPECT_LT(err, 1e-12) << slot.name << ": no token has left the window, the gradient is 0";
+    } else {
+      EXPECT_GT(ref, 0.0) << slot.name << ": the CPU gradient is 0, the case tests nothing";
+      EXPECT_LT(err, 2e-2) << slot.name;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, GpuHybridLayerTest,
+                         ::testing::Values(Case{50, 8, 56}, Case{50, 4, 16}, Case{200, 8, 56},
+                                           Case{700, 8, 56}),
+                         [](const auto& info) {
+                           return "T" + std::to_string(info.param.T) + "_s" +
+                                  std::to_string(info.param.sinks) + "_w" +
+                                  std::to_string(info.param.window);
+                         });
+
+TEST(GpuHybridLayer, DownloadReturnsWhatUploadGave) {
+  REQUIRE_GPU();
+  const AttentionShape shape{128, 4, 2, 64};
+  MixerOptions options;
+  HybridMixer a(options, shape, 1), b(options, shape, 2);
+  const long P = gpu_hybrid_parameter_count(shape);
+  DeviceArray<float> value(P), grad(P);
+  std::vector<float> inv_freq(32, 1.0f);
+  auto layer = GpuHybridLayer::create(options, shape, inv_freq, value.ptr, grad.ptr);
+  ASSERT_OK(layer);
+  ASSERT_OK(layer->upload(a, 0));
+  ASSERT_OK(layer->download(b, 0));
+  auto pa = a.parameters(), pb = b.parameters();
+  for (size_t i = 0; i < pa.size(); ++i) EXPECT_EQ(pa[i]->value, pb[i]->value) << pa[i]->name;
+}
+
+TEST(GpuHybridLayer, RefusesOtherRecipesWithOneLine) {
+  const AttentionShape shape{128, 4, 2, 64};
+  MixerOptions ok;
+  EXPECT_TRUE(gpu_hybrid_check_recipe(ok, shape).ok());
+  MixerOptions add = ok, no_conv = ok, rope = ok, gla = ok, none = ok;
+  add.mix = MixKind::add;
+  no_conv.conv = false;
+  rope.linear_rope = true;
+  gla.kind = MixerKind::gla;
+  none.sinks = none.window = 0;
+  for (const MixerOptions& o : {add, no_conv, rope, gla, none}) {
+    const Status st = gpu_hybrid_check_recipe(o, shape);
+    ASSERT_FALSE(st.ok());
+    EXPECT_EQ(st.error().find('\n'), std::string::npos);
+    EXPECT_NE(st.error().find("default recipe"), std::string::npos) << st.error();
+  }
+  EXPECT_FALSE(gpu_hybrid_check_recipe(ok, AttentionShape{64, 4, 2, 16}).ok());
+}
+
+// The loss kernel against the CPU formula of train/attention_transfer.cpp (nmse_loss).
+TEST(HybridTrainKernels, NmseLossAndGradientMatchTheCpuFormula) {
+  REQUIRE_GPU();
+  const long n = 100003;
+  auto s = random_floats(n, 7, -1.0f, 1.0f);
+  auto t = random_floats(n, 8, -1.0f, 1.0f);
+  round_bf16(t);
+  DeviceArray<float> ds(s), ddy(n);
+  DeviceArray<bf16> dt(to_bf16(t));
+  DeviceArray<double> sums(2);
+  DeviceArray<char> ws(kc::nmse_workspace_bytes());
+  ASSERT_OK(kc::nmse_loss_forward_backward(sums.ptr, ddy.ptr, ds.ptr, dt.ptr, n, 0.5f, ws.ptr, ws.n, 0));
+  const auto got = sums.download();
+  const auto dy = ddy.download();
+  double err = 0, ref = 0;
+  for (long i = 0; i < n; ++i) err += ((double)s[i] - t[i]) * ((double)s[i] - t[i]), ref += (double)t[i] * t[i];
+  EXPECT_NEAR(got[0], err, 1e-9 * err);
+  EXPECT_NEAR(got[1], ref, 1e-9 * ref);
+  double dy_err = 0, dy_ref = 0;
+  for (long i = 0; i < n; ++i) {
+    const double want = 0.5 * 2.0 * ((double)s[i] - t[i]) / ref;
+    dy_err += (dy[i] - want) * (dy[i] - want), dy_ref += want * want;
+  }
+  EXPECT_LT(dy_err / dy_ref, 1e-12);
+  // Deterministic: a second call gives the same bits.
+  ASSERT_OK(kc::nmse_loss_forward_backward(sums.ptr, nullptr, ds.ptr, dt.ptr, n, 0.5f, ws.ptr, ws.n, 0));
+  EXPECT_EQ(sums.download(), got);
+}
+
+}  // namespace
+}  // namespace golinear::mixers::cuda

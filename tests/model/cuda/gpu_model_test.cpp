@@ -1,0 +1,439 @@
+// The GPU transformer (model/cuda/gpu_model.h) against the CPU model (model/transformer.h).
+//
+// Models: the three fixture families (tests/data/fixtures/random-{llama,qwen2,qwen3}: their
+// config.json with its family switches: Qwen2's qkv bias, Qwen3's q/k norm, rope theta), resized
+// to head_dim 64 (the fixtures' own head dims 16 and 32 are below what the CUDA attention kernels
+// compile, 64 and 128: that refusal is tested too) with random fp32 weights scaled to O(1)
+// activations; the same host weights feed both models. Plus a llama with tied embeddings and
+// llama3 RoPE scaling, and a linearized llama (default recipe, perturbed parameters).
+//
+// Tolerance: the GPU keeps weights and every activation except the residual stream in bf16
+// (unit roundoff u = 2⁻⁹ ≈ 2e-3). Independent roundings add relative variance ≈ u²/3 ≈ 1.3e-6
+// each; a two-layer forward has a few dozen rounding stages, so the logits' normalized MSE
+// (Σ(g−c)²/Σc²) is expected near 1e-5…1e-4. We allow 2e-3 (3e-3 for the hybrid, whose gates,
+// decays and state add stages): ≥ 10× margin, while a real defect (RoPE offset, a missing bias or
+// norm, heads out of order) gives NMSE ≥ 1e-1. Argmax: ≥ 95% of rows agree (near-ties may flip).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+
+#include "common/file.h"
+#include "mixers/mixer_factory.h"
+#include "mixers/softmax_mixer.h"
+#include "model/cuda/gpu_model.h"
+#include "model/linearization.h"
+#include "model/transformer.h"
+
+namespace golinear {
+namespace {
+
+using cuda::GpuLayerTrace;
+using cuda::GpuModel;
+using cuda::GpuSequenceCache;
+
+bool have_gpu() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+std::string fixtures_dir() {
+  if (const char* env = std::getenv("GOLINEAR_GPU_FIXTURES")) return env;
+  return std::string(GOLINEAR_TEST_DATA) + "/fixtures";
+}
+
+struct Error2 {
+  double nmse = 0, max_abs = 0;
+};
+Error2 compare(const float* got, const float* want, size_t n) {
+  double num = 0, den = 0, m = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const double d = (double)got[i] - want[i];
+    num += d * d;
+    den += (double)want[i] * want[i];
+    m = std::max(m, std::fabs(d));
+  }
+  return {num / std::max(den, 1e-30), m};
+}
+bool all_finite(const float* x, size_t n) {
+  for (size_t i = 0; i < n; ++i)
+    if (!std::isfinite(x[i])) return false;
+  return true;
+}
+int argmax(const float* x, int n) { return (int)(std::max_element(x, x + n) - x); }
+
+std::vector<float> bf16_to_float(const cuda::bf16* d, size_t n) {
+  std::vector<cuda::bf16> h(n);
+  EXPECT_EQ(cudaMemcpy(h.data(), d, n * sizeof(cuda::bf16), cudaMemcpyDeviceToHost), cudaSuccess);
+  std::vector<float> out(n);
+  for (size_t i = 0; i < n; ++i) out[i] = __bfloat162float(h[i]);
+  return out;
+}
+
+// A fixture family's config at head_dim 64: C 256, H 4, G 2, F 512, V 1024, L 2.
+ModelConfig family_config(const std::string& fixture) {
+  ModelConfig c;
+  const std::string path = fixtures_dir() + "/" + fixture + "/config.json";
+  auto read = model_config_read(path);
+  if (read.ok()) {
+    c = *read;
+  } else {  // the fixture's switches, as in tests/data/fixtures (for runs without the folder)
+    c.family = fixture == "random-qwen2" ? ModelFamily::qwen2
+               : fixture == "random-qwen3" ? ModelFamily::qwen3 : ModelFamily::llama;
+    c.qkv_bias = fixture == "random-qwen2";
+    c.qk_norm = fixture == "random-qwen3";
+    c.rope.theta = fixture == "random-llama" ? 1e4 : 1e6;
+    c.rms_norm_eps = fixture == "random-llama" ? 1e-5 : 1e-6;
+  }
+  c.hidden_size = 256;
+  c.num_heads = 4;
+  c.num_kv_heads = 2;
+  c.head_dim = 64;
+  c.intermediate_size = 512;
+  c.vocab_size = 1024;
+  c.num_layers = 2;
+  c.max_position_embeddings = 4096;
+  return c;
+}
+
+// Random fp32 weights with O(1) activations; every layer softmax.
+std::unique_ptr<Model> random_model(const ModelConfig& c, uint64_t seed) {
+  auto m = std::make_unique<Model>();
+  m->config = c;
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+  auto mat = [&](long rows, long cols) {
+    std::vector<float> w(rows * cols);
+    const float s = 1.0f / std::sqrt((float)cols);
+    for (auto& x : w) x = s * normal(rng);
+    return w;
+  };
+  auto norm = [&](long n) {
+    std::vector<float> w(n);
+    for (auto& x : w) x = 1.0f + 0.2f * uni(rng);
+    return w;
+  };
+  auto bias = [&](long n) {
+    std::vector<float> w(n);
+    for (auto& x : w) x = 0.1f * uni(rng);
+    return w;
+  };
+  const long C = c.hidden_size, H = c.num_heads, G = c.num_kv_heads, D = c.head_dim,
+             F = c.intermediate_size, V = c.vocab_size;
+  m->embed.resize(V * C);
+  for (auto& x : m->embed) x = normal(rng);
+  if (!c.tie_word_embeddings) m->lm_head = mat(V, C);
+  m->final_norm = norm(C);
+  m->layers.resize(c.num_layers);
+  for (auto& w : m->layers) {
+    w.input_norm = norm(C);
+    w.q_proj = mat(H * D, C);
+    w.k_proj = mat(G * D, C);
+    w.v_proj = mat(G * D, C);
+    if (c.qkv_bias) {
+      w.q_bias = bias(H * D);
+      w.k_bias = bias(G * D);
+      w.v_bias = bias(G * D);
+    }
+    if (c.qk_norm) {
+      w.q_norm = norm(D);
+      w.k_norm = norm(D);
+    }
+    w.o_proj = mat(C, H * D);
+    w.post_norm = norm(C);
+    w.gate_proj = mat(F, C);
+    w.up_proj = mat(F, C);
+    w.down_proj = mat(C, F);
+  }
+  m->inv_freq = rope_inverse_frequencies(c.rope, (int)D);
+  for (int l = 0; l < c.num_layers; ++l)
+    m->mixers.push_back(std::make_unique<mixers::SoftmaxMixer>(m->attention_shape()));
+  return m;
+}
+
+// Layers not in keep_full become default-recipe hybrids (sinks 4, window 12, so the linear
+// branch is active from token 16) with every parameter perturbed away from its init.
+void linearize(Model& m, const std::vector<int>& keep_full, uint64_t seed) {
+  mixers::MixerOptions o;
+  o.sinks = 4;
+  o.window = 12;
+  auto stack = linearized_mixers(m, o, keep_full, seed);
+  ASSERT_TRUE(stack.ok()) << stack.error();
+  m.mixers = std::move(*stack);
+  std::mt19937_64 rng(seed + 99);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (auto& mixer : m.mixers)
+    for (mixers::Parameter* p : mixer->parameters()) {
+      const float scale = p->name == "b_lambda" ? 1.0f : p->name.rfind("w_", 0) == 0 ? 0.05f : 0.1f;
+      for (auto& x : p->value) x += scale * normal(rng);
+    }
+}
+
+std::vector<int32_t> tokens(int T, int V, uint64_t seed) {
+  std::vector<int32_t> ids(T);
+  for (int t = 0; t < T; ++t) ids[t] = (int32_t)((t * 7919 + seed * 104729 + 3) % V);
+  return ids;
+}
+
+void expect_logits_match(const Model& cpu, GpuModel& gpu, int T, double tol, const char* what) {
+  const int V = cpu.config.vocab_size;
+  const auto ids = tokens(T, V, 1);
+  std::vector<float> want((size_t)T * V), got((size_t)T * V);
+  model_forward(cpu, ids.data(), T, want.data());
+  ASSERT_TRUE(gpu.forward(ids.data(), T, got.data(), false).ok());
+  ASSERT_TRUE(all_finite(got.data(), got.size())) << what;
+  const Error2 e = compare(got.data(), want.data(), got.size());
+  int agree = 0;
+  for (int t = 0; t < T; ++t) agree += argmax(&got[(size_t)t * V], V) == argmax(&want[(size_t)t * V], V);
+  std::printf("  %-34s logits nmse %.3e  max abs %.3e  argmax %d/%d\n", what, e.nmse, e.max_abs,
+              agree, T);
+  EXPECT_LT(e.nmse, tol) << what;
+  EXPECT_GE(agree, (int)std::ceil(0.95 * T)) << what;
+  // last_only returns the last row of the full forward.
+  std::vector<float> last(V);
+  ASSERT_TRUE(gpu.forward(ids.data(), T, last.data(), true).ok());
+  EXPECT_LT(compare(last.data(), &got[(size_t)(T - 1) * V], V).nmse, 1e-8) << what;
+}
+
+class GpuModelFamily : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GpuModelFamily, LogitsMatchCpu) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  const auto cpu = random_model(family_config(GetParam()), 11);
+  auto gpu = cuda::gpu_model_upload(*cpu);
+  ASSERT_TRUE(gpu.ok()) << gpu.error();
+  expect_logits_match(*cpu, **gpu, 100, 2e-3, GetParam().c_str());
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, GpuModelFamily,
+                         ::testing::Values("random-llama", "random-qwen2", "random-qwen3"));
+
+TEST(GpuModel, TiedEmbeddingsLlama3Rope) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  ModelConfig c = family_config("random-llama");
+  c.tie_word_embeddings = true;
+  c.rope.type = "llama3";
+  c.rope.theta = 500000.0;
+  c.rope.factor = 8.0;
+  c.rope.low_freq_factor = 1.0;
+  c.rope.high_freq_factor = 4.0;
+  c.rope.original_max_position = 64;  // small, so the scaled bands matter at these lengths
+  const auto cpu = random_model(c, 12);
+  auto gpu = cuda::gpu_model_upload(*cpu);
+  ASSERT_TRUE(gpu.ok()) << gpu.error();
+  expect_logits_match(*cpu, **gpu, 100, 2e-3, "llama tied + llama3 rope");
+}
+
+TEST(GpuModel, LinearizedLlamaMatchesCpu) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  for (const std::vector<int>& keep : {std::vector<int>{}, std::vector<int>{1}}) {
+    auto cpu = random_model(family_config("random-llama"), 13);
+    linearize(*cpu, keep, 21);
+    auto gpu = cuda::gpu_model_upload(*cpu);
+    ASSERT_TRUE(gpu.ok()) << gpu.error();
+    EXPECT_TRUE((*gpu)->has_hybrid_layers());
+    EXPECT_EQ((*gpu)->has_softmax_layers(), !keep.empty());
+    expect_logits_match(*cpu, **gpu, 100, 3e-3,
+                        keep.empty() ? "linearized llama (all hybrid)" : "linearized llama (layer 1 full)");
+  }
+}
+
+TEST(GpuModel, LinearizedQwen3MatchesCpu) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  auto cpu = random_model(family_config("random-qwen3"), 14);
+  linearize(*cpu, {}, 22);
+  auto gpu = cuda::gpu_model_upload(*cpu);
+  ASSERT_TRUE(gpu.ok()) << gpu.error();
+  expect_logits_match(*cpu, **gpu, 90, 3e-3, "linearized qwen3");
+}
+
+// Greedy decode with the cache picks, at every step, the argmax of a full forward of the
+// sequence so far (up to bf16 near-ties: the chosen token's full-forward logit is within 1% of
+// the logits' spread of the maximum), and its logits match the full forward's last row.
+void expect_greedy_matches(Model& cpu, const char* what) {
+  auto gpu_r = cuda::gpu_model_upload(cpu);
+  ASSERT_TRUE(gpu_r.ok()) << gpu_r.error();
+  GpuModel& gpu = **gpu_r;
+  // The prompt (P = 40 > sinks + window = 16) goes in by one forward that fills the cache.
+  const int V = cpu.config.vocab_size, P = 40, steps = 26;
+  auto cache_r = GpuSequenceCache::create(gpu, P + steps + 1);
+  ASSERT_TRUE(cache_r.ok()) << cache_r.error();
+  GpuSequenceCache& cache = **cache_r;
+  std::vector<int32_t> seq = tokens(P, V, 5);
+  std::vector<float> logits(V), full((size_t)V), cpu_last(V);
+  ASSERT_TRUE(cuda::gpu_prefill(gpu, cache, seq.data(), P, logits.data()).ok());
+  double worst = 0;
+  int exact = 0;
+  for (int step = 0; step < steps; ++step) {
+    const int T = (int)seq.size();
+    ASSERT_TRUE(gpu.forward(seq.data(), T, full.data(), true).ok());
+    model_forward(cpu, seq.data(), T, cpu_last.data(), true);
+    worst = std::max(worst, compare(logits.data(), cpu_last.data(), V).nmse);
+    const int pick = argmax(logits.data(), V), best = argmax(full.data(), V);
+    const auto [lo, hi] = std::minmax_element(full.begin(), full.end());
+    EXPECT_GE(full[pick], full[best] - 0.01f * (*hi - *lo)) << what << " step " << step;
+    exact += pick == best;
+    int32_t next = -1;
+    ASSERT_TRUE(cuda::gpu_decode(gpu, cache, pick, logits.data(), &next).ok());
+    EXPECT_EQ(next, argmax(logits.data(), V));
+    seq.push_back(pick);
+  }
+  EXPECT_EQ(cache.position(), (long)seq.size());
+  std::printf("  %-34s greedy: %d/%d steps = full-forward argmax, worst step nmse vs CPU %.3e\n",
+              what, exact, steps, worst);
+  EXPECT_LT(worst, 3e-3) << what;
+  EXPECT_GE(exact, steps - 2) << what;
+}
+
+// The hybrid prefill (chunked forward + hybrid_cache_fill) leaves the cache that T decode steps
+// leave: the continuations from both caches agree with each other and with the CPU.
+TEST(GpuModel, HybridPrefillFillsCacheAsSteps) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  for (const std::vector<int>& keep : {std::vector<int>{}, std::vector<int>{0}}) {
+    auto cpu = random_model(family_config("random-llama"), 31);
+    linearize(*cpu, keep, 32);
+    auto gpu_r = cuda::gpu_model_upload(*cpu);
+    ASSERT_TRUE(gpu_r.ok()) << gpu_r.error();
+    GpuModel& gpu = **gpu_r;
+    const int V = cpu->config.vocab_size, steps = 8;
+    for (int P : {2, 3, 15, 17, 53}) {  // around the sinks + window = 16 boundary and beyond
+      const auto seq = tokens(P + steps, V, 7);
+      auto fast = GpuSequenceCache::create(gpu, P + steps);
+      auto slow = GpuSequenceCache::create(gpu, P + steps);
+      ASSERT_TRUE(fast.ok() && slow.ok());
+      std::vector<float> lf(V), ls(V), want((size_t)(P + steps) * V);
+      Status st = cuda::gpu_prefill(gpu, **fast, seq.data(), P, lf.data());
+      ASSERT_TRUE(st.ok()) << st.error();
+      for (int t = 0; t < P; ++t)
+        ASSERT_TRUE(cuda::gpu_decode(gpu, **slow, seq[t], ls.data(), nullptr).ok());
+      model_forward(*cpu, seq.data(), P + steps, want.data());
+      double worst_pair = compare(lf.data(), ls.data(), V).nmse, worst_cpu = 0;
+      for (int t = P; t < P + steps; ++t) {
+        ASSERT_TRUE(cuda::gpu_decode(gpu, **fast, seq[t], lf.data(), nullptr).ok());
+        ASSERT_TRUE(cuda::gpu_decode(gpu, **slow, seq[t], ls.data(), nullptr).ok());
+        worst_pair = std::max(worst_pair, compare(lf.data(), ls.data(), V).nmse);
+        worst_cpu = std::max(worst_cpu, compare(lf.data(), &want[(size_t)t * V], V).nmse);
+      }
+      std::printf("  hybrid prefill P=%-3d (%s): fast vs steps nmse %.3e, vs CPU %.3e\n", P,
+                  keep.empty() ? "all hybrid" : "layer 0 full", worst_pair, worst_cpu);
+      EXPECT_LT(worst_pair, 1e-3) << "P " << P;
+      EXPECT_LT(worst_cpu, 3e-3) << "P " << P;
+    }
+  }
+}
+
+TEST(GpuModel, GreedyDecodeSoftmax) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  auto cpu = random_model(family_config("random-qwen2"), 15);
+  expect_greedy_matches(*cpu, "qwen2 (KV cache, flash prefill)");
+}
+
+TEST(GpuModel, GreedyDecodeHybridGraph) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  auto cpu = random_model(family_config("random-llama"), 16);
+  linearize(*cpu, {}, 23);
+  expect_greedy_matches(*cpu, "linearized llama (graph step)");
+}
+
+TEST(GpuModel, GreedyDecodeMixed) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  auto cpu = random_model(family_config("random-qwen3"), 17);
+  linearize(*cpu, {0}, 24);
+  expect_greedy_matches(*cpu, "qwen3, layer 0 full, layer 1 hybrid");
+}
+
+// gpu_model_trace's x, q, k, v, y against the CPU ForwardTrace (capture_mixer_io).
+TEST(GpuModel, TraceMatchesCpu) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  for (const char* fam : {"random-qwen2", "random-qwen3", "random-llama"}) {
+    auto cpu = random_model(family_config(fam), 18);
+    if (std::string(fam) == "random-llama") linearize(*cpu, {1}, 25);
+    auto gpu = cuda::gpu_model_upload(*cpu);
+    ASSERT_TRUE(gpu.ok()) << gpu.error();
+    const int T = 70;
+    const auto ids = tokens(T, cpu->config.vocab_size, 3);
+    ForwardTrace trace;
+    trace.capture_mixer_io = true;
+    model_forward(*cpu, ids.data(), T, nullptr, false, &trace);
+    std::vector<GpuLayerTrace> layers;
+    ASSERT_TRUE(cuda::gpu_model_trace(**gpu, ids.data(), T, &layers).ok());
+    ASSERT_EQ(layers.size(), trace.layers.size());
+    for (size_t l = 0; l < layers.size(); ++l) {
+      const auto& want = trace.layers[l];
+      const std::pair<const cuda::bf16*, const std::vector<float>*> parts[] = {
+          {layers[l].x, &want.x}, {layers[l].q, &want.q}, {layers[l].k, &want.k},
+          {layers[l].v, &want.v}, {layers[l].y, &want.y}};
+      const char* names = "xqkvy";
+      for (int i = 0; i < 5; ++i) {
+        const auto got = bf16_to_float(parts[i].first, parts[i].second->size());
+        ASSERT_TRUE(all_finite(got.data(), got.size()));
+        const Error2 e = compare(got.data(), parts[i].second->data(), got.size());
+        EXPECT_LT(e.nmse, 2e-3) << fam << " layer " << l << " " << names[i];
+        if (i == 4) std::printf("  trace %-14s layer %zu y nmse %.3e\n", fam, l, e.nmse);
+      }
+    }
+  }
+}
+
+TEST(GpuModel, RefusesWhatTheKernelsDoNotImplement) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  {  // a recipe other than the default
+    auto cpu = random_model(family_config("random-llama"), 19);
+    mixers::MixerOptions o;
+    o.mix = mixers::MixKind::add;
+    auto stack = linearized_mixers(*cpu, o, {}, 1);
+    ASSERT_TRUE(stack.ok());
+    cpu->mixers = std::move(*stack);
+    auto gpu = cuda::gpu_model_upload(*cpu);
+    ASSERT_FALSE(gpu.ok());
+    EXPECT_NE(gpu.error().find("default recipe"), std::string::npos) << gpu.error();
+  }
+  // The fixtures themselves (head_dim 16 and 32).
+  const std::string dir = fixtures_dir() + "/random-llama";
+  if (!file_exists(dir + "/config.json")) GTEST_SKIP() << "no fixtures at " << dir;
+  auto cpu = model_load(dir);
+  ASSERT_TRUE(cpu.ok()) << cpu.error();
+  auto gpu = cuda::gpu_model_upload(**cpu);
+  ASSERT_FALSE(gpu.ok());
+  EXPECT_NE(gpu.error().find("head_dim"), std::string::npos) << gpu.error();
+}
+
+// The random-weight model of a config builds and runs (finite logits; greedy steps agree with
+// full forwards) without host weights.
+TEST(GpuModel, RandomConfigModelRuns) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  ModelConfig c = family_config("random-llama");
+  c.rope.type = "llama3";
+  c.rope.factor = 8.0;
+  c.rope.original_max_position = 64;
+  auto gpu = cuda::gpu_model_random(c, 3);
+  ASSERT_TRUE(gpu.ok()) << gpu.error();
+  const int T = 40, V = c.vocab_size;
+  const auto ids = tokens(T, V, 9);
+  std::vector<float> logits((size_t)T * V);
+  Status st = (*gpu)->forward(ids.data(), T, logits.data(), false);
+  ASSERT_TRUE(st.ok()) << st.error();
+  ASSERT_TRUE(all_finite(logits.data(), logits.size()));
+  double ss = 0;
+  for (float x : logits) ss += (double)x * x;
+  EXPECT_GT(ss, 0.0);
+  mixers::MixerOptions o;
+  ASSERT_TRUE((*gpu)->set_all_hybrid_random(o, 5).ok());
+  st = (*gpu)->forward(ids.data(), T, logits.data(), false);  // the scratch gains the hybrid workspace
+  ASSERT_TRUE(st.ok()) << st.error();
+  ASSERT_TRUE(all_finite(logits.data(), logits.size()));
+  auto cache = GpuSequenceCache::create(**gpu, 64);
+  ASSERT_TRUE(cache.ok());
+  std::vector<float> step(V);
+  st = cuda::gpu_prefill(**gpu, **cache, ids.data(), T, step.data());
+  ASSERT_TRUE(st.ok()) << st.error();
+  EXPECT_LT(compare(step.data(), &logits[(size_t)(T - 1) * V], V).nmse, 3e-3);
+}
+
+}  // namespace
+}  // namespace golinear
