@@ -78,6 +78,12 @@ __device__ __forceinline__ void ldsm_x4_trans(uint32_t (&r)[4], const void* p) {
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(addr));
 }
+__device__ __forceinline__ void stsm_x4_trans(void* p, const uint32_t (&r)[4]) {
+  const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1,%2,%3,%4};\n"
+               ::"r"(addr), "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
+               : "memory");
+}
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
   return *reinterpret_cast<uint32_t*>(&v);
@@ -444,24 +450,50 @@ __global__ void __launch_bounds__(BV * 2, 1) gdn_state_pass_kernel(
     bf16* Ps = reinterpret_cast<bf16*>(base + L::p);
     bf16* Us = reinterpret_cast<bf16*>(base + L::u);
     float* gs = reinterpret_cast<float*>(base + L::gm);
+    // Fixed trip counts, per-thread row / column from tid, pointers stepped by constants.
     const int c0 = c * kChunk;
     const size_t chunk_row = ((size_t)h * NC + c) * 64;
-    for (int idx = tid; idx < 64 * VPR; idx += NT) {
-      const int r = idx / VPR, cv = idx % VPR, n = c0 + r;
-      const bool valid = n < N;
-      cp_async16(Ws + r * LDB + cv * 8, W + (chunk_row + r) * D + cv * 8, true);
-      cp_async16(Qs + r * LDB + cv * 8, valid ? q + ((size_t)n * H + h) * D + cv * 8 : q, valid);
-      cp_async16(Ks + r * LDB + cv * 8, valid ? k + ((size_t)n * G + hk) * D + cv * 8 : k, valid);
+    constexpr int RW = NT / VPR;  // rows per pass (W, Q, K)
+    const int r0 = tid / VPR, v0 = (tid % VPR) * 8;
+    const bf16* wp = W + (chunk_row + r0) * D + v0;
+    const bf16* qp = q + ((size_t)(c0 + r0) * H + h) * D + v0;
+    const bf16* kp = k + ((size_t)(c0 + r0) * G + hk) * D + v0;
+    const size_t q_step = (size_t)RW * H * D, k_step = (size_t)RW * G * D;
+    if (c0 + 64 <= N) {
+#pragma unroll
+      for (int it = 0; it < 64 / RW; ++it) {
+        const int so = (r0 + it * RW) * LDB + v0;
+        cp_async16(Ws + so, wp + (size_t)it * RW * D, true);
+        cp_async16(Qs + so, qp + it * q_step, true);
+        cp_async16(Ks + so, kp + it * k_step, true);
+      }
+    } else {  // the ragged last chunk: rows past N zero-filled
+#pragma unroll
+      for (int it = 0; it < 64 / RW; ++it) {
+        const int so = (r0 + it * RW) * LDB + v0;
+        const bool valid = c0 + r0 + it * RW < N;
+        cp_async16(Ws + so, wp + (size_t)it * RW * D, true);
+        cp_async16(Qs + so, valid ? qp + it * q_step : q, valid);
+        cp_async16(Ks + so, valid ? kp + it * k_step : k, valid);
+      }
     }
-    for (int idx = tid; idx < 64 * 8; idx += NT) {
-      const int r = idx / 8, cv = idx % 8;
-      cp_async16(Ps + r * LDP + cv * 8, P + (chunk_row + r) * 64 + cv * 8, true);
+    {
+      constexpr int RP = NT / 8;  // P: 8 vectors per row
+      const int rp = tid / 8, vp = (tid % 8) * 8;
+      const bf16* pp = P + (chunk_row + rp) * 64 + vp;
+#pragma unroll
+      for (int it = 0; it < 64 / RP; ++it)
+        cp_async16(Ps + (rp + it * RP) * LDP + vp, pp + it * RP * 64, true);
     }
-    for (int idx = tid; idx < 64 * (BV / 8); idx += NT) {
-      const int r = idx / (BV / 8), cv = idx % (BV / 8);
-      cp_async16(Us + r * LDU + cv * 8, U + (chunk_row + r) * D + col0 + cv * 8, true);
+    {
+      constexpr int VU = BV / 8, RU = NT / VU;  // U slice: BV / 8 vectors per row
+      const int ru = tid / VU, vu = (tid % VU) * 8;
+      const bf16* up = U + (chunk_row + ru) * D + col0 + vu;
+#pragma unroll
+      for (int it = 0; it < 64 / RU; ++it)
+        cp_async16(Us + (ru + it * RU) * LDU + vu, up + (size_t)it * RU * D, true);
     }
-    for (int idx = tid; idx < 32; idx += NT) cp_async16(gs + idx * 4, gexp + chunk_row * 2 + idx * 4, true);
+    if (tid < 32) cp_async16(gs + tid * 4, gexp + chunk_row * 2 + tid * 4, true);
   };
 
 #pragma unroll
@@ -532,14 +564,21 @@ __global__ void __launch_bounds__(BV * 2, 1) gdn_state_pass_kernel(
     const float decay_last = gs[63];  // gs: e^γ (64), then e^{γL−γ} (64)
     // ũᵀ = Uᵀ − Xᵀ (into X); Yᵀ column i scaled by e^{γ_i}.
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt) {
-      const int m0 = 8 * nt + 2 * ti;
-      const float e0 = gs[m0], e1 = gs[m0 + 1];
-      Y[nt][0] *= e0, Y[nt][1] *= e1, Y[nt][2] *= e0, Y[nt][3] *= e1;
+    for (int np = 0; np < 4; ++np) {
+      // Uᵀ tiles by transposing ldmatrix: matrices (n-tile 2np, columns lo), (2np, hi),
+      // (2np + 1, lo), (2np + 1, hi); lane gets U[m = 8nt + 2ti + {0,1}][wc + gi (+8)].
+      uint32_t u4[4];
+      ldsm_x4_trans(u4, Us + (16 * np + 8 * (mi >> 1) + lr) * LDU + wc + 8 * (mi & 1));
 #pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        const int m = m0 + (r & 1), e = wc + gi + 8 * (r >> 1);
-        X[nt][r] = __bfloat162float(Us[m * LDU + e]) - X[nt][r];
+      for (int hn = 0; hn < 2; ++hn) {
+        const int nt = 2 * np + hn, m0 = 8 * nt + 2 * ti;
+        const float e0 = gs[m0], e1 = gs[m0 + 1];
+        Y[nt][0] *= e0, Y[nt][1] *= e1, Y[nt][2] *= e0, Y[nt][3] *= e1;
+        const float2 ulo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u4[2 * hn]));
+        const float2 uhi =
+            __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u4[2 * hn + 1]));
+        X[nt][0] = ulo.x - X[nt][0], X[nt][1] = ulo.y - X[nt][1];
+        X[nt][2] = uhi.x - X[nt][2], X[nt][3] = uhi.y - X[nt][3];
       }
     }
     // A operands: ũᵀ (for P) and (ũ e^{γL−γ})ᵀ (for the state update), k over m.
@@ -591,12 +630,12 @@ __global__ void __launch_bounds__(BV * 2, 1) gdn_state_pass_kernel(
     }
     // Output: Oᵀ (16 columns × 64 tokens) through this warp's staging tile to global.
 #pragma unroll
-    for (int nt = 0; nt < 8; ++nt) {
-      const int i = 8 * nt + 2 * ti;
-      Os[i * LDO + gi] = __float2bfloat16(Y[nt][0]);
-      Os[(i + 1) * LDO + gi] = __float2bfloat16(Y[nt][1]);
-      Os[i * LDO + gi + 8] = __float2bfloat16(Y[nt][2]);
-      Os[(i + 1) * LDO + gi + 8] = __float2bfloat16(Y[nt][3]);
+    for (int np = 0; np < 4; ++np) {  // transposing stmatrix, matrices as the U loads above
+      const uint32_t r4[4] = {pack_bf16(Y[2 * np][0], Y[2 * np][1]),
+                              pack_bf16(Y[2 * np][2], Y[2 * np][3]),
+                              pack_bf16(Y[2 * np + 1][0], Y[2 * np + 1][1]),
+                              pack_bf16(Y[2 * np + 1][2], Y[2 * np + 1][3])};
+      stsm_x4_trans(Os + (16 * np + 8 * (mi >> 1) + lr) * LDO + 8 * (mi & 1), r4);
     }
     __syncwarp();
     const int c0 = c * kChunk;
@@ -682,7 +721,8 @@ int env_int(const char* name, int fallback) {
   return e ? std::atoi(e) : fallback;
 }
 // Segments of the pipelined forward: GOLINEAR_GDN_SEGMENTS, else one per 32 chunks, at most 16
-// (H200, H = 32, D = 128: 8K 0.56 → 0.50 ms, 32K 2.15 → 1.80 ms with 4 and 16 segments).
+// (H200, H = 32, G = 8, D = 128, one segment → auto: 8K 0.49 → 0.42 ms, 16K 0.96 → 0.79,
+// 32K 1.90 → 1.50).
 constexpr int kMaxSegments = 64;
 int forward_segments(int NC) {
   const int env = env_int("GOLINEAR_GDN_SEGMENTS", 0);
@@ -698,14 +738,16 @@ struct SideStream {
 // use; null while the caller's stream is being captured and they do not exist yet (creating
 // them then would break the capture).
 Result<SideStream*> side_stream(cudaStream_t stream) {
-  thread_local SideStream s;
+  constexpr int kMaxDevices = 16;  // beyond: unpipelined
+  thread_local SideStream streams[kMaxDevices];
   int dev = 0;
   GL_CUDA_CHECK(cudaGetDevice(&dev));
+  if (dev < 0 || dev >= kMaxDevices) return static_cast<SideStream*>(nullptr);
+  SideStream& s = streams[dev];
   if (s.device == dev) return &s;
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   GL_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
   if (capture != cudaStreamCaptureStatusNone) return static_cast<SideStream*>(nullptr);
-  s = SideStream{};  // (a previous device's stream and events are left alive)
   int least = 0, greatest = 0;
   GL_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
   GL_CUDA_CHECK(cudaStreamCreateWithPriority(&s.stream, cudaStreamNonBlocking, greatest));
@@ -730,9 +772,7 @@ Status chunked_forward(bf16* o, float* state_final, const float* state_init, con
     GL_ASSIGN_OR_RETURN(side, side_stream(stream));
   }
   if (!side) {
-    const int only = env_int("GOLINEAR_GDN_PROFILE_ONLY", 0);  // TEMPORARY timing knob
-    if (only != 2) GL_TRY(launch_prepare<D>(q, k, v, g, beta, N, H, G, ws, 0, NC, T_out, stream));
-    if (only == 1) return ok_status();
+    GL_TRY(launch_prepare<D>(q, k, v, g, beta, N, H, G, ws, 0, NC, T_out, stream));
     return state_pass<D>(value_block, o, state_final, state_init, checkpoints, ck_bf16, q, k, ws,
                          N, H, G, 0, NC, stream);
   }

@@ -9,14 +9,22 @@
 // The hybrid's delayed read is these kernels on shifted pointers, as on the CPU.
 //
 // Chunked forward, two kernels:
-//   1 prepare (parallel over chunks × heads, 256 threads): γ = cumsum g, A = strict-lower(β e^{γi−γm}
-//     KKᵀ), T = (I + A)⁻¹ (fp32: 16×16 diagonal blocks by forward substitution, then block rows),
-//     W = T diag(βe^γ) K, U = T diag(β) V and P = lower(e^{γi−γm} QKᵀ) (wmma bf16 → fp32).
+//   1 prepare (parallel over chunks × heads, 256 threads, ~70 KB shared memory: 3 blocks per SM):
+//     γ = cumsum g, A = strict-lower(β e^{γi−γm} KKᵀ), T = (I + A)⁻¹ (fp32: 16×16 diagonal blocks
+//     by forward substitution, then 16 → 32 → 64 by T₂₁ = −T₂₂ A₂₁ T₁₁), W = (T diag(βe^γ)) K,
+//     U = (T diag(β)) V, P = lower(e^{γi−γm} QKᵀ), e^γ and e^{γ_last−γ} (mma.sync bf16 → fp32,
+//     fragments in registers).
 //   2 state pass (sequential over chunks, parallel over heads × value-column slices: the columns
 //     of S evolve independently). One warp per 16 value columns holds Sᵀ in mma.sync registers
 //     (fp32); ũ = U − W S, o = diag(e^γ) Q S + P ũ, S ← e^{γ_last} S + Kᵀ diag(e^{γ_last−γ}) ũ
 //     run without leaving registers; W, Q, K, P, U tiles stream through shared memory (cp.async,
 //     2–3 stages, one barrier per chunk).
+// Without checkpoints the forward is pipelined: the chunks split into segments (one per 32
+// chunks, at most 16; GOLINEAR_GDN_SEGMENTS overrides, 1 turns it off) and the state pass of
+// segment s runs on a high-priority side stream (one per host thread and device, created on
+// first use outside stream capture: until then a captured forward runs unpipelined) while the
+// prepare of segment s + 1 runs on `stream`; the side stream is joined back into `stream` before
+// returning, the state carried between segments in the workspace.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -29,8 +37,9 @@ namespace golinear::kernels::cuda {
 
 inline constexpr int kGatedDeltaChunk = 64;
 
-// Bytes of scratch gated_delta_chunked_forward needs (W, U, P, γ per chunk and head); with
-// `checkpoints`, also the fp32 state entering every chunk (what the backward reads).
+// Bytes of scratch gated_delta_chunked_forward needs (W, U, P, γ, e^γ per chunk and head, two
+// fp32 states for the pipeline); with `checkpoints`, also the fp32 state entering every chunk
+// (what the backward reads).
 size_t gated_delta_forward_workspace_bytes(int N, int H, int D, bool checkpoints);
 
 // o (N, H, D) bf16. state_init (H, D, D) fp32 or null (zero); state_final (H, D, D) fp32 or null.
