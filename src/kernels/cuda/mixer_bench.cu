@@ -13,6 +13,7 @@
 
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/cuda_common.h"
+#include "kernels/cuda/cuda_timing.h"
 #include "kernels/cuda/gated_delta.h"
 #include "kernels/cuda/hybrid.h"
 
@@ -44,30 +45,6 @@ Status fill(float* p, size_t n, unsigned long long seed, float lo, float hi) {
   fill_f32_kernel<<<1024, 256>>>(p, n, seed, lo, hi);
   GL_CUDA_CHECK_LAUNCH();
   return ok_status();
-}
-
-// Median milliseconds of `repeats` calls of f after `warmups`, timed with events.
-Result<double> time_median(const std::function<Status()>& f, int warmups, int repeats,
-                           cudaStream_t stream) {
-  for (int i = 0; i < warmups; ++i) GL_TRY(f());
-  GL_CUDA_CHECK(cudaStreamSynchronize(stream));
-  cudaEvent_t start, stop;
-  GL_CUDA_CHECK(cudaEventCreate(&start));
-  GL_CUDA_CHECK(cudaEventCreate(&stop));
-  std::vector<double> ms;
-  for (int i = 0; i < repeats; ++i) {
-    GL_CUDA_CHECK(cudaEventRecord(start, stream));
-    GL_TRY(f());
-    GL_CUDA_CHECK(cudaEventRecord(stop, stream));
-    GL_CUDA_CHECK(cudaEventSynchronize(stop));
-    float t = 0;
-    GL_CUDA_CHECK(cudaEventElapsedTime(&t, start, stop));
-    ms.push_back(t);
-  }
-  GL_CUDA_CHECK(cudaEventDestroy(start));
-  GL_CUDA_CHECK(cudaEventDestroy(stop));
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
 }
 
 std::vector<std::string> split_commas(const std::string& s) {

@@ -6,17 +6,20 @@
 #include <algorithm>
 #include <cstdio>
 #include <ctime>
-#include <functional>
 #include <random>
 #include <sstream>
 
 #include "io/config.h"
+#include "kernels/cuda/cuda_timing.h"
 #include "model/cuda/gpu_model.h"
 #include "model/transformer.h"
 
 namespace golinear::cuda {
 
 namespace {
+
+using kernels::cuda::median;
+using kernels::cuda::time_runs;
 
 std::vector<std::string> split_commas(const std::string& s) {
   std::vector<std::string> out;
@@ -33,35 +36,6 @@ size_t used_now() {
   size_t free = 0, total = 0;
   if (cudaMemGetInfo(&free, &total) != cudaSuccess) return 0;
   return total - free;
-}
-
-// Milliseconds of each of `repeats` runs of f after `warmups`, CUDA events on `stream`.
-Result<std::vector<double>> time_runs(const std::function<Status()>& f, int warmups, int repeats,
-                                      cudaStream_t stream) {
-  for (int i = 0; i < warmups; ++i) GL_TRY(f());
-  GL_CUDA_CHECK(cudaStreamSynchronize(stream));
-  cudaEvent_t start, stop;
-  GL_CUDA_CHECK(cudaEventCreate(&start));
-  GL_CUDA_CHECK(cudaEventCreate(&stop));
-  std::vector<double> ms;
-  for (int i = 0; i < repeats; ++i) {
-    GL_CUDA_CHECK(cudaEventRecord(start, stream));
-    Status st = f();
-    GL_CUDA_CHECK(cudaEventRecord(stop, stream));
-    GL_CUDA_CHECK(cudaEventSynchronize(stop));
-    GL_TRY(st);
-    float t = 0;
-    GL_CUDA_CHECK(cudaEventElapsedTime(&t, start, stop));
-    ms.push_back(t);
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  return ms;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 bool is_oom(const std::string& message) { return message.find("out of GPU memory") != std::string::npos || message.find("out of memory") != std::string::npos; }

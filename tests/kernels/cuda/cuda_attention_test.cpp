@@ -19,111 +19,27 @@
 
 #include <cmath>
 #include <cstdio>
-#include <cstring>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "kernels/cpu/attention.h"
 #include "kernels/cuda/attention.h"
+#include "cuda_test_util.h"
 
 namespace golinear::kernels::cuda {
 namespace {
 
-constexpr size_t kGuard = 256;  // poisoned elements after each output
+using namespace ::golinear::kernels::test;
 
-bool has_gpu() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-}
-#define REQUIRE_GPU() \
-  if (!has_gpu()) GTEST_SKIP() << "no CUDA device"
-
-#define ASSERT_OK(expr)                                 \
-  do {                                                  \
-    auto gl_status_ = (expr);                           \
-    ASSERT_TRUE(gl_status_.ok()) << gl_status_.error(); \
-  } while (0)
-
-std::vector<float> random_floats(size_t n, uint64_t seed, float lo, float hi) {
-  std::mt19937_64 e(seed);
-  std::uniform_real_distribution<float> u(lo, hi);
-  std::vector<float> v(n);
-  for (auto& x : v) x = u(e);
-  return v;
-}
-void round_bf16(std::vector<float>& v) {
-  for (auto& x : v) x = __bfloat162float(__float2bfloat16(x));
-}
-
-// A device array with poisoned guards after its n elements.
-template <class T>
-struct Dev {
-  T* ptr = nullptr;
-  size_t n = 0;
-  explicit Dev(size_t count) : n(count) {
-    EXPECT_EQ(cudaMalloc(&ptr, (n + kGuard) * sizeof(T)), cudaSuccess);
-    EXPECT_EQ(cudaMemset(ptr, 0xFF, (n + kGuard) * sizeof(T)), cudaSuccess);
-  }
-  Dev(const Dev&) = delete;
-  ~Dev() { cudaFree(ptr); }
-  void upload(const std::vector<float>& v) {
-    std::vector<T> h(v.size());
-    for (size_t i = 0; i < v.size(); ++i) h[i] = from_float(v[i]);
-    EXPECT_EQ(cudaMemcpy(ptr, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
-  }
-  // Values, after checking that the guards are intact.
-  std::vector<float> download() const {
-    std::vector<T> h(n + kGuard);
-    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    EXPECT_EQ(cudaMemcpy(h.data(), ptr, h.size() * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
-    const unsigned char* bytes = reinterpret_cast<const unsigned char*>(h.data() + n);
-    size_t bad = 0;
-    for (size_t i = 0; i < kGuard * sizeof(T); ++i) bad += bytes[i] != 0xFF;
-    EXPECT_EQ(bad, 0u) << "guard overwritten";
-    std::vector<float> out(n);
-    for (size_t i = 0; i < n; ++i) out[i] = to_float(h[i]);
-    return out;
-  }
-  std::vector<unsigned char> raw() const {
-    std::vector<unsigned char> h(n * sizeof(T));
-    EXPECT_EQ(cudaMemcpy(h.data(), ptr, h.size(), cudaMemcpyDeviceToHost), cudaSuccess);
-    return h;
-  }
-  static std::vector<T> from_float_vec(const std::vector<float>& v) {
-    std::vector<T> h(v.size());
-    for (size_t i = 0; i < v.size(); ++i) h[i] = from_float(v[i]);
-    return h;
-  }
-  static T from_float(float x) {
-    if constexpr (std::is_same_v<T, __nv_bfloat16>) return __float2bfloat16(x);
-    else return x;
-  }
-  static float to_float(T x) {
-    if constexpr (std::is_same_v<T, __nv_bfloat16>) return __bfloat162float(x);
-    else return x;
-  }
-};
-using DevB = Dev<__nv_bfloat16>;
-using DevF = Dev<float>;
-
-double expect_close(const std::vector<float>& got, const std::vector<float>& want,
-                    double nmse_tol, const std::string& what) {
+// expect_close without fatal failures: counts the non-finite values, returns the NMSE.
+double check_close(const std::vector<float>& got, const std::vector<float>& want, double nmse_tol,
+                   const std::string& what) {
   EXPECT_EQ(got.size(), want.size()) << what;
-  size_t bad = 0;
-  for (float x : got) bad += !std::isfinite(x);
-  EXPECT_EQ(bad, 0u) << what << ": non-finite values";
-  double num = 0, den = 0, mx = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    const double d = (double)got[i] - want[i];
-    num += d * d;
-    den += (double)want[i] * want[i];
-    mx = std::max(mx, std::abs(d));
-  }
-  const double nmse = num / std::max(den, 1e-30);
-  EXPECT_LT(nmse, nmse_tol) << what << ": nmse " << nmse << " max abs " << mx;
-  std::printf("  %-44s nmse %.3e  max abs %.3e\n", what.c_str(), nmse, mx);
-  return nmse;
+  EXPECT_EQ(count_nonfinite(got), 0u) << what << ": non-finite values";
+  const Comparison e = compare(got, want);
+  EXPECT_LT(e.nmse, nmse_tol) << what << ": nmse " << e.nmse << " max abs " << e.max_abs;
+  std::printf("  %-44s nmse %.3e  max abs %.3e\n", what.c_str(), e.nmse, e.max_abs);
+  return e.nmse;
 }
 
 // lse of each (t, h) row in double, as the specification's softmax normalizer.
@@ -196,7 +112,7 @@ void run_case(const Case& c) {
   // Without lse: the same y.
   ASSERT_OK(attention_forward(y2_d.ptr, nullptr, q_d.ptr, k_d.ptr, v_d.ptr, T, H, G, D, spec, nullptr));
   const auto y = y_d.download();
-  expect_close(y, y_ref, 2e-4, "forward y");
+  check_close(y, y_ref, 2e-4, "forward y");
   EXPECT_EQ(y_d.raw(), y2_d.raw()) << "forward without lse differs";
   const auto lse = lse_d.download();
   double lse_err = 0;
@@ -217,7 +133,7 @@ void run_case(const Case& c) {
   // |dS| ≲ 2^-8 |dy·v| ≈ 2^-8 · 0.33 · √D, times |k|/√D: ~2e-3 for these inputs. Bound 1e-2.
   auto expect_grad = [&](const std::vector<float>& got, const std::vector<float>& want,
                          const char* what) {
-    if (T > 1) return (void)expect_close(got, want, 2e-3, what);
+    if (T > 1) return (void)check_close(got, want, 2e-3, what);
     double mx = 0;
     for (float x : got) {
       EXPECT_TRUE(std::isfinite(x)) << what;
@@ -228,7 +144,7 @@ void run_case(const Case& c) {
   };
   expect_grad(dq_d.download(), dq_ref, "backward dq");
   expect_grad(dk_d.download(), dk_ref, "backward dk");
-  expect_close(dv_d.download(), dv_ref, 2e-3, "backward dv");
+  check_close(dv_d.download(), dv_ref, 2e-3, "backward dv");
   // Deterministic: a second call (over poisoned outputs) gives the same bits.
   const auto dq1 = dq_d.raw(), dk1 = dk_d.raw(), dv1 = dv_d.raw();
   ASSERT_EQ(cudaMemset(dq_d.ptr, 0xFF, q.size() * 4), cudaSuccess);
@@ -298,7 +214,7 @@ TEST(CudaAttentionFlash, MixedEpilogueMatchesForwardThenMix) {
         want[i] = __bfloat162float(__float2bfloat16((1.0f - l) * attn[i] + l * lin));
       }
     }
-  expect_close(y_d.download(), want, 1e-5, "mixed epilogue vs forward + mix");
+  check_close(y_d.download(), want, 1e-5, "mixed epilogue vs forward + mix");
 }
 
 }  // namespace

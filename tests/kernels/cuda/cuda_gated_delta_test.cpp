@@ -19,110 +19,31 @@
 #include <cstdlib>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
-#include <random>
 #include <vector>
 
 #include "kernels/cpu/gated_delta.h"
 #include "kernels/cuda/gated_delta.h"
+#include "cuda_test_util.h"
 
 namespace golinear::kernels::cuda {
 namespace {
 
 constexpr double kNmseTol = 1e-4;
-constexpr size_t kGuard = 256;
 
-bool has_gpu() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-}
-#define REQUIRE_GPU() \
-  if (!has_gpu()) GTEST_SKIP() << "no CUDA device"
+using namespace ::golinear::kernels::test;
 
-std::vector<float> random_floats(size_t n, uint64_t seed, float lo, float hi) {
-  std::mt19937_64 e(seed);
-  std::uniform_real_distribution<float> u(lo, hi);
-  std::vector<float> v(n);
-  for (auto& x : v) x = u(e);
-  return v;
-}
-void round_bf16(std::vector<float>& v) {
-  for (auto& x : v) x = __bfloat162float(__float2bfloat16(x));
-}
-void unit_rows(std::vector<float>& v, int D) {
-  for (size_t r = 0; r < v.size() / D; ++r) {
-    double s = 0;
-    for (int d = 0; d < D; ++d) s += (double)v[r * D + d] * v[r * D + d];
-    const float inv = 1.0f / std::sqrt((float)s + 1e-6f);
-    for (int d = 0; d < D; ++d) v[r * D + d] *= inv;
-  }
-}
-std::vector<double> expand_heads(const std::vector<float>& x, int N, int H, int G, int D) {
-  std::vector<double> out((size_t)N * H * D);
-  for (int n = 0; n < N; ++n)
-    for (int h = 0; h < H; ++h)
-      for (int d = 0; d < D; ++d)
-        out[((size_t)n * H + h) * D + d] = x[((size_t)n * G + h / (H / G)) * D + d];
-  return out;
-}
-std::vector<float> sum_heads(const std::vector<double>& x, int N, int H, int G, int D) {
-  std::vector<double> acc((size_t)N * G * D, 0.0);
-  for (int n = 0; n < N; ++n)
-    for (int h = 0; h < H; ++h)
-      for (int d = 0; d < D; ++d)
-        acc[((size_t)n * G + h / (H / G)) * D + d] += x[((size_t)n * H + h) * D + d];
-  return std::vector<float>(acc.begin(), acc.end());
-}
-
-// Device array with 0xFF-poisoned guards (NaN in fp32 and bf16): unwritten elements fail the
-// finite check, writes past the end change a guard.
-template <class T>
-struct Dev {
-  T* ptr = nullptr;
-  size_t n = 0;
-  explicit Dev(size_t count) : n(count) {
-    EXPECT_EQ(cudaMalloc(&ptr, (n + kGuard) * sizeof(T)), cudaSuccess);
-    EXPECT_EQ(cudaMemset(ptr, 0xFF, (n + kGuard) * sizeof(T)), cudaSuccess);
-  }
-  ~Dev() { cudaFree(ptr); }
-  Dev(const Dev&) = delete;
-  void upload(const std::vector<float>& v) {
-    std::vector<T> h(v.size());
-    for (size_t i = 0; i < v.size(); ++i) {
-      if constexpr (std::is_same_v<T, __nv_bfloat16>) h[i] = __float2bfloat16(v[i]);
-      else h[i] = v[i];
-    }
-    EXPECT_EQ(cudaMemcpy(ptr, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
-  }
-  std::vector<float> download() const {
-    std::vector<T> h(n + kGuard);
-    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    EXPECT_EQ(cudaMemcpy(h.data(), ptr, h.size() * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
-    const unsigned char* bytes = reinterpret_cast<const unsigned char*>(h.data() + n);
-    for (size_t i = 0; i < kGuard * sizeof(T); ++i)
-      EXPECT_EQ(bytes[i], 0xFF) << "guard overwritten";
-    std::vector<float> out(n);
-    for (size_t i = 0; i < n; ++i) out[i] = (float)h[i];
-    return out;
-  }
-};
-using DevB = Dev<__nv_bfloat16>;
-using DevF = Dev<float>;
-
-void expect_close(const std::vector<float>& got, const std::vector<float>& want, double tol,
-                  const char* what) {
+// expect_close that also refuses an all-zero reference and prints the reference's rms.
+void expect_close_rms(const std::vector<float>& got, const std::vector<float>& want, double tol,
+                      const char* what) {
   ASSERT_EQ(got.size(), want.size()) << what;
-  double num = 0, den = 0, mx = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
+  for (size_t i = 0; i < got.size(); ++i)
     ASSERT_TRUE(std::isfinite(got[i])) << what << " element " << i << " not finite";
-    const double d = (double)got[i] - want[i];
-    num += d * d, den += (double)want[i] * want[i], mx = std::max(mx, std::abs(d));
-  }
-  ASSERT_GT(den, 0.0) << what << ": reference is all zero";
-  const double nmse = num / den;
-  EXPECT_LT(nmse, tol) << what << ": nmse " << nmse << " max abs " << mx;
-  std::printf("  %-10s nmse %.3e  max abs %.3e  rms ref %.3e\n", what, nmse, mx,
-              std::sqrt(den / got.size()));
+  const Comparison e = compare(got, want);
+  ASSERT_GT(e.ref, 0.0) << what << ": reference is all zero";
+  const double nmse = e.err / e.ref;
+  EXPECT_LT(nmse, tol) << what << ": nmse " << nmse << " max abs " << e.max_abs;
+  std::printf("  %-10s nmse %.3e  max abs %.3e  rms ref %.3e\n", what, nmse, e.max_abs,
+              std::sqrt(e.ref / got.size()));
 }
 
 struct Case {
@@ -143,7 +64,8 @@ void run_backward(const Case& cs, uint64_t seed, const GatedDeltaBackwardOptions
   unit_rows(q, D), unit_rows(k, D);
   round_bf16(q), round_bf16(k), round_bf16(v), round_bf16(dout);
 
-  const std::vector<double> kd = expand_heads(k, N, H, G, D), vd = expand_heads(v, N, H, G, D);
+  const std::vector<double> kd = expand_heads<double>(k, N, H, G, D),
+                            vd = expand_heads<double>(v, N, H, G, D);
   const std::vector<double> qd(q.begin(), q.end()), gd(g.begin(), g.end()),
       bd(beta.begin(), beta.end()), dod(dout.begin(), dout.end());
   std::vector<double> dq((size_t)N * H * D, 0.0), dk(dq.size(), 0.0), dv(dq.size(), 0.0),
@@ -173,11 +95,11 @@ void run_backward(const Case& cs, uint64_t seed, const GatedDeltaBackwardOptions
   const auto gq1 = gq.download(), gk1 = gk.download(), gv1 = gv.download(), gg1 = gg.download(),
              gb1 = gb.download();
   auto to_f = [](const std::vector<double>& x) { return std::vector<float>(x.begin(), x.end()); };
-  expect_close(gq1, to_f(dq), kNmseTol, "dq");
-  expect_close(gk1, sum_heads(dk, N, H, G, D), kNmseTol, "dk");
-  expect_close(gv1, sum_heads(dv, N, H, G, D), kNmseTol, "dv");
-  expect_close(gg1, to_f(dg), kNmseTol, "dg");
-  expect_close(gb1, to_f(db), kNmseTol, "dbeta");
+  expect_close_rms(gq1, to_f(dq), kNmseTol, "dq");
+  expect_close_rms(gk1, sum_heads(dk, N, H, G, D), kNmseTol, "dk");
+  expect_close_rms(gv1, sum_heads(dv, N, H, G, D), kNmseTol, "dv");
+  expect_close_rms(gg1, to_f(dg), kNmseTol, "dg");
+  expect_close_rms(gb1, to_f(db), kNmseTol, "dbeta");
   // Deterministic: a second run gives the same bits (no float atomics).
   run();
   EXPECT_TRUE(gq.download() == gq1 && gk.download() == gk1 && gv.download() == gv1 &&

@@ -13,132 +13,16 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstring>
-#include <random>
 #include <vector>
 
 #include "kernels/cuda/hybrid.h"
 #include "mixers/hybrid_mixer.h"
+#include "cuda_test_util.h"
 
 namespace golinear::kernels::cuda {
 namespace {
 
-constexpr size_t kGuard = 256;  // poisoned elements after each output
-
-bool has_gpu() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-}
-#define REQUIRE_GPU() \
-  if (!has_gpu()) GTEST_SKIP() << "no CUDA device"
-
-#define ASSERT_OK(expr)                          \
-  do {                                           \
-    auto gl_status_ = (expr);                    \
-    ASSERT_TRUE(gl_status_.ok()) << gl_status_.error(); \
-  } while (0)
-
-std::vector<float> random_floats(size_t n, uint64_t seed, float lo, float hi) {
-  std::mt19937_64 e(seed);
-  std::uniform_real_distribution<float> u(lo, hi);
-  std::vector<float> v(n);
-  for (auto& x : v) x = u(e);
-  return v;
-}
-void round_bf16(std::vector<float>& v) {
-  for (auto& x : v) x = __bfloat162float(__float2bfloat16(x));
-}
-[[maybe_unused]] void unit_rows(std::vector<float>& v, int D) {
-  for (size_t r = 0; r < v.size() / D; ++r) {
-    double s = 0;
-    for (int d = 0; d < D; ++d) s += (double)v[r * D + d] * v[r * D + d];
-    const float inv = 1.0f / std::sqrt((float)s + 1e-6f);
-    for (int d = 0; d < D; ++d) v[r * D + d] *= inv;
-  }
-}
-// (N, G, D) → (N, H, D), query head h reading kv head h / (H / G).
-[[maybe_unused]] std::vector<float> expand_heads(const std::vector<float>& x, int N, int H, int G, int D) {
-  std::vector<float> out((size_t)N * H * D);
-  for (int n = 0; n < N; ++n)
-    for (int h = 0; h < H; ++h)
-      std::memcpy(&out[((size_t)n * H + h) * D], &x[((size_t)n * G + h / (H / G)) * D], D * 4);
-  return out;
-}
-[[maybe_unused]] std::vector<float> sum_heads(const std::vector<float>& x, int N, int H, int G, int D) {
-  std::vector<float> out((size_t)N * G * D, 0.0f);
-  for (int n = 0; n < N; ++n)
-    for (int h = 0; h < H; ++h)
-      for (int d = 0; d < D; ++d) out[((size_t)n * G + h / (H / G)) * D + d] += x[((size_t)n * H + h) * D + d];
-  return out;
-}
-
-// A device array with poisoned guards after its n elements.
-template <class T>
-struct Dev {
-  T* ptr = nullptr;
-  size_t n = 0;
-  explicit Dev(size_t count) : n(count) {
-    EXPECT_EQ(cudaMalloc(&ptr, (n + kGuard) * sizeof(T)), cudaSuccess);
-    EXPECT_EQ(cudaMemset(ptr, 0xFF, (n + kGuard) * sizeof(T)), cudaSuccess);
-  }
-  ~Dev() { cudaFree(ptr); }
-  void upload(const std::vector<float>& v) {
-    std::vector<T> h(v.size());
-    for (size_t i = 0; i < v.size(); ++i) h[i] = (T)v[i];
-    EXPECT_EQ(cudaMemcpy(ptr, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
-  }
-  std::vector<float> download() const {
-    std::vector<T> h(n + kGuard);
-    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    EXPECT_EQ(cudaMemcpy(h.data(), ptr, h.size() * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
-    const unsigned char* bytes = reinterpret_cast<const unsigned char*>(h.data() + n);
-    for (size_t i = 0; i < kGuard * sizeof(T); ++i) EXPECT_EQ(bytes[i], 0xFF) << "guard overwritten";
-    std::vector<float> out(n);
-    for (size_t i = 0; i < n; ++i) out[i] = (float)h[i];
-    return out;
-  }
-};
-template <>
-void Dev<__nv_bfloat16>::upload(const std::vector<float>& v) {
-  std::vector<__nv_bfloat16> h(v.size());
-  for (size_t i = 0; i < v.size(); ++i) h[i] = __float2bfloat16(v[i]);
-  EXPECT_EQ(cudaMemcpy(ptr, h.data(), h.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
-}
-template <>
-std::vector<float> Dev<__nv_bfloat16>::download() const {
-  std::vector<__nv_bfloat16> h(n + kGuard);
-  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  EXPECT_EQ(cudaMemcpy(h.data(), ptr, h.size() * 2, cudaMemcpyDeviceToHost), cudaSuccess);
-  const unsigned char* bytes = reinterpret_cast<const unsigned char*>(h.data() + n);
-  for (size_t i = 0; i < kGuard * 2; ++i) EXPECT_EQ(bytes[i], 0xFF) << "guard overwritten";
-  std::vector<float> out(n);
-  for (size_t i = 0; i < n; ++i) out[i] = __bfloat162float(h[i]);
-  return out;
-}
-using DevB = Dev<__nv_bfloat16>;
-using DevF = Dev<float>;
-
-struct Error {
-  double nmse, max_abs;
-};
-Error compare(const std::vector<float>& got, const std::vector<float>& want) {
-  double num = 0, den = 0, mx = 0;
-  for (size_t i = 0; i < want.size(); ++i) {
-    const double d = (double)got[i] - want[i];
-    num += d * d;
-    den += (double)want[i] * want[i];
-    mx = std::max(mx, std::abs(d));
-  }
-  return {num / std::max(den, 1e-30), mx};
-}
-void expect_close(const std::vector<float>& got, const std::vector<float>& want, double nmse_tol,
-                  const char* what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  for (size_t i = 0; i < got.size(); ++i) ASSERT_TRUE(std::isfinite(got[i])) << what << " element " << i << " not finite";
-  const Error e = compare(got, want);
-  EXPECT_LT(e.nmse, nmse_tol) << what << ": nmse " << e.nmse << " max abs " << e.max_abs;
-  std::printf("  %-28s nmse %.3e  max abs %.3e\n", what, e.nmse, e.max_abs);
-}
+using namespace ::golinear::kernels::test;
 
 // The GPU hybrid against mixers::hybrid_forward<float> (the CPU mixer), and the fused decode step
 // token by token against the GPU prefill over the same tokens.

@@ -18,10 +18,9 @@
 
 #include <cmath>
 #include <cstdio>
-#include <cstring>
-#include <random>
 #include <vector>
 
+#include "kernels/cuda/cuda_test_util.h"
 #include "kernels/cuda/hybrid_train.h"
 #include "mixers/cuda/gpu_hybrid_layer.h"
 #include "mixers/hybrid_mixer.h"
@@ -31,48 +30,18 @@ namespace {
 
 namespace kc = kernels::cuda;
 
-bool has_gpu() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-}
-#define REQUIRE_GPU() \
-  if (!has_gpu()) GTEST_SKIP() << "no CUDA device"
-#define ASSERT_OK(expr)                                  \
-  do {                                                   \
-    const auto& gl_status_ = (expr);                    \
-    ASSERT_TRUE(gl_status_.ok()) << gl_status_.error();  \
-  } while (0)
+using kernels::test::all_finite;
+using kernels::test::bf16_round;
+using kernels::test::compare;
+using kernels::test::Comparison;
+using kernels::test::random_floats;
+using kernels::test::round_bf16;
+using kernels::test::to_bf16;
 
-std::vector<float> random_floats(size_t n, uint64_t seed, float lo, float hi) {
-  std::mt19937_64 e(seed);
-  std::uniform_real_distribution<float> u(lo, hi);
-  std::vector<float> v(n);
-  for (auto& x : v) x = u(e);
-  return v;
-}
-float bf16_round(float x) { return __bfloat162float(__float2bfloat16(x)); }
-void round_bf16(std::vector<float>& v) {
-  for (auto& x : v) x = bf16_round(x);
-}
-std::vector<bf16> to_bf16(const std::vector<float>& v) {
-  std::vector<bf16> out(v.size());
-  for (size_t i = 0; i < v.size(); ++i) out[i] = __float2bfloat16(v[i]);
-  return out;
-}
-bool all_finite(const std::vector<float>& v) {
-  for (float x : v)
-    if (!std::isfinite(x)) return false;
-  return true;
-}
 // ‖a − b‖² / ‖b‖² (‖a‖² when b is zero).
 double nmse(const std::vector<float>& a, const std::vector<float>& b) {
-  double err = 0, ref = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    const double d = (double)a[i] - b[i];
-    err += d * d;
-    ref += (double)b[i] * b[i];
-  }
-  return ref > 0 ? err / ref : err;
+  const Comparison c = compare(a.data(), b.data(), a.size());
+  return c.ref > 0 ? c.err / c.ref : c.err;
 }
 
 template <class T>

@@ -23,6 +23,7 @@
 #include <string>
 
 #include "common/file.h"
+#include "kernels/cuda/cuda_test_util.h"
 #include "mixers/mixer_factory.h"
 #include "mixers/softmax_mixer.h"
 #include "model/cuda/gpu_model.h"
@@ -35,44 +36,17 @@ namespace {
 using cuda::GpuLayerTrace;
 using cuda::GpuModel;
 using cuda::GpuSequenceCache;
-
-bool have_gpu() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-}
+using kernels::test::all_finite;
+using kernels::test::bf16_to_float;
+using kernels::test::compare;
+using kernels::test::Comparison;
 
 std::string fixtures_dir() {
   if (const char* env = std::getenv("GOLINEAR_GPU_FIXTURES")) return env;
   return std::string(GOLINEAR_TEST_DATA) + "/fixtures";
 }
 
-struct Error2 {
-  double nmse = 0, max_abs = 0;
-};
-Error2 compare(const float* got, const float* want, size_t n) {
-  double num = 0, den = 0, m = 0;
-  for (size_t i = 0; i < n; ++i) {
-    const double d = (double)got[i] - want[i];
-    num += d * d;
-    den += (double)want[i] * want[i];
-    m = std::max(m, std::fabs(d));
-  }
-  return {num / std::max(den, 1e-30), m};
-}
-bool all_finite(const float* x, size_t n) {
-  for (size_t i = 0; i < n; ++i)
-    if (!std::isfinite(x[i])) return false;
-  return true;
-}
 int argmax(const float* x, int n) { return (int)(std::max_element(x, x + n) - x); }
-
-std::vector<float> bf16_to_float(const cuda::bf16* d, size_t n) {
-  std::vector<cuda::bf16> h(n);
-  EXPECT_EQ(cudaMemcpy(h.data(), d, n * sizeof(cuda::bf16), cudaMemcpyDeviceToHost), cudaSuccess);
-  std::vector<float> out(n);
-  for (size_t i = 0; i < n; ++i) out[i] = __bfloat162float(h[i]);
-  return out;
-}
 
 // A fixture family's config at head_dim 64: C 256, H 4, G 2, F 512, V 1024, L 2.
 ModelConfig family_config(const std::string& fixture) {
@@ -186,8 +160,8 @@ void expect_logits_match(const Model& cpu, GpuModel& gpu, int T, double tol, con
   std::vector<float> want((size_t)T * V), got((size_t)T * V);
   model_forward(cpu, ids.data(), T, want.data());
   ASSERT_TRUE(gpu.forward(ids.data(), T, got.data(), false).ok());
-  ASSERT_TRUE(all_finite(got.data(), got.size())) << what;
-  const Error2 e = compare(got.data(), want.data(), got.size());
+  ASSERT_TRUE(all_finite(got)) << what;
+  const Comparison e = compare(got.data(), want.data(), got.size());
   int agree = 0;
   for (int t = 0; t < T; ++t) agree += argmax(&got[(size_t)t * V], V) == argmax(&want[(size_t)t * V], V);
   std::printf("  %-34s logits nmse %.3e  max abs %.3e  argmax %d/%d\n", what, e.nmse, e.max_abs,
@@ -203,7 +177,7 @@ void expect_logits_match(const Model& cpu, GpuModel& gpu, int T, double tol, con
 class GpuModelFamily : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(GpuModelFamily, LogitsMatchCpu) {
-  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  REQUIRE_GPU();
   const auto cpu = random_model(family_config(GetParam()), 11);
   auto gpu = cuda::gpu_model_upload(*cpu);
   ASSERT_TRUE(gpu.ok()) << gpu.error();
@@ -214,7 +188,7 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, GpuModelFamily,
                          ::testing::Values("random-llama", "random-qwen2", "random-qwen3"));
 
 TEST(GpuModel, TiedEmbeddingsLlama3Rope) {
-  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  REQUIRE_GPU();
   ModelConfig c = family_config("random-llama");
   c.tie_word_embeddings = true;
   c.rope.type = "llama3";
@@ -230,7 +204,7 @@ TEST(GpuModel, TiedEmbeddingsLlama3Rope) {
 }
 
 TEST(GpuModel, LinearizedLlamaMatchesCpu) {
-  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  REQUIRE_GPU();
   for (const std::vector<int>& keep : {std::vector<int>{}, std::vector<int>{1}}) {
     auto cpu = random_model(family_config("random-llama"), 13);
     linearize(*cpu, keep, 21);
@@ -244,7 +218,7 @@ TEST(GpuModel, LinearizedLlamaMatchesCpu) {
 }
 
 TEST(GpuModel, LinearizedQwen3MatchesCpu) {
-  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  REQUIRE_GPU();
   auto cpu = random_model(family_config("random-qwen3"), 14);
   linearize(*cpu, {}, 22);
   auto gpu = cuda::gpu_model_upload(*cpu);
@@ -293,7 +267,7 @@ void expect_greedy_matches(Model& cpu, const char* what) {
 // The hybrid prefill (chunked forward + hybrid_cache_fill) leaves the cache that T decode steps
 // leave: the continuations from both caches agree with each other and with the CPU.
 TEST(GpuModel, HybridPrefillFillsCacheAsSteps) {
-  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  REQUIRE_GPU();
   for (const std::vector<int>& keep : {std::vector<int>{}, std::vector<int>{0}}) {
     auto cpu = random_model(family_config("random-llama"), 31);
     linearize(*cpu, keep, 32);
@@ -328,20 +302,20 @@ TEST(GpuModel, HybridPrefillFillsCacheAsSteps) {
 }
 
 TEST(GpuModel, GreedyDecodeSoftmax) {
-  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  REQUIRE_GPU();
   auto cpu = random_model(family_config("random-qwen2"), 15);
   expect_greedy_matches(*cpu, "qwen2 (KV cache, flash prefill)");
 }
 
 TEST(GpuModel, GreedyDecodeHybridGraph) {
-  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  REQUIRE_GPU();
   auto cpu = random_model(family_config("random-llama"), 16);
   linearize(*cpu, {}, 23);
   expect_greedy_matches(*cpu, "linearized llama (graph step)");
 }
 
 TEST(GpuModel, GreedyDecodeMixed) {
-  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  REQUIRE_GPU();
   auto cpu = random_model(family_config("random-qwen3"), 17);
   linearize(*cpu, {0}, 24);
   expect_greedy_matches(*cpu, "qwen3, layer 0 full, layer 1 hybrid");
@@ -349,7 +323,7 @@ TEST(GpuModel, GreedyDecodeMixed) {
 
 // gpu_model_trace's x, q, k, v, y against the CPU ForwardTrace (capture_mixer_io).
 TEST(GpuModel, TraceMatchesCpu) {
-  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  REQUIRE_GPU();
   for (const char* fam : {"random-qwen2", "random-qwen3", "random-llama"}) {
     auto cpu = random_model(family_config(fam), 18);
     if (std::string(fam) == "random-llama") linearize(*cpu, {1}, 25);
@@ -371,8 +345,8 @@ TEST(GpuModel, TraceMatchesCpu) {
       const char* names = "xqkvy";
       for (int i = 0; i < 5; ++i) {
         const auto got = bf16_to_float(parts[i].first, parts[i].second->size());
-        ASSERT_TRUE(all_finite(got.data(), got.size()));
-        const Error2 e = compare(got.data(), parts[i].second->data(), got.size());
+        ASSERT_TRUE(all_finite(got));
+        const Comparison e = compare(got.data(), parts[i].second->data(), got.size());
         EXPECT_LT(e.nmse, 2e-3) << fam << " layer " << l << " " << names[i];
         if (i == 4) std::printf("  trace %-14s layer %zu y nmse %.3e\n", fam, l, e.nmse);
       }
@@ -381,7 +355,7 @@ TEST(GpuModel, TraceMatchesCpu) {
 }
 
 TEST(GpuModel, RefusesWhatTheKernelsDoNotImplement) {
-  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  REQUIRE_GPU();
   {  // a recipe other than the default
     auto cpu = random_model(family_config("random-llama"), 19);
     mixers::MixerOptions o;
@@ -406,7 +380,7 @@ TEST(GpuModel, RefusesWhatTheKernelsDoNotImplement) {
 // The random-weight model of a config builds and runs (finite logits; greedy steps agree with
 // full forwards) without host weights.
 TEST(GpuModel, RandomConfigModelRuns) {
-  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  REQUIRE_GPU();
   ModelConfig c = family_config("random-llama");
   c.rope.type = "llama3";
   c.rope.factor = 8.0;
@@ -418,7 +392,7 @@ TEST(GpuModel, RandomConfigModelRuns) {
   std::vector<float> logits((size_t)T * V);
   Status st = (*gpu)->forward(ids.data(), T, logits.data(), false);
   ASSERT_TRUE(st.ok()) << st.error();
-  ASSERT_TRUE(all_finite(logits.data(), logits.size()));
+  ASSERT_TRUE(all_finite(logits));
   double ss = 0;
   for (float x : logits) ss += (double)x * x;
   EXPECT_GT(ss, 0.0);
@@ -426,7 +400,7 @@ TEST(GpuModel, RandomConfigModelRuns) {
   ASSERT_TRUE((*gpu)->set_all_hybrid_random(o, 5).ok());
   st = (*gpu)->forward(ids.data(), T, logits.data(), false);  // the scratch gains the hybrid workspace
   ASSERT_TRUE(st.ok()) << st.error();
-  ASSERT_TRUE(all_finite(logits.data(), logits.size()));
+  ASSERT_TRUE(all_finite(logits));
   auto cache = GpuSequenceCache::create(**gpu, 64);
   ASSERT_TRUE(cache.ok());
   std::vector<float> step(V);

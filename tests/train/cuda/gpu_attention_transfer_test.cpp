@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <random>
 
+#include "kernels/cuda/cuda_test_util.h"
 #include "kernels/cuda/hybrid_train.h"
 #include "mixers/softmax_mixer.h"
 #include "model/linearization.h"
@@ -22,18 +23,6 @@ namespace {
 
 namespace kc = kernels::cuda;
 namespace fs = std::filesystem;
-
-bool has_gpu() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-}
-#define REQUIRE_GPU() \
-  if (!has_gpu()) GTEST_SKIP() << "no CUDA device"
-#define ASSERT_OK(expr)                                  \
-  do {                                                   \
-    const auto& gl_status_ = (expr);                     \
-    ASSERT_TRUE(gl_status_.ok()) << gl_status_.error();  \
-  } while (0)
 
 // A Llama-shaped model with random weights: C 128, H 4, G 2 (GQA), D 64, 2 layers, V 256.
 std::unique_ptr<Model> random_model() {
