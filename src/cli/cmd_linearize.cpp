@@ -17,6 +17,7 @@
 #if GOLINEAR_HAVE_CUDA
 #include "mixers/cuda/gpu_hybrid_layer.h"
 #include "train/cuda/gpu_attention_transfer.h"
+#include "train/cuda/gpu_distillation.h"
 #endif
 
 namespace golinear::cli {
@@ -55,7 +56,7 @@ struct LinearizeSettings {
   long e2e_steps = 0;
   float e2e_lr = 1e-3f;
   std::string init;               // --init DIR: start from the new parameters of a linearized DIR
-  std::string device = "cpu";     // --device cpu | cuda (attention transfer on the GPU)
+  std::string device = "cpu";     // --device cpu | cuda (both stages on the GPU)
 };
 
 Result<LinearizeSettings> parse_settings(const Args& args, const ModelConfig& config) {
@@ -129,18 +130,11 @@ Result<LinearizeSettings> parse_settings(const Args& args, const ModelConfig& co
   if (s.device != "cpu" && s.device != "cuda")
     return make_error("golinear linearize: --device must be cpu or cuda, got '", s.device, "'");
   if (s.device == "cuda") {
-    // The GPU trains the attention-transfer stage only: the end-to-end stage has no GPU path yet.
-    // Without --stage, the run is transfer only; an explicit e2e stage is refused (run it on the
-    // CPU afterwards: --init DIR --stage e2e).
-    if (args.has("stage") && s.stage != "transfer")
-      return make_error("golinear linearize: --device cuda trains the attention-transfer stage only (no GPU "
-                        "end-to-end stage yet); use --stage transfer, then --init OUT --stage e2e on the CPU");
+    // Both stages run on the GPU (train/cuda: attention transfer, end-to-end distillation).
     if (args.has("sweep")) return make_error("golinear linearize: --sweep runs on the CPU only; drop --device cuda");
     if (s.init.empty())
       if (Status st = mixers::cuda::gpu_hybrid_check_recipe(s.mixer, {config.hidden_size, config.num_heads, config.num_kv_heads, config.head_dim}); !st.ok())
         return make_error("golinear linearize --device cuda: ", st.error());
-    s.stage = "transfer";
-    s.e2e_steps = 0;
   }
 #else
   if (s.device != "cpu")
@@ -170,6 +164,17 @@ Result<train::TrainReport> transfer_on_gpu(const Model& model, MixerStack& stude
 #if GOLINEAR_HAVE_CUDA
   GL_ASSIGN_OR_RETURN(train::cuda::GpuTeacher teacher, train::cuda::gpu_teacher_from_model(model));
   return train::cuda::gpu_attention_transfer(teacher, model, students, data, options);
+#else
+  return make_error("golinear linearize: --device cuda is not available in this build (cpu only)");
+#endif
+}
+
+// --device cuda: end-to-end distillation on the GPU (train/cuda/gpu_distillation.h).
+Result<train::TrainReport> e2e_on_gpu(const Model& model, MixerStack& students,
+                                     const train::PackedDataset& data,
+                                     const train::TrainOptions& options) {
+#if GOLINEAR_HAVE_CUDA
+  return train::cuda::gpu_distill_end_to_end(model, students, data, options);
 #else
   return make_error("golinear linearize: --device cuda is not available in this build (cpu only)");
 #endif
@@ -450,7 +455,8 @@ int cmd_linearize(const Argv& argv) {
     e2e_options.warmup = std::max(1L, std::min(50L, s.e2e_steps / 20));
     e2e_options.checkpoint_every = std::max(1L, s.e2e_steps / 10);
     e2e_options.state_path = partial + "/e2e_state.safetensors";
-    auto report = train::distill_end_to_end(model, *students, *data, e2e_options);
+    auto report = s.device == "cuda" ? e2e_on_gpu(model, *students, *data, e2e_options)
+                                     : train::distill_end_to_end(model, *students, *data, e2e_options);
     if (!report.ok()) return fail(report.error());
     if (report->steps_done < s.e2e_steps) {
       std::fprintf(stderr, "golinear linearize: stopped after distillation step %ld of %ld; resume with --resume\n",
@@ -458,7 +464,7 @@ int cmd_linearize(const Argv& argv) {
       return 3;
     }
     e2e = {{"steps", s.e2e_steps}, {"tokens", s.e2e_steps * s.batch * (long)s.seq_len},
-           {"lr", s.e2e_lr}, {"final_kl", report->final_loss}, {"tokens_per_s", report->tokens_per_s}};
+           {"lr", s.e2e_lr}, {"final_kl", report->final_loss}, {"tokens_per_s", report->tokens_per_s}, {"device", s.device}};
   }
 
   model.mixers = std::move(*students);

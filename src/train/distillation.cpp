@@ -39,6 +39,22 @@ double kl_distillation_loss(const float* teacher_logits, const float* student_lo
   return total / T;
 }
 
+double distill_sequence_gradient(Model& model, MixerStack& students, const int32_t* ids, int T,
+                                 float scale) {
+  const int V = model.config.vocab_size;
+  std::vector<float> teacher_logits((long)T * V), student_logits((long)T * V), dlogits((long)T * V);
+  model_forward(model, ids, T, teacher_logits.data());
+  std::swap(model.mixers, students);
+  ForwardTrace trace;
+  trace.capture_activations = true;
+  model_forward(model, ids, T, student_logits.data(), false, &trace);
+  const double loss = kl_distillation_loss(teacher_logits.data(), student_logits.data(), T, V, dlogits.data());
+  for (float& g : dlogits) g *= scale;
+  model_backward(model, T, trace, dlogits.data());
+  std::swap(model.mixers, students);
+  return loss;
+}
+
 Result<TrainReport> distill_end_to_end(Model& model, MixerStack& students, const PackedDataset& data,
                                        const TrainOptions& options) {
   const int T = data.seq_len, V = model.config.vocab_size;

@@ -13,6 +13,13 @@ namespace golinear::train {
 double kl_distillation_loss(const float* teacher_logits, const float* student_logits, int T, int V,
                             float* dlogits);
 
+// One sequence of distill_end_to_end's step: teacher and student logits for ids (T), the KL
+// (returned, mean over tokens) and the student mixers' parameter gradients += scale · ∂KL/∂θ
+// (scale = 1/batch in training). `model` holds the teacher's mixers (restored on return). The
+// reference of the GPU trainer's gradient (train/cuda/gpu_distillation.h).
+double distill_sequence_gradient(Model& model, MixerStack& students, const int32_t* ids, int T,
+                                 float scale);
+
 // Trains `students` end to end; `model` holds the teacher's mixers (restored on return).
 Result<TrainReport> distill_end_to_end(Model& model, MixerStack& students, const PackedDataset& data,
                                        const TrainOptions& options);

@@ -84,6 +84,37 @@ __device__ __forceinline__ void stsm_x4_trans(void* p, const uint32_t (&r)[4]) {
                ::"r"(addr), "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
                : "memory");
 }
+__device__ __forceinline__ void stsm_x4(void* p, const uint32_t (&r)[4]) {
+  const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1,%2,%3,%4};\n"
+               ::"r"(addr), "r"(r[0]), "r"(r[1]), "r"(r[2]), "r"(r[3])
+               : "memory");
+}
+// A warp's 16 × 8·NCH bf16 staging tile in shared memory, 16-byte vectors XOR-swizzled by row.
+template <int NCH>
+__device__ __forceinline__ bf16* stage_at(bf16* stg, int row, int vec) {
+  return stg + row * (8 * NCH) + 8 * (vec ^ (row & (NCH - 1)));
+}
+// mma accumulators of n-tiles 2jp, 2jp + 1 (rows 0–7: a0, b0; rows 8–15: a1, b1) into the tile.
+template <int NCH>
+__device__ __forceinline__ void stage_put(bf16* stg, int jp, uint32_t a0, uint32_t a1, uint32_t b0,
+                                          uint32_t b1, int lane) {
+  const int mi = lane / 8, lr = lane % 8;
+  const uint32_t r[4] = {a0, a1, b0, b1};
+  stsm_x4(stage_at<NCH>(stg, lr + 8 * (mi & 1), 2 * jp + (mi >> 1)), r);
+}
+// The tile to global rows dst + row·ld, 16 bytes a lane.
+template <int NCH>
+__device__ __forceinline__ void stage_out(bf16* dst, int ld, bf16* stg, int lane) {
+  __syncwarp();
+#pragma unroll
+  for (int x = 0; x < 16 * NCH / 32; ++x) {
+    const int u = lane + 32 * x, row = u / NCH, vec = u % NCH;
+    *reinterpret_cast<uint4*>(dst + (size_t)row * ld + 8 * vec) =
+        *reinterpret_cast<const uint4*>(stage_at<NCH>(stg, row, vec));
+  }
+  __syncwarp();
+}
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
   return *reinterpret_cast<uint32_t*>(&v);
@@ -123,7 +154,9 @@ struct PrepareLayout {
 // and with T_out, T = (I + A)⁻¹ (bf16 64 × 64).
 constexpr int kPrepareThreads = 256;
 
-template <int D>
+// STAGED: W, U and P leave through per-warp shared staging tiles (in T's buffer, free then) as
+// 16-byte row vectors instead of 4-byte fragment stores (fewer L1 store wavefronts).
+template <int D, bool STAGED = false>
 __global__ void __launch_bounds__(kPrepareThreads, 3) gdn_prepare_kernel(
     bf16* __restrict__ W_out, bf16* __restrict__ U_out, bf16* __restrict__ P_out,
     float* __restrict__ gamma_out, float* __restrict__ gexp_out, const bf16* __restrict__ q,
@@ -211,6 +244,7 @@ __global__ void __launch_bounds__(kPrepareThreads, 3) gdn_prepare_kernel(
       }
     }
     bf16* P_chunk = P_out + chunk * 64 * 64;
+    uint32_t pk[8][2];  // STAGED: P's packed values
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
 #pragma unroll
@@ -228,10 +262,24 @@ __global__ void __launch_bounds__(kPrepareThreads, 3) gdn_prepare_kernel(
             if (m + 1 < row) v1 = br * expf(gr - gam[m + 1]) * acc[j][2 * hr + 1];
           }
         }
-        if (is_q)
-          *reinterpret_cast<uint32_t*>(P_chunk + row * 64 + m) = pack_bf16(v0, v1);
-        else if (j <= 2 * i + 1)
+        if (is_q) {
+          if constexpr (STAGED)
+            pk[j][hr] = pack_bf16(v0, v1);
+          else
+            *reinterpret_cast<uint32_t*>(P_chunk + row * 64 + m) = pack_bf16(v0, v1);
+        } else if (j <= 2 * i + 1) {
           *reinterpret_cast<float2*>(As + row * LDA + m) = make_float2(v0, v1);
+        }
+      }
+    }
+    if constexpr (STAGED) {
+      if (is_q) {  // T's buffer is untouched until the inverse: 4 tiles of 16 × 64
+        bf16* stg = reinterpret_cast<bf16*>(smem + L::t) + i * 16 * 64;
+#pragma unroll
+        for (int jp = 0; jp < 4; ++jp)
+          stage_put<8>(stg, jp, pk[2 * jp][0], pk[2 * jp][1], pk[2 * jp + 1][0], pk[2 * jp + 1][1],
+                       lane);
+        stage_out<8>(P_chunk + 16 * i * 64, 64, stg, lane);
       }
     }
   }
@@ -335,13 +383,18 @@ __global__ void __launch_bounds__(kPrepareThreads, 3) gdn_prepare_kernel(
   __syncthreads();
   // 3: Tw = T diag(βe^γ), Tu = T diag(β) (bf16, zero above the diagonal) into A's buffer.
   bf16* Tg = T_out ? T_out + chunk * 64 * 64 : nullptr;
-  for (int idx = tid; idx < 64 * 32; idx += kPrepareThreads) {
-    const int i = idx / 32, m = 2 * (idx % 32);
-    const float t0 = m <= i ? Ts[i * LDF + m] : 0.0f;
-    const float t1 = m + 1 <= i ? Ts[i * LDF + m + 1] : 0.0f;
-    *reinterpret_cast<uint32_t*>(Tw + i * LDT + m) = pack_bf16(t0 * ebs[m], t1 * ebs[m + 1]);
-    *reinterpret_cast<uint32_t*>(Tu + i * LDT + m) = pack_bf16(t0 * bet[m], t1 * bet[m + 1]);
-    if (Tg) *reinterpret_cast<uint32_t*>(Tg + i * 64 + m) = pack_bf16(t0, t1);
+  {  // thread: columns m, m + 1 (fixed), rows warp + 8x
+    const int m = 2 * lane;
+    const float2 eb2 = *reinterpret_cast<const float2*>(ebs + m);
+    const float2 be2 = *reinterpret_cast<const float2*>(bet + m);
+#pragma unroll 4
+    for (int i = warp; i < 64; i += kPrepareThreads / 32) {
+      const float2 tt = *reinterpret_cast<const float2*>(Ts + i * LDF + m);
+      const float t0 = m <= i ? tt.x : 0.0f, t1 = m + 1 <= i ? tt.y : 0.0f;
+      *reinterpret_cast<uint32_t*>(Tw + i * LDT + m) = pack_bf16(t0 * eb2.x, t1 * eb2.y);
+      *reinterpret_cast<uint32_t*>(Tu + i * LDT + m) = pack_bf16(t0 * be2.x, t1 * be2.y);
+      if (Tg) *reinterpret_cast<uint32_t*>(Tg + i * 64 + m) = pack_bf16(t0, t1);
+    }
   }
   cp_async_wait<0>();
   __syncthreads();
@@ -373,11 +426,23 @@ __global__ void __launch_bounds__(kPrepareThreads, 3) gdn_prepare_kernel(
         }
       }
       bf16* out = (which == 0 ? W_out : U_out) + chunk * 64 * D;
+      if constexpr (STAGED) {  // T's fp32 buffer is free now: 8 tiles of 16 × D/2
+        bf16* stg = reinterpret_cast<bf16*>(smem + L::t) + warp * 16 * (D / 2);
 #pragma unroll
-      for (int j = 0; j < NT8; ++j) {
-        const int row = 16 * i + gi, col = cb + 8 * j + 2 * ti;
-        *reinterpret_cast<uint32_t*>(out + row * D + col) = pack_bf16(acc[j][0], acc[j][1]);
-        *reinterpret_cast<uint32_t*>(out + (row + 8) * D + col) = pack_bf16(acc[j][2], acc[j][3]);
+        for (int jp = 0; jp < NT8 / 2; ++jp)
+          stage_put<NT8>(stg, jp, pack_bf16(acc[2 * jp][0], acc[2 * jp][1]),
+                         pack_bf16(acc[2 * jp][2], acc[2 * jp][3]),
+                         pack_bf16(acc[2 * jp + 1][0], acc[2 * jp + 1][1]),
+                         pack_bf16(acc[2 * jp + 1][2], acc[2 * jp + 1][3]), lane);
+        stage_out<NT8>(out + 16 * i * D + cb, D, stg, lane);
+      } else {
+#pragma unroll
+        for (int j = 0; j < NT8; ++j) {
+          const int row = 16 * i + gi, col = cb + 8 * j + 2 * ti;
+          *reinterpret_cast<uint32_t*>(out + row * D + col) = pack_bf16(acc[j][0], acc[j][1]);
+          *reinterpret_cast<uint32_t*>(out + (row + 8) * D + col) =
+              pack_bf16(acc[j][2], acc[j][3]);
+        }
       }
     }
   }
@@ -658,6 +723,8 @@ __global__ void __launch_bounds__(BV * 2, 1) gdn_state_pass_kernel(
   }
 }
 
+// (A two-stage state pass for D = 128, 64 value columns, 151 KB of shared memory so that one
+// prepare block fits beside it, was slower pipelined: H200, 32K 1.41 → 1.55 ms.)
 template <int D, int BV>
 Status launch_state_pass(bf16* o, float* state_final, const float* state_init, void* checkpoints,
                          bool ck_bf16, const bf16* q, const bf16* k, const ForwardWorkspace& ws,
@@ -699,12 +766,19 @@ Status state_pass(int value_block, bf16* o, float* state_final, const float* sta
   }
 }
 
+int env_int(const char* name, int fallback) {
+  const char* e = std::getenv(name);
+  return e ? std::atoi(e) : fallback;
+}
 template <int D>
 Status launch_prepare(const bf16* q, const bf16* k, const bf16* v, const float* g,
                       const float* beta, int N, int H, int G, const ForwardWorkspace& ws,
                       int c_begin, int c_end, bf16* T_out, cudaStream_t stream) {
   using L = PrepareLayout<D>;
-  auto prepare = gdn_prepare_kernel<D>;
+  static_assert(8 * 16 * (D / 2) * 2 <= 64 * L::LDF * 4, "W/U staging tiles must fit in T's buffer");
+  // GOLINEAR_GDN_PREP_STAGED=0 picks the fragment stores.
+  const bool staged = env_int("GOLINEAR_GDN_PREP_STAGED", 1) != 0;
+  auto prepare = staged ? gdn_prepare_kernel<D, true> : gdn_prepare_kernel<D, false>;
   GL_CUDA_CHECK(cudaFuncSetAttribute(prepare, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      (int)L::total));
   prepare<<<dim3(H, c_end - c_begin), kPrepareThreads, L::total, stream>>>(
@@ -716,18 +790,36 @@ Status launch_prepare(const bf16* q, const bf16* k, const bf16* v, const float* 
 // Pipelined forward (GOLINEAR_GDN_SEGMENTS=1 turns it off): the chunks split into
 // segments; the state pass of segment s (on a high-priority side stream) overlaps the prepare of
 // segment s + 1 (on the caller's stream), the state carried between segments in the workspace.
-int env_int(const char* name, int fallback) {
-  const char* e = std::getenv(name);
-  return e ? std::atoi(e) : fallback;
-}
 // Segments of the pipelined forward: GOLINEAR_GDN_SEGMENTS, else one per 32 chunks, at most 16
 // (H200, H = 32, G = 8, D = 128, one segment → auto: 8K 0.49 → 0.42 ms, 16K 0.96 → 0.79,
-// 32K 1.90 → 1.50).
+// 32K 1.90 → 1.50; with the prepare's staged stores 32K 1.70 → 1.41).
 constexpr int kMaxSegments = 64;
 int forward_segments(int NC) {
   const int env = env_int("GOLINEAR_GDN_SEGMENTS", 0);
   const int n = env > 0 ? env : std::clamp(NC / 32, 1, 16);
   return std::min({n, NC, kMaxSegments});
+}
+// Chunk boundaries b[0..n] of the pipelined forward's segments; returns n. NS even segments of
+// `base` chunks, or with the taper (GOLINEAR_GDN_TAPER=1; needs NS ≥ 4 and base ≥ 4) a half
+// segment first (the prepare that runs alone) and a half and a quarter segment last (the state
+// pass that runs alone), the rest in segments of about `base`. Off by default: not faster
+// (H200, H = 32, G = 8, D = 128: 8K 0.389 → 0.406 ms, 16K 0.724 → 0.741, 32K 1.415 → 1.417).
+int segment_bounds(int NC, int NS, int (&b)[kMaxSegments + 1]) {
+  const int base = NC / NS;
+  if (NS >= 4 && base >= 4 && NS + 3 <= kMaxSegments && env_int("GOLINEAR_GDN_TAPER", 0) != 0) {
+    const int head = base / 2, tail1 = base / 2, tail2 = base / 4;
+    const int mid = NC - head - tail1 - tail2;
+    const int mid_n = std::max(1, (mid + base / 2) / base);
+    int n = 0;
+    b[n++] = 0;
+    for (int s = 0; s < mid_n; ++s) b[n++] = head + (int)((long)mid * s / mid_n);
+    b[n++] = head + mid;
+    b[n++] = head + mid + tail1;
+    b[n] = NC;
+    return n;
+  }
+  for (int s = 0; s <= NS; ++s) b[s] = (int)((long)NC * s / NS);
+  return NS;
 }
 struct SideStream {
   int device = -1;
@@ -766,7 +858,8 @@ Status chunked_forward(bf16* o, float* state_final, const float* state_init, con
                        void* checkpoints, int value_block, bf16* T_out = nullptr,
                        bool ck_bf16 = false) {
   const int NC = (N + kChunk - 1) / kChunk;
-  const int NS = checkpoints || T_out ? 1 : forward_segments(NC);
+  int bounds[kMaxSegments + 1];
+  const int NS = checkpoints || T_out ? 1 : segment_bounds(NC, forward_segments(NC), bounds);
   SideStream* side = nullptr;
   if (NS > 1) {
     GL_ASSIGN_OR_RETURN(side, side_stream(stream));
@@ -781,7 +874,7 @@ Status chunked_forward(bf16* o, float* state_final, const float* state_init, con
   GL_CUDA_CHECK(cudaStreamWaitEvent(side->stream, ev[NS], 0));
   float* carry[2] = {ws.carry, ws.carry + (size_t)H * D * D};
   for (int s = 0; s < NS; ++s) {
-    const int cb = (int)((long)NC * s / NS), ce = (int)((long)NC * (s + 1) / NS);
+    const int cb = bounds[s], ce = bounds[s + 1];
     GL_TRY(launch_prepare<D>(q, k, v, g, beta, N, H, G, ws, cb, ce, nullptr, stream));
     GL_CUDA_CHECK(cudaEventRecord(ev[s], stream));
     GL_CUDA_CHECK(cudaStreamWaitEvent(side->stream, ev[s], 0));

@@ -10,6 +10,7 @@
 #include <algorithm>
 
 #include "kernels/cuda/attention.h"
+#include "kernels/cuda/backbone_backward.h"
 #include "kernels/cuda/gated_delta.h"
 #include "kernels/cuda/hybrid.h"
 #include "kernels/cuda/hybrid_train.h"
@@ -249,6 +250,12 @@ Status GpuHybridLayer::forward(GpuHybridScratch& s, const bf16* x, const bf16* q
 
 Status GpuHybridLayer::backward(GpuHybridScratch& s, const bf16* x, const bf16* q, const bf16* k,
                                 const bf16* v, cublasHandle_t cublas, cudaStream_t stream) {
+  return backward(s, x, q, k, v, cublas, stream, nullptr, nullptr, nullptr, nullptr);
+}
+
+Status GpuHybridLayer::backward(GpuHybridScratch& s, const bf16* x, const bf16* q, const bf16* k,
+                                const bf16* v, cublasHandle_t cublas, cudaStream_t stream,
+                                float* dx, float* dq, float* dk, float* dv) {
   const int T = s.T(), C = shape_.C, H = shape_.H, G = shape_.G, D = shape_.D;
   const int sinks = options_.sinks, window = options_.window, shift = sinks + window;
   const size_t tq = (size_t)T * H * D, tk = (size_t)T * G * D, th = (size_t)T * H;
@@ -285,13 +292,17 @@ Status GpuHybridLayer::backward(GpuHybridScratch& s, const bf16* x, const bf16* 
   GL_TRY(kc::rope_backward_add_f32(s.dqc, s.dqr, inv_freq_.get(), T, H, D, 0, stream));
   GL_TRY(kc::rope_backward_add_f32(s.dkc, s.dkr, inv_freq_.get(), T, G, D, 0, stream));
   GL_TRY(kc::add_f32(s.dv, s.dv_lin, (long)tk, stream));
-  // 1 short conv: tap gradients (+=); the input gradients are not needed (frozen backbone).
-  GL_TRY(kc::short_conv_backward(s.conv_dx, grad_of("conv_q"), s.dqc, q, param("conv_q"), T,
-                                 H * D, stream));
-  GL_TRY(kc::short_conv_backward(s.conv_dx, grad_of("conv_k"), s.dkc, k, param("conv_k"), T,
-                                 G * D, stream));
-  GL_TRY(kc::short_conv_backward(s.conv_dx, grad_of("conv_v"), s.dv, v, param("conv_v"), T,
-                                 G * D, stream));
+  // 1 short conv: tap gradients (+=); the input gradients into dq/dk/dv when asked for, else
+  //   into a scratch buffer (attention transfer: frozen backbone, nothing flows back).
+  GL_TRY(kc::short_conv_backward(dq ? dq : s.conv_dx, grad_of("conv_q"), s.dqc, q,
+                                 param("conv_q"), T, H * D, stream));
+  GL_TRY(kc::short_conv_backward(dk ? dk : s.conv_dx, grad_of("conv_k"), s.dkc, k,
+                                 param("conv_k"), T, G * D, stream));
+  GL_TRY(kc::short_conv_backward(dv ? dv : s.conv_dx, grad_of("conv_v"), s.dv, v,
+                                 param("conv_v"), T, G * D, stream));
+  // x enters only through the gate logits: dx = dlogits (T, 3H) · [w_a; w_b; w_λ] (3H, C), the
+  //   fp32 parameters (the first 3H·C floats of the block).
+  if (dx) GL_TRY(kc::gemm_f32_nn(cublas, dx, 0.0f, s.dlogits, value_, T, C, 3 * H, stream));
   return ok_status();
 }
 

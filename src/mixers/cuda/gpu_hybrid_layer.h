@@ -102,6 +102,12 @@ class GpuHybridLayer {
   // Parameter gradients (+=) of Σ s.dy · s.y, after forward on the same scratch and inputs.
   Status backward(GpuHybridScratch& s, const bf16* x, const bf16* q, const bf16* k,
                   const bf16* v, cublasHandle_t cublas, cudaStream_t stream);
+  // The same, and the input gradients (end-to-end distillation), fp32, WRITTEN (=), any may be
+  // null: dx (T, C) = dlogits · [w_a; w_b; w_λ] (fp32 GEMM on the fp32 parameters), dq (T, H, D),
+  // dk, dv (T, G, D) the short conv's input gradients (before the conv, i.e. of q, k, v as given).
+  Status backward(GpuHybridScratch& s, const bf16* x, const bf16* q, const bf16* k,
+                  const bf16* v, cublasHandle_t cublas, cudaStream_t stream, float* dx,
+                  float* dq, float* dk, float* dv);
 
   const AttentionShape& shape() const { return shape_; }
   const std::vector<GpuParamSlot>& layout() const { return layout_; }

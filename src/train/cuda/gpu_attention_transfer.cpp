@@ -12,6 +12,7 @@
 #include "common/progress.h"
 #include "kernels/cuda/hybrid_train.h"
 #include "mixers/cuda/gpu_hybrid_layer.h"
+#include "train/cuda/gpu_train_util.h"
 #include "mixers/hybrid_mixer.h"
 
 namespace golinear::train::cuda {
@@ -21,63 +22,6 @@ using golinear::cuda::GpuLayerTrace;
 using kernels::cuda::bf16;
 using mixers::cuda::GpuHybridLayer;
 using mixers::cuda::GpuHybridScratch;
-
-namespace {
-
-class CublasHandle {
- public:
-  CublasHandle() = default;
-  CublasHandle(const CublasHandle&) = delete;
-  CublasHandle& operator=(const CublasHandle&) = delete;
-  ~CublasHandle() {
-    if (handle_) cublasDestroy(handle_);
-  }
-  Status create() {
-    if (cublasCreate(&handle_) != CUBLAS_STATUS_SUCCESS) return make_error("cublasCreate failed");
-    return ok_status();
-  }
-  cublasHandle_t get() const { return handle_; }
-
- private:
-  cublasHandle_t handle_ = nullptr;
-};
-
-// Where one trained tensor sits in the CPU AdamW's flat order and in the device buffer.
-struct FlatPiece {
-  long cpu_offset, gpu_offset, count;
-};
-
-// The CPU AdamW flattens trainable_parameters(students) in order (layers, then each mixer's
-// parameters()); the device buffer holds each trained layer's gpu_hybrid_layout block.
-Result<std::vector<FlatPiece>> flat_pieces(MixerStack& students, const std::vector<int>& trained,
-                                           const std::vector<long>& block_offset) {
-  std::vector<FlatPiece> pieces;
-  long cpu = 0;
-  for (size_t l = 0; l < students.size(); ++l) {
-    const auto it = std::find(trained.begin(), trained.end(), (int)l);
-    const std::vector<mixers::Parameter*> params = students[l]->parameters();
-    if (it == trained.end()) {
-      for (const mixers::Parameter* p : params) cpu += (long)p->value.size();
-      continue;
-    }
-    const long block = block_offset[it - trained.begin()];
-    auto* hybrid = dynamic_cast<mixers::HybridMixer*>(students[l].get());
-    const auto layout = mixers::cuda::gpu_hybrid_layout(hybrid->shape());
-    for (const mixers::Parameter* p : params) {
-      const mixers::cuda::GpuParamSlot* slot = nullptr;
-      for (const auto& s : layout)
-        if (s.name == p->name) slot = &s;
-      if (!slot || slot->count != (long)p->value.size())
-        return make_error("GPU attention transfer: layer ", l, " parameter '", p->name,
-                          "' has no place in the GPU layout");
-      pieces.push_back({cpu, block + slot->offset, slot->count});
-      cpu += slot->count;
-    }
-  }
-  return pieces;
-}
-
-}  // namespace
 
 Result<GpuTeacher> gpu_teacher_from_cpu(const Model& teacher) {
   const int L = teacher.config.num_layers;
@@ -175,7 +119,7 @@ Result<TrainReport> gpu_attention_transfer(const GpuTeacher& teacher_trace, cons
 
   // The CPU optimizer only stores the moments for checkpoints (same format as the CPU trainer).
   AdamW cpu_optimizer(trainable_parameters(students), options.adam);
-  GL_ASSIGN_OR_RETURN(std::vector<FlatPiece> pieces, flat_pieces(students, trained, block_offset));
+  GL_ASSIGN_OR_RETURN(std::vector<FlatPiece> pieces, flat_pieces(students, trained, block_offset, "GPU attention transfer"));
   long start = 0;
   if (options.resume && !options.state_path.empty() && file_exists(options.state_path)) {
     GL_ASSIGN_OR_RETURN(start, train_state_load(options.state_path, students, cpu_optimizer));
