@@ -21,7 +21,7 @@ commands:
   linearize MODEL --data FILE --out DIR
                                   replace attention by a linear mixer: attention transfer, then
                                   end-to-end distillation  [--mixer gdn|gla|kgla|hedgehog|none
-                                  --mix gate|add|scale --sinks S --window W --conv|--no-conv
+                                  --mix gate|add|scale|gate-lse --sinks S --window W --conv|--no-conv
                                   --linear-rope --keep-full-layers LIST --keep-full K
                                   --select hard|uniform --tokens N|--steps N --seq-len T --batch B
                                   --lr LR --seed S --stage transfer|e2e|both --e2e-tokens N

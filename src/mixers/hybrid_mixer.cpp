@@ -567,13 +567,22 @@ void linear_output_backward(const Dims& dm, const S* o, const S* dy_lin, int T, 
 
 // ---- stage 4: mixing ---------------------------------------------------------------------------
 
-// y (T, H, D) from y_exact, y_lin (T, H, D) (either may be unused), x (T, C); lambda (T, H) receives
-// the gate for mix gate.
+bool is_gate(MixKind mix) { return mix == MixKind::gate || mix == MixKind::gate_lse; }
+
+// Whether the mix reads the exact branch's log-sum-exp (mix gate-lse with both branches).
+bool uses_lse(const Dims& dm, const MixerOptions& o) {
+  return dm.has_exact && dm.has_linear && o.mix == MixKind::gate_lse;
+}
+
+// y (T, H, D) from y_exact, y_lin (T, H, D) (either may be unused), x (T, C), lse (T, H) (mix
+// gate-lse only); lambda (T, H) receives the gate for mix gate and gate-lse.
 template <class S>
 void mix_forward(const Dims& dm, const MixerOptions& o, const HybridTensors<const S*>& p,
-                 const S* x, const S* y_exact, const S* y_lin, int T, S* lambda, S* y) {
+                 const S* x, const S* y_exact, const S* y_lin, const S* lse, int T, S* lambda,
+                 S* y) {
   const int C = dm.C, H = dm.H, D = dm.D;
-  const bool gated = dm.has_exact && dm.has_linear && o.mix == MixKind::gate;
+  const bool gated = dm.has_exact && dm.has_linear && is_gate(o.mix);
+  const bool with_lse = uses_lse(dm, o);
   if (gated) project_rows(lambda, x, p.w_lambda, T, C, H);  // the gate's logits, (T, H)
   for (int t = 0; t < T; ++t) {
     for (int h = 0; h < H; ++h) {
@@ -586,8 +595,10 @@ void mix_forward(const Dims& dm, const MixerOptions& o, const HybridTensors<cons
         continue;
       }
       S a = S(1), b = S(1);  // y = a·y_exact + b·y_lin
-      if (o.mix == MixKind::gate) {
-        const S l = sigmoid(lambda[row] + p.b_lambda[h]);
+      if (gated) {
+        S z = lambda[row] + p.b_lambda[h];
+        if (with_lse) z -= p.c_lse[h] * lse[row];
+        const S l = sigmoid(z);
         lambda[row] = l;
         a = S(1) - l, b = l;
       } else if (o.mix == MixKind::scale) {
@@ -598,13 +609,16 @@ void mix_forward(const Dims& dm, const MixerOptions& o, const HybridTensors<cons
   }
 }
 
-// dy_exact, dy_lin (T, H, D), dx (T, C) and the mixing parameters (+=).
+// dy_exact, dy_lin (T, H, D), dx (T, C), dlse (T, H) (mix gate-lse only) and the mixing
+// parameters (+=).
 template <class S>
 void mix_backward(const Dims& dm, const MixerOptions& o, const HybridTensors<const S*>& p,
                   const HybridTensors<S*>& dp, const S* x, const S* y_exact, const S* y_lin,
-                  const S* lambda, const S* dy, int T, S* dy_exact, S* dy_lin, S* dx) {
+                  const S* lse, const S* lambda, const S* dy, int T, S* dy_exact, S* dy_lin,
+                  S* dx, S* dlse) {
   const int C = dm.C, H = dm.H, D = dm.D;
-  const bool gated = dm.has_exact && dm.has_linear && o.mix == MixKind::gate;
+  const bool gated = dm.has_exact && dm.has_linear && is_gate(o.mix);
+  const bool with_lse = uses_lse(dm, o);
   Buffer<S> dlogit(gated ? (long)T * H : 0);  // gradient of the gate's logits, (T, H)
   for (int t = 0; t < T; ++t) {
     for (int h = 0; h < H; ++h) {
@@ -618,7 +632,7 @@ void mix_backward(const Dims& dm, const MixerOptions& o, const HybridTensors<con
       const S* ye = y_exact + row * D;
       const S* yl = y_lin + row * D;
       S a = S(1), b = S(1);
-      if (o.mix == MixKind::gate) {
+      if (gated) {
         const S l = lambda[row];
         a = S(1) - l, b = l;
         S dl = S(0);
@@ -626,6 +640,10 @@ void mix_backward(const Dims& dm, const MixerOptions& o, const HybridTensors<con
         const S dz = dl * l * (S(1) - l);
         dp.b_lambda[h] += dz;
         dlogit[row] = dz;
+        if (with_lse) {  // z = … − c_h·lse
+          dp.c_lse[h] -= dz * lse[row];
+          dlse[row] -= dz * p.c_lse[h];
+        }
       } else if (o.mix == MixKind::scale) {
         b = p.gamma[h];
         dp.gamma[h] += dot(dyr, yl, D);
@@ -650,6 +668,7 @@ struct HybridActivations {
   Buffer<S> o;           // (T, H, Dv) state read
   Buffer<S> y_lin;       // (T, H, D)
   Buffer<S> lambda;      // (T, H) mix gate
+  Buffer<S> lse;         // (T, H) exact branch's log-sum-exp (mix gate-lse)
 };
 
 // The whole sequence, keeping every activation in `a`; state_final as in state_forward.
@@ -674,12 +693,14 @@ void hybrid_run_forward(const Dims& dm, const MixerOptions& o, const HybridTenso
     cpu::rope_rotate_generic(a.qr.data(), in.inv_freq, T, H, D, 0, 1);
     cpu::rope_rotate_generic(a.kr.data(), in.inv_freq, T, G, D, 0, 1);
     a.y_exact.resize(nq);
+    a.lse.resize(uses_lse(dm, o) ? (long)T * H : 0);
+    S* lse = uses_lse(dm, o) ? a.lse.data() : nullptr;
     if constexpr (std::is_same_v<S, float>)  // the blocked fp32 kernel
       cpu::attention_forward(a.y_exact.data(), a.qr.data(), a.kr.data(), a.vc.data(), T, T, 0, H,
-                             G, D, cpu::AttentionMask{dm.s, dm.w});
+                             G, D, cpu::AttentionMask{dm.s, dm.w}, lse);
     else  // fp64: the reference, for gradient checks
       cpu::attention_forward_generic(a.y_exact.data(), a.qr.data(), a.kr.data(), a.vc.data(), T,
-                                     T, 0, H, G, D, cpu::AttentionMask{dm.s, dm.w});
+                                     T, 0, H, G, D, cpu::AttentionMask{dm.s, dm.w}, lse);
   }
   if (dm.has_linear) {
     linear_features_forward(dm, o, p, in.x, a.qc.data(), a.kc.data(), a.vc.data(), T, 0,
@@ -690,7 +711,8 @@ void hybrid_run_forward(const Dims& dm, const MixerOptions& o, const HybridTenso
     linear_output_forward(dm, a.o.data(), T, a.y_lin.data());
   }
   a.lambda.assign((long)T * H, S(0));
-  mix_forward(dm, o, p, in.x, a.y_exact.data(), a.y_lin.data(), T, a.lambda.data(), y);
+  mix_forward(dm, o, p, in.x, a.y_exact.data(), a.y_lin.data(), a.lse.data(), T, a.lambda.data(),
+              y);
 }
 
 // Adds src (n) into dst when dst is given.
@@ -822,9 +844,10 @@ std::vector<TensorSpec> hybrid_tensor_specs(const MixerOptions& o, const Attenti
     specs.push_back({"conv_v", {G * D, cpu::kShortConvWidth}});
   }
   if (dm.has_exact && dm.has_linear) {
-    if (o.mix == MixKind::gate) {
+    if (is_gate(o.mix)) {
       specs.push_back({"w_lambda", {H, C}});
       specs.push_back({"b_lambda", {H}});
+      if (o.mix == MixKind::gate_lse) specs.push_back({"c_lse", {H}});
     } else if (o.mix == MixKind::scale) {
       specs.push_back({"gamma", {H}});
     }
@@ -878,8 +901,9 @@ void hybrid_backward(const MixerOptions& options, const AttentionShape& shape,
   // 4 mixing
   Buffer<S> dy_exact(dm.has_exact ? nq : 0, S(0)), dy_lin(dm.has_linear ? nq : 0, S(0));
   Buffer<S> dx((long)T * C, S(0)), dqc(nq, S(0)), dkc(nk, S(0)), dvc(nk, S(0));
-  mix_backward(dm, options, p, dp, in.x, a.y_exact.data(), a.y_lin.data(), a.lambda.data(), dy, T,
-               dy_exact.data(), dy_lin.data(), dx.data());
+  Buffer<S> dlse(a.lse.size(), S(0));
+  mix_backward(dm, options, p, dp, in.x, a.y_exact.data(), a.y_lin.data(), a.lse.data(),
+               a.lambda.data(), dy, T, dy_exact.data(), dy_lin.data(), dx.data(), dlse.data());
 
   // 3 linear branch
   if (dm.has_linear) {
@@ -900,11 +924,13 @@ void hybrid_backward(const MixerOptions& options, const AttentionShape& shape,
     Buffer<S> dqr(nq, S(0)), dkr(nk, S(0));
     if constexpr (std::is_same_v<S, float>)  // the blocked fp32 kernel
       cpu::attention_backward(dqr.data(), dkr.data(), dvc.data(), dy_exact.data(), a.qr.data(),
-                              a.kr.data(), a.vc.data(), T, H, G, D, cpu::AttentionMask{dm.s, dm.w});
+                              a.kr.data(), a.vc.data(), T, H, G, D, cpu::AttentionMask{dm.s, dm.w},
+                              dlse.empty() ? nullptr : dlse.data());
     else  // fp64: the reference, for gradient checks
       cpu::attention_backward_generic(dqr.data(), dkr.data(), dvc.data(), dy_exact.data(),
                                       a.qr.data(), a.kr.data(), a.vc.data(), T, H, G, D,
-                                      cpu::AttentionMask{dm.s, dm.w});
+                                      cpu::AttentionMask{dm.s, dm.w},
+                                      dlse.empty() ? nullptr : dlse.data());
     cpu::rope_rotate_generic(dqr.data(), in.inv_freq, T, H, D, 0, -1);
     cpu::rope_rotate_generic(dkr.data(), in.inv_freq, T, G, D, 0, -1);
     for (long i = 0; i < nq; ++i) dqc[i] += dqr[i];
@@ -1060,7 +1086,7 @@ void HybridMixer::forward_cached(MixerCache& base, const MixerInputs& in, float*
   const int C = dm.C, H = dm.H, G = dm.G, D = dm.D, s = dm.s, w = dm.w;
   const long HD = (long)H * D, GD = (long)G * D;
   std::vector<float> qc(HD), kc(GD), vc(GD), qr(HD), kr(GD), y_exact(HD), o((long)H * dm.Dv),
-      y_lin(HD), lambda(H);
+      y_lin(HD), lambda(H), lse(H);
   LinearFeatures<float> f;
   for (int i = 0; i < in.T; ++i) {
     const long t = c.position;
@@ -1124,9 +1150,9 @@ void HybridMixer::forward_cached(MixerCache& base, const MixerInputs& in, float*
         gather(c.ring_k.data() + (j % w) * GD, c.ring_v.data() + (j % w) * GD);
       cpu::attention_forward_generic(y_exact.data(), qr.data(), c.gather_k.data(),
                                      c.gather_v.data(), 1, n, n - 1, H, G, D,
-                                     cpu::AttentionMask{});
+                                     cpu::AttentionMask{}, lse.data());
     }
-    mix_forward(dm, options_, p, x, y_exact.data(), y_lin.data(), 1, lambda.data(),
+    mix_forward(dm, options_, p, x, y_exact.data(), y_lin.data(), lse.data(), 1, lambda.data(),
                 y + (long)i * HD);
     ++c.position;
   }

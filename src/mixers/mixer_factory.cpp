@@ -17,7 +17,8 @@ Result<MixKind> mix_kind_parse(const std::string& name) {
   if (name == "gate") return MixKind::gate;
   if (name == "add") return MixKind::add;
   if (name == "scale") return MixKind::scale;
-  return make_error("unknown mix '", name, "' (expected one of: gate, add, scale)");
+  if (name == "gate-lse") return MixKind::gate_lse;
+  return make_error("unknown mix '", name, "' (expected one of: gate, add, scale, gate-lse)");
 }
 
 std::string to_string(MixerKind kind) {
@@ -36,6 +37,7 @@ std::string to_string(MixKind mix) {
     case MixKind::gate: return "gate";
     case MixKind::add: return "add";
     case MixKind::scale: return "scale";
+    case MixKind::gate_lse: return "gate-lse";
   }
   return "?";
 }

@@ -14,8 +14,9 @@ namespace golinear::mixers {
 
 // The state update of the linear branch; `none` keeps only the exact branch (sinks + window).
 enum class MixerKind { none, gdn, gla, kgla, hedgehog };
-// How the exact and linear branches combine (DESIGN.md §3.4).
-enum class MixKind { gate, add, scale };
+// How the exact and linear branches combine (DESIGN.md §3.4). gate_lse ("gate-lse") is gate with
+// the exact branch's log-sum-exp in the gate's logit (see mixers/hybrid_mixer.h).
+enum class MixKind { gate, add, scale, gate_lse };
 
 struct MixerOptions {
   MixerKind kind = MixerKind::gdn;
@@ -30,7 +31,7 @@ struct MixerOptions {
 inline constexpr int kMaxExactKeys = 4096;
 
 Result<MixerKind> mixer_kind_parse(const std::string& name);  // "none", "gdn", "gla", "kgla", "hedgehog"
-Result<MixKind> mix_kind_parse(const std::string& name);      // "gate", "add", "scale"
+Result<MixKind> mix_kind_parse(const std::string& name);  // "gate", "add", "scale", "gate-lse"
 std::string to_string(MixerKind kind);
 std::string to_string(MixKind mix);
 

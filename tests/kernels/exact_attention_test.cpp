@@ -83,6 +83,69 @@ TEST_P(AttentionGeneric, BackwardMatchesFiniteDifferencesFp64) {
   EXPECT_LE(test::finite_difference_ratio(v, dv, loss), 1.0);
 }
 
+// The optional log-sum-exp output (lse = log Σ_{j allowed} exp(q·k_j/√D), checked against a
+// direct sum) and its gradient: loss = Σ y·r + Σ lse·r_lse, fp64 finite differences of q, k, v;
+// then the blocked fp32 kernels (lse and dlse) against the generic ones.
+TEST_P(AttentionGeneric, LseAndItsGradient) {
+  const auto [s, w] = GetParam();
+  const int T = 12, H = 4, G = 2, D = 4, group = H / G;
+  const AttentionMask mask{s, w};
+  auto q = random_vector<double>((size_t)T * H * D, 16), k = random_vector<double>((size_t)T * G * D, 17),
+       v = random_vector<double>((size_t)T * G * D, 18);
+  const auto r = random_vector<double>((size_t)T * H * D, 19);
+  const auto r_lse = random_vector<double>((size_t)T * H, 20);
+  std::vector<double> y(q.size()), lse((size_t)T * H, -99.0);
+  attention_forward_generic(y.data(), q.data(), k.data(), v.data(), T, T, 0, H, G, D, mask,
+                            lse.data());
+  double worst = 0;
+  for (int t = 0; t < T; ++t)
+    for (int h = 0; h < H; ++h) {
+      double z = 0;
+      for (int j = 0; j <= t; ++j) {
+        if (!mask.allows(t, j)) continue;
+        double sc = 0;
+        for (int d = 0; d < D; ++d) sc += q[((size_t)t * H + h) * D + d] * k[((size_t)j * G + h / group) * D + d];
+        z += std::exp(sc / std::sqrt((double)D));
+      }
+      worst = std::max(worst, std::abs(std::log(z) - lse[(size_t)t * H + h]));
+    }
+  EXPECT_LE(worst, 1e-12);
+
+  auto loss = [&] {
+    std::vector<double> yy(q.size()), ll((size_t)T * H);
+    attention_forward_generic(yy.data(), q.data(), k.data(), v.data(), T, T, 0, H, G, D, mask,
+                              ll.data());
+    return test::dot_all(yy, r) + test::dot_all(ll, r_lse);
+  };
+  std::vector<double> dq(q.size()), dk(k.size()), dv(v.size());
+  attention_backward_generic(dq.data(), dk.data(), dv.data(), r.data(), q.data(), k.data(),
+                             v.data(), T, H, G, D, mask, r_lse.data());
+  EXPECT_LE(test::finite_difference_ratio(q, dq, loss), 1.0);
+  EXPECT_LE(test::finite_difference_ratio(k, dk, loss), 1.0);
+  EXPECT_LE(test::finite_difference_ratio(v, dv, loss), 1.0);
+
+  // fp32: blocked vs generic, lse and the backward with dlse.
+  const std::vector<float> qf(q.begin(), q.end()), kf(k.begin(), k.end()), vf(v.begin(), v.end()),
+      rf(r.begin(), r.end()), rlf(r_lse.begin(), r_lse.end());
+  std::vector<float> y1(qf.size()), y2(qf.size()), l1(lse.size(), -99.0f), l2(lse.size(), -99.0f);
+  attention_forward(y1.data(), qf.data(), kf.data(), vf.data(), T, T, 0, H, G, D, mask, l1.data());
+  attention_forward_generic(y2.data(), qf.data(), kf.data(), vf.data(), T, T, 0, H, G, D, mask,
+                            l2.data());
+  EXPECT_LE(max_abs_diff(l1, l2), 1e-5);
+  EXPECT_LE(max_abs_diff(l1, std::vector<float>(lse.begin(), lse.end())), 1e-5);
+  std::vector<float> dq1(qf.size()), dk1(kf.size()), dv1(vf.size()), dq2(qf.size()),
+      dk2(kf.size()), dv2(vf.size());
+  attention_backward(dq1.data(), dk1.data(), dv1.data(), rf.data(), qf.data(), kf.data(), vf.data(),
+                     T, H, G, D, mask, rlf.data());
+  attention_backward_generic(dq2.data(), dk2.data(), dv2.data(), rf.data(), qf.data(), kf.data(),
+                             vf.data(), T, H, G, D, mask, rlf.data());
+  EXPECT_LE(max_abs_diff(dq1, dq2), 1e-5);
+  EXPECT_LE(max_abs_diff(dk1, dk2), 1e-5);
+  EXPECT_LE(max_abs_diff(dv1, dv2), 1e-5);
+  EXPECT_LE(max_abs_diff(dq1, std::vector<float>(dq.begin(), dq.end())), 1e-4);
+  EXPECT_LE(max_abs_diff(dk1, std::vector<float>(dk.begin(), dk.end())), 1e-4);
+}
+
 // Full causal; sinks + window; window only; sinks only; window wider than the sequence.
 INSTANTIATE_TEST_SUITE_P(Masks, AttentionGeneric,
                          ::testing::Values(MaskCase{0, -1}, MaskCase{2, 3}, MaskCase{0, 4},

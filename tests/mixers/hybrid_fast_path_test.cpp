@@ -27,11 +27,17 @@ void expect_close(const A& fast, const B& ref, const std::string& what) {
   EXPECT_LE(test::max_abs_diff(fast, ref), 1e-4 * std::max(1.0, test::max_abs(ref))) << what;
 }
 
-class HybridFastPath : public ::testing::TestWithParam<MixerKind> {};
+struct FastCase {
+  MixerKind kind;
+  MixKind mix = MixKind::gate;
+};
+
+class HybridFastPath : public ::testing::TestWithParam<FastCase> {};
 
 TEST_P(HybridFastPath, Fp32ForwardAndBackwardEqualFp64Reference) {
   MixerOptions options;
-  options.kind = GetParam();
+  options.kind = GetParam().kind;
+  options.mix = GetParam().mix;
   options.sinks = 8, options.window = 24;
   auto mixer = test::make_hybrid(options, kShape);
   test::randomize_parameters(*mixer, 31, 0.1);
@@ -62,9 +68,14 @@ TEST_P(HybridFastPath, Fp32ForwardAndBackwardEqualFp64Reference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Kinds, HybridFastPath,
-                         ::testing::Values(MixerKind::gdn, MixerKind::gla, MixerKind::kgla,
-                                           MixerKind::hedgehog, MixerKind::none),
-                         [](const auto& info) { return to_string(info.param); });
+                         ::testing::Values(FastCase{MixerKind::gdn}, FastCase{MixerKind::gla},
+                                           FastCase{MixerKind::kgla}, FastCase{MixerKind::hedgehog},
+                                           FastCase{MixerKind::none},
+                                           FastCase{MixerKind::gdn, MixKind::gate_lse}),
+                         [](const auto& info) {
+                           return to_string(info.param.kind) +
+                                  (info.param.mix == MixKind::gate_lse ? "_gate_lse" : "");
+                         });
 
 }  // namespace
 }  // namespace golinear::mixers

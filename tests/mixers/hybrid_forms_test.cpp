@@ -28,7 +28,8 @@ struct Recipe {
 std::string recipe_name(const ::testing::TestParamInfo<Recipe>& info) {
   const Recipe& r = info.param;
   return to_string(r.kind) + "_s" + std::to_string(r.sinks) + "_w" + std::to_string(r.window) +
-         (r.conv ? "_conv" : "_noconv") + "_" + to_string(r.mix) + (r.linear_rope ? "_rope" : "");
+         (r.conv ? "_conv" : "_noconv") + "_" + (r.mix == MixKind::gate_lse ? "gate_lse" : to_string(r.mix)) +
+         (r.linear_rope ? "_rope" : "");
 }
 
 void PrintTo(const Recipe& r, std::ostream* os) {
@@ -151,7 +152,11 @@ INSTANTIATE_TEST_SUITE_P(
         Recipe{MixerKind::kgla, 3, 5, true}, Recipe{MixerKind::kgla, 0, 0, true},
         Recipe{MixerKind::hedgehog, 3, 5, true}, Recipe{MixerKind::hedgehog, 0, 0, false},
         Recipe{MixerKind::hedgehog, 2, 3, true, MixKind::scale, true},
-        Recipe{MixerKind::none, 3, 5, true}, Recipe{MixerKind::none, 0, 5, false}),
+        Recipe{MixerKind::none, 3, 5, true}, Recipe{MixerKind::none, 0, 5, false},
+        Recipe{MixerKind::gdn, 3, 5, true, MixKind::gate_lse},
+        Recipe{MixerKind::gdn, 8, 56, true, MixKind::gate_lse},
+        Recipe{MixerKind::gdn, 3, 0, false, MixKind::gate_lse},
+        Recipe{MixerKind::gla, 0, 5, false, MixKind::gate_lse}),
     recipe_name);
 
 // Window covering the whole sequence, no sinks, no conv: the exact branch is full causal softmax
@@ -176,6 +181,52 @@ TEST(HybridExactBranch, FullWindowEqualsSoftmaxAttention) {
     mixer->forward_cached(*cache, in.mixer_inputs(), y.data());
     EXPECT_LE(max_abs_diff(y, y_teacher), 1e-5) << to_string(kind) << " cached";
   }
+}
+
+// gate-lse with c_lse = 0 is gate: the same parameters otherwise give the same output (whole
+// sequence and decode), and the same gradients; with c_lse ≠ 0 the output differs.
+TEST(HybridGateLse, ZeroCoefficientEqualsGate) {
+  const int T = 150;
+  MixerOptions o_gate;
+  o_gate.sinks = 8, o_gate.window = 24;
+  MixerOptions o_lse = o_gate;
+  o_lse.mix = MixKind::gate_lse;
+  auto gate = test::make_hybrid(o_gate, kShape);
+  auto lse = test::make_hybrid(o_lse, kShape);
+  test::randomize_parameters(*gate, 15);
+  const auto gp = gate->parameters();
+  auto lp = lse->parameters();
+  ASSERT_EQ(lp.size(), gp.size() + 1);
+  for (Parameter* p : lp) {
+    if (p->name == "c_lse") {
+      EXPECT_EQ(p->value, std::vector<float>(kShape.H, 0.0f)) << "c_lse initialises to 0";
+      continue;
+    }
+    for (Parameter* g : gp)
+      if (g->name == p->name) p->value = g->value;
+  }
+  test::SequenceInputs<float> in(kShape, T, 6000);
+  const long n = (long)T * kShape.H * kShape.D;
+  std::vector<float> y_gate(n), y_lse(n), y_dec(n);
+  gate->forward(in.mixer_inputs(), y_gate.data());
+  lse->forward(in.mixer_inputs(), y_lse.data());
+  EXPECT_LE(max_abs_diff(y_gate, y_lse), 1e-6 * std::max(1.0, max_abs(y_gate)));
+  auto cache = lse->make_cache();
+  for (int t = 0; t < T; ++t)
+    lse->forward_cached(*cache, in.slice(kShape, t, 1), y_dec.data() + (long)t * kShape.H * kShape.D);
+  EXPECT_LE(max_abs_diff(y_gate, y_dec), kFormTolerance * std::max(1.0, max_abs(y_gate)));
+  const auto dy = test::random_normal<float>(n, 6001);
+  std::vector<float> dq_gate(in.q.size()), dq_lse(in.q.size());
+  gate->backward(in.mixer_inputs(), dy.data(), MixerInputGrads{nullptr, dq_gate.data(), nullptr, nullptr});
+  lse->backward(in.mixer_inputs(), dy.data(), MixerInputGrads{nullptr, dq_lse.data(), nullptr, nullptr});
+  EXPECT_LE(max_abs_diff(dq_gate, dq_lse), 1e-6 * std::max(1.0, max_abs(dq_gate)));
+  for (Parameter* p : lp)
+    if (p->name == "c_lse") {
+      EXPECT_GT(max_abs(p->grad), 0.0) << "c_lse gets a gradient at 0";
+      std::fill(p->value.begin(), p->value.end(), 0.5f);
+    }
+  lse->forward(in.mixer_inputs(), y_lse.data());
+  EXPECT_GT(max_abs_diff(y_gate, y_lse), 1e-3);
 }
 
 // s = w = 0 with random parameters: y_t = q̂_tᵀ S_t, evaluated here from DESIGN.md §3 with

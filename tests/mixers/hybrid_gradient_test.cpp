@@ -4,6 +4,8 @@
 // parameters. Then the fp32 Mixer::backward against the fp64 gradients.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "mixer_test_util.h"
 #include "mixers/hybrid_mixer.h"
 
@@ -22,7 +24,9 @@ struct GradientCase {
 
 std::string case_name(const ::testing::TestParamInfo<GradientCase>& info) {
   const GradientCase& c = info.param;
-  return to_string(c.kind) + "_" + to_string(c.mix) + "_s" + std::to_string(c.sinks) + "_w" +
+  std::string mix = to_string(c.mix);
+  std::replace(mix.begin(), mix.end(), '-', '_');
+  return to_string(c.kind) + "_" + mix + "_s" + std::to_string(c.sinks) + "_w" +
          std::to_string(c.window) + (c.conv ? "_conv" : "") + (c.linear_rope ? "_rope" : "");
 }
 
@@ -106,7 +110,13 @@ INSTANTIATE_TEST_SUITE_P(
                       GradientCase{MixerKind::kgla, MixKind::add, 0, 3, false},
                       GradientCase{MixerKind::hedgehog, MixKind::gate},
                       GradientCase{MixerKind::hedgehog, MixKind::scale, 0, 0, true, true},
-                      GradientCase{MixerKind::none, MixKind::gate}),
+                      GradientCase{MixerKind::none, MixKind::gate},
+                      GradientCase{MixerKind::gdn, MixKind::gate_lse},
+                      GradientCase{MixerKind::gdn, MixKind::gate_lse, 2, 3, true, true},
+                      GradientCase{MixerKind::gdn, MixKind::gate_lse, 2, 0, false},
+                      GradientCase{MixerKind::gdn, MixKind::gate_lse, 0, 3, false},
+                      GradientCase{MixerKind::gla, MixKind::gate_lse},
+                      GradientCase{MixerKind::hedgehog, MixKind::gate_lse}),
     case_name);
 
 }  // namespace

@@ -144,13 +144,14 @@ void allowed_interval(AttentionMask mask, const KeySpan& span, int r, long t, lo
 int key_block(int D) { return std::max(16, 64 * 64 / std::max(D, 1)); }
 
 void softmax_masked_rows(float* probs, int ldp, int nq, long p0, AttentionMask mask,
-                         const KeySpan& span);
+                         const KeySpan& span, float* lse, long lse_stride);
 
 // Scores of queries q_blk (nq, ·; row stride ldq) against the span's keys (kv head g): probs
-// (nq, span.width()) = softmax rows of the masked q kᵀ·scale, exact zeros where masked.
+// (nq, span.width()) = softmax rows of the masked q kᵀ·scale, exact zeros where masked; lse
+// (nq rows of stride lse_stride), when given, the rows' log-sum-exp.
 void block_probabilities(float* probs, int ldp, const float* q_blk, int ldq, int nq, long p0,
                          const float* k, int G, int g, int D, float scale, AttentionMask mask,
-                         const KeySpan& span) {
+                         const KeySpan& span, float* lse = nullptr, long lse_stride = 0) {
   const int kb = key_block(D);
   int col = 0;
   for (int r = 0; r < 2; ++r) {
@@ -161,7 +162,7 @@ void block_probabilities(float* probs, int ldp, const float* q_blk, int ldq, int
       col += n;
     }
   }
-  softmax_masked_rows(probs, ldp, nq, p0, mask, span);
+  softmax_masked_rows(probs, ldp, nq, p0, mask, span, lse, lse_stride);
 }
 
 // Rows of scores → probabilities in place: row i (query position p0 + i) keeps its allowed
@@ -169,7 +170,7 @@ void block_probabilities(float* probs, int ldp, const float* q_blk, int ldq, int
 // x86-64-v3 (AVX2, FMA) too and picked at run time: the exp loop is the hot part.
 __attribute__((target_clones("arch=x86-64-v3", "default")))
 void softmax_masked_rows(float* probs, int ldp, int nq, long p0, AttentionMask mask,
-                         const KeySpan& span) {
+                         const KeySpan& span, float* lse, long lse_stride) {
   const int width = (int)span.width();
   for (int i = 0; i < nq; ++i) {
     float* row = probs + (long)i * ldp;
@@ -199,6 +200,7 @@ void softmax_masked_rows(float* probs, int ldp, int nq, long p0, AttentionMask m
     }
     const float inv = 1.0f / denom;
     for (int c = 0; c < width; ++c) row[c] *= inv;
+    if (lse) lse[(long)i * lse_stride] = maxs + std::log(denom);
   }
 }
 
@@ -223,7 +225,7 @@ void block_probs_times_values(float* out, int ldo, const float* probs, int ldp, 
 }  // namespace
 
 void attention_forward(float* y, const float* q, const float* k, const float* v, int Tq, int Tk,
-                       long pos0, int H, int G, int D, AttentionMask mask) {
+                       long pos0, int H, int G, int D, AttentionMask mask, float* lse) {
   const int group = H / G;
   const float scale = 1.0f / std::sqrt((float)D);
   const int blocks = (Tq + kQueryBlock - 1) / kQueryBlock;
@@ -242,7 +244,8 @@ void attention_forward(float* y, const float* q, const float* k, const float* v,
       const KeySpan span = key_span(mask, p0, p0 + nq - 1, Tk);
       const int ldp = (int)span.width();
       const float* q_blk = q + ((long)t0 * H + h) * D;
-      block_probabilities(probs.data(), ldp, q_blk, H * D, nq, p0, k, G, g, D, scale, mask, span);
+      block_probabilities(probs.data(), ldp, q_blk, H * D, nq, p0, k, G, g, D, scale, mask, span,
+                          lse ? lse + (long)t0 * H + h : nullptr, H);
       block_probs_times_values(y + ((long)t0 * H + h) * D, H * D, probs.data(), ldp, nq, v, G, g,
                                D, span);
     }
@@ -251,7 +254,7 @@ void attention_forward(float* y, const float* q, const float* k, const float* v,
 
 void attention_backward(float* dq, float* dk, float* dv, const float* dy, const float* q,
                         const float* k, const float* v, int T, int H, int G, int D,
-                        AttentionMask mask) {
+                        AttentionMask mask, const float* dlse) {
   const int group = H / G;
   const float scale = 1.0f / std::sqrt((float)D);
   const int blocks = (T + kQueryBlock - 1) / kQueryBlock;
@@ -273,7 +276,7 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dy, const 
         const float* dy_blk = dy + row0 * D;
         float* dq_blk = dq + row0 * D;
         block_probabilities(probs.data(), ldp, q_blk, H * D, nq, t0, k, G, g, D, scale, mask, span);
-        // dP = dY Vᵀ; dS = P ⊙ (dP − Σ_j P dP)·scale (masked entries have P = 0).
+        // dP = dY Vᵀ; dS = P ⊙ (dP − Σ_j P dP + dlse)·scale (masked entries have P = 0).
         int col = 0;
         for (int r = 0; r < 2; ++r) {
           for (long j0 = span.begin[r]; j0 < span.end[r]; j0 += kb) {
@@ -289,6 +292,7 @@ void attention_backward(float* dq, float* dk, float* dv, const float* dy, const 
           float dot = 0.0f;
 #pragma omp simd reduction(+ : dot)
           for (int c = 0; c < ldp; ++c) dot += p[c] * dp[c];
+          if (dlse) dot -= dlse[(row0 + (long)i * H)];
           for (int c = 0; c < ldp; ++c) dp[c] = p[c] * (dp[c] - dot) * scale;
         }
         // dQ += dS K, dK += dSᵀ Q, dV += Pᵀ dY, key block by key block.

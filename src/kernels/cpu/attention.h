@@ -21,14 +21,18 @@ struct AttentionMask {
 // Blocked: per head, 64 queries at a time against the keys their mask allows (all earlier keys,
 // or sinks ∪ the window span), scores and P·V as cblas_sgemm on 64×64 blocks, a vectorized exp.
 // Checked against attention_forward_reference in tests/kernels/attention_blocked_test.cpp.
+// lse (Tq, H), when given, receives each row's log Σ_j exp(q·k_j/√D) over the keys its mask allows.
 void attention_forward(float* y, const float* q, const float* k, const float* v, int Tq, int Tk,
-                       long pos0, int H, int G, int D, AttentionMask mask);
+                       long pos0, int H, int G, int D, AttentionMask mask,
+                       float* lse = nullptr);
 
 // Gradients (+=) for attention_forward with Tk = Tq and pos0 = 0. Blocked as the forward
 // (probabilities recomputed), parallel over kv heads.
+// dlse (T, H), when given, is the gradient of the loss with respect to lse (the forward's optional
+// output): since ∂lse/∂s_j = p_j, the score gradient becomes P ∘ (dP − Σ_j P dP + dlse).
 void attention_backward(float* dq, float* dk, float* dv, const float* dy, const float* q,
                         const float* k, const float* v, int T, int H, int G, int D,
-                        AttentionMask mask);
+                        AttentionMask mask, const float* dlse = nullptr);
 
 // The specifications of the two above: one query and one key at a time, as the math reads.
 void attention_forward_reference(float* y, const float* q, const float* k, const float* v, int Tq,

@@ -49,7 +49,7 @@ void rope_rotate_generic(S* x, const float* inv_freq, int T, int N, int D, long 
 
 template <class S>
 void attention_forward_generic(S* y, const S* q, const S* k, const S* v, int Tq, int Tk, long pos0,
-                               int H, int G, int D, AttentionMask mask) {
+                               int H, int G, int D, AttentionMask mask, S* lse) {
   const int group = H / G;
   const S scale = S(1) / std::sqrt((S)D);
   const long keys = mask.window < 0 ? Tk : std::min<long>(Tk, mask.sinks + mask.window);
@@ -84,6 +84,7 @@ void attention_forward_generic(S* y, const S* q, const S* k, const S* v, int Tq,
           }
         }
         for (int d = 0; d < D; ++d) out[d] /= denom;
+        if (lse) lse[(long)t * H + h] = maxs + std::log(denom);
       }
     }
   }
@@ -91,7 +92,8 @@ void attention_forward_generic(S* y, const S* q, const S* k, const S* v, int Tq,
 
 template <class S>
 void attention_backward_generic(S* dq, S* dk, S* dv, const S* dy, const S* q, const S* k,
-                                const S* v, int T, int H, int G, int D, AttentionMask mask) {
+                                const S* v, int T, int H, int G, int D, AttentionMask mask,
+                                const S* dlse) {
   const int group = H / G;
   const S scale = S(1) / std::sqrt((S)D);
   // Parallel over kv heads: dk and dv of kv head g are written only by the queries of its group.
@@ -128,6 +130,7 @@ void attention_backward_generic(S* dq, S* dk, S* dv, const S* dy, const S* q, co
             dot += p[j] * s;
           }
         }
+        if (dlse) dot -= dlse[(long)t * H + h];  // ds_j = p_j (dp_j − Σ p dp + dlse)
         S* dqv = dq + ((long)t * H + h) * D;
         for (int r = 0; r < 2; ++r) {
           for (long j = keys.begin[r]; j < keys.end[r]; ++j) {
@@ -150,9 +153,10 @@ void attention_backward_generic(S* dq, S* dk, S* dv, const S* dy, const S* q, co
 #define GOLINEAR_INSTANTIATE(S)                                                                  \
   template void rope_rotate_generic<S>(S*, const float*, int, int, int, long, int);             \
   template void attention_forward_generic<S>(S*, const S*, const S*, const S*, int, int, long,  \
-                                             int, int, int, AttentionMask);                     \
+                                             int, int, int, AttentionMask, S*);                 \
   template void attention_backward_generic<S>(S*, S*, S*, const S*, const S*, const S*,         \
-                                              const S*, int, int, int, int, AttentionMask);
+                                              const S*, int, int, int, int, AttentionMask,      \
+                                              const S*);
 GOLINEAR_INSTANTIATE(float)
 GOLINEAR_INSTANTIATE(double)
 #undef GOLINEAR_INSTANTIATE
