@@ -120,33 +120,13 @@ Result<TrainReport> gpu_attention_transfer(const GpuTeacher& teacher_trace, cons
   // The CPU optimizer only stores the moments for checkpoints (same format as the CPU trainer).
   AdamW cpu_optimizer(trainable_parameters(students), options.adam);
   GL_ASSIGN_OR_RETURN(std::vector<FlatPiece> pieces, flat_pieces(students, trained, block_offset, "GPU attention transfer"));
-  long start = 0;
-  if (options.resume && !options.state_path.empty() && file_exists(options.state_path)) {
-    GL_ASSIGN_OR_RETURN(start, train_state_load(options.state_path, students, cpu_optimizer));
-    if (start > options.steps)
-      return make_error(options.state_path, ": resume state is at step ", start, " of a ", options.steps, "-step run");
-    std::vector<float> host_m(P), host_v(P);
-    for (const FlatPiece& p : pieces) {
-      std::copy_n(cpu_optimizer.first_moments().begin() + p.cpu_offset, p.count, host_m.begin() + p.gpu_offset);
-      std::copy_n(cpu_optimizer.second_moments().begin() + p.cpu_offset, p.count, host_v.begin() + p.gpu_offset);
-    }
-    GL_CUDA_CHECK(cudaMemcpy(m.get(), host_m.data(), P * 4, cudaMemcpyHostToDevice));
-    GL_CUDA_CHECK(cudaMemcpy(v.get(), host_v.data(), P * 4, cudaMemcpyHostToDevice));
-  }
+  GL_ASSIGN_OR_RETURN(const long start, gpu_train_resume(options, students, cpu_optimizer, pieces, P, m.get(), v.get()));
   long adam_t = cpu_optimizer.steps_taken();
   for (size_t i = 0; i < trained.size(); ++i) GL_TRY(layers[i].upload(*students[trained[i]], stream));
 
   auto save_state = [&](long step) -> Status {
     for (size_t i = 0; i < trained.size(); ++i) GL_TRY(layers[i].download(*students[trained[i]], stream));
-    std::vector<float> host_m(P), host_v(P);
-    GL_CUDA_CHECK(cudaMemcpy(host_m.data(), m.get(), P * 4, cudaMemcpyDeviceToHost));
-    GL_CUDA_CHECK(cudaMemcpy(host_v.data(), v.get(), P * 4, cudaMemcpyDeviceToHost));
-    for (const FlatPiece& p : pieces) {
-      std::copy_n(host_m.begin() + p.gpu_offset, p.count, cpu_optimizer.first_moments().begin() + p.cpu_offset);
-      std::copy_n(host_v.begin() + p.gpu_offset, p.count, cpu_optimizer.second_moments().begin() + p.cpu_offset);
-    }
-    cpu_optimizer.steps_taken() = adam_t;
-    return train_state_save(options.state_path, students, cpu_optimizer, step);
+    return gpu_train_save(options, students, cpu_optimizer, pieces, P, m.get(), v.get(), adam_t, step);
   };
 
   TrainReport report;

@@ -2,6 +2,11 @@
 
 #include <algorithm>
 
+#include <cuda_runtime.h>
+
+#include "common/file.h"
+#include "kernels/cuda/cuda_common.h"
+
 #include "mixers/cuda/gpu_hybrid_layer.h"
 #include "mixers/hybrid_mixer.h"
 
@@ -43,6 +48,36 @@ Result<std::vector<FlatPiece>> flat_pieces(MixerStack& students, const std::vect
     }
   }
   return pieces;
+}
+
+Result<long> gpu_train_resume(const TrainOptions& options, MixerStack& students, AdamW& cpu_optimizer,
+                              const std::vector<FlatPiece>& pieces, long P, float* m, float* v) {
+  if (!options.resume || options.state_path.empty() || !file_exists(options.state_path)) return 0L;
+  GL_ASSIGN_OR_RETURN(long start, train_state_load(options.state_path, students, cpu_optimizer));
+  if (start > options.steps)
+    return make_error(options.state_path, ": resume state is at step ", start, " of a ", options.steps, "-step run");
+  std::vector<float> host_m(P), host_v(P);
+  for (const FlatPiece& p : pieces) {
+    std::copy_n(cpu_optimizer.first_moments().begin() + p.cpu_offset, p.count, host_m.begin() + p.gpu_offset);
+    std::copy_n(cpu_optimizer.second_moments().begin() + p.cpu_offset, p.count, host_v.begin() + p.gpu_offset);
+  }
+  GL_CUDA_CHECK(cudaMemcpy(m, host_m.data(), P * 4, cudaMemcpyHostToDevice));
+  GL_CUDA_CHECK(cudaMemcpy(v, host_v.data(), P * 4, cudaMemcpyHostToDevice));
+  return start;
+}
+
+Status gpu_train_save(const TrainOptions& options, MixerStack& students, AdamW& cpu_optimizer,
+                      const std::vector<FlatPiece>& pieces, long P, const float* m, const float* v,
+                      long adam_t, long step) {
+  std::vector<float> host_m(P), host_v(P);
+  GL_CUDA_CHECK(cudaMemcpy(host_m.data(), m, P * 4, cudaMemcpyDeviceToHost));
+  GL_CUDA_CHECK(cudaMemcpy(host_v.data(), v, P * 4, cudaMemcpyDeviceToHost));
+  for (const FlatPiece& p : pieces) {
+    std::copy_n(host_m.begin() + p.gpu_offset, p.count, cpu_optimizer.first_moments().begin() + p.cpu_offset);
+    std::copy_n(host_v.begin() + p.gpu_offset, p.count, cpu_optimizer.second_moments().begin() + p.cpu_offset);
+  }
+  cpu_optimizer.steps_taken() = adam_t;
+  return train_state_save(options.state_path, students, cpu_optimizer, step);
 }
 
 }  // namespace golinear::train::cuda

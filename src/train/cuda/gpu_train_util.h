@@ -9,6 +9,8 @@
 
 #include "common/result.h"
 #include "model/transformer.h"
+#include "train/attention_transfer.h"
+#include "train/optimizer.h"
 
 namespace golinear::train::cuda {
 
@@ -36,5 +38,17 @@ struct FlatPiece {
 Result<std::vector<FlatPiece>> flat_pieces(MixerStack& students, const std::vector<int>& trained,
                                            const std::vector<long>& block_offset,
                                            const std::string& what);
+
+// --resume: when options.state_path holds a state, loads it into `students` and `cpu_optimizer`
+// (the CPU trainer's format) and copies its AdamW moments into the device buffers m, v (P floats
+// each, the GPU layout); returns the step to continue from (0 without a state).
+Result<long> gpu_train_resume(const TrainOptions& options, MixerStack& students, AdamW& cpu_optimizer,
+                              const std::vector<FlatPiece>& pieces, long P, float* m, float* v);
+
+// Writes the resume state at `step`: the students must hold the current values (downloaded);
+// the AdamW moments come from the device buffers m, v and its step count is adam_t.
+Status gpu_train_save(const TrainOptions& options, MixerStack& students, AdamW& cpu_optimizer,
+                      const std::vector<FlatPiece>& pieces, long P, const float* m, const float* v,
+                      long adam_t, long step);
 
 }  // namespace golinear::train::cuda
