@@ -25,7 +25,8 @@ commands:
                                   --linear-rope --keep-full-layers LIST --keep-full K
                                   --select hard|uniform --tokens N|--steps N --seq-len T --batch B
                                   --lr LR --seed S --stage transfer|e2e|both --e2e-tokens N
-                                  --e2e-lr LR --sweep RECIPES.json --device cpu --resume]
+                                  --e2e-lr LR --sweep RECIPES.json --init DIR --device cpu|cuda
+                                  --resume]
   eval ppl MODEL --input FILE     perplexity  [--seq-len N --limit WINDOWS --json --device cpu|cuda]
   eval TASK MODEL --data FILE     lambada, piqa, arc_easy, arc_challenge, hellaswag, winogrande
                                   scored as lm-evaluation-harness  [--limit N --json
@@ -39,6 +40,9 @@ commands:
                                   whole-model prefill/decode tokens/s and GPU memory against
                                   context, linearized vs full attention  [--contexts 4096,...
                                   --variants hybrid,full --json --json-file F]; bench --help
+  bench --transfer --config FILE.json
+                                  attention-transfer tokens/s of that shape, random weights
+                                  [--seq-len T --batch B --steps N --json]
   analyze MODEL --data FILE --out DIR
                                   diagnostics per layer, head and position (key concentration,
                                   projection residual, sink mass, hardness), NMSE of students;
