@@ -557,6 +557,15 @@ Status swiglu_forward(bf16* out, const bf16* gate, const bf16* up, long N, cudaS
   return ok_status();
 }
 
+Status hybrid_gates_forward(float* g, float* beta, float* lambda, const float* logits,
+                            const float* A_log, const float* dt_bias, const float* b_beta,
+                            const float* b_lambda, int T, int H, cudaStream_t stream) {
+  gates_kernel<<<blocks_for((long)T * H, 256), 256, 0, stream>>>(g, beta, lambda, logits, A_log,
+                                                                 dt_bias, b_beta, b_lambda, T, H);
+  GL_CUDA_CHECK_LAUNCH();
+  return ok_status();
+}
+
 Status gemm_bf16_nt(cublasHandle_t handle, void* C, bool c_is_bf16, const bf16* A, const bf16* B,
                     int M, int N, int K, cudaStream_t stream) {
   // Row-major C (M, N) = A (M, K) Bᵀ is column-major Cᵀ (N, M) = B (N, K as col-major K×N)ᵀ … :
@@ -631,9 +640,8 @@ Status hybrid_forward_impl(bf16* y, float* state_final, const HybridShape& s,
   }));
   GL_TRY(mark(1));
   GL_TRY(gemm_bf16_nt(cublas, logits, false, x, p.w_gates, T, 3 * s.H, s.C, stream));
-  gates_kernel<<<blocks_for((long)T * s.H, 256), 256, 0, stream>>>(
-      g, beta, lambda, logits, p.A_log, p.dt_bias, p.b_beta, p.b_lambda, T, s.H);
-  GL_CUDA_CHECK_LAUNCH();
+  GL_TRY(hybrid_gates_forward(g, beta, lambda, logits, p.A_log, p.dt_bias, p.b_beta, p.b_lambda, T, s.H,
+                              stream));
   GL_TRY(mark(2));
   // Linear branch with the delayed read (keys from row s, queries from row s + w), into y.
   const int shift = s.sinks + s.window;

@@ -38,6 +38,12 @@ Status rope_apply(bf16* x, const float* inv_freq, int T, int N, int D, long pos0
 Status rmsnorm_forward(bf16* out, const bf16* x, const float* w, int N, int C, float eps,
                        cudaStream_t stream);
 
+// logits (T, 3H) fp32 = x [w_a; w_b; w_λ]ᵀ (columns: a, b, λ) →
+//   g = −exp(A_log)·softplus(a + dt_bias), β = σ(b + b_beta), λ = σ(λ-logit + b_lambda); (T, H).
+Status hybrid_gates_forward(float* g, float* beta, float* lambda, const float* logits,
+                            const float* A_log, const float* dt_bias, const float* b_beta,
+                            const float* b_lambda, int T, int H, cudaStream_t stream);
+
 // SwiGLU: out (N) = silu(gate) ⊙ up, bf16.
 Status swiglu_forward(bf16* out, const bf16* gate, const bf16* up, long N, cudaStream_t stream);
 

@@ -32,21 +32,6 @@ __device__ double block_sum_double(double x, double* scratch) {
 
 // ---- gates ---------------------------------------------------------------------------------
 
-__global__ void gates_forward_kernel(float* g, float* beta, float* lambda, const float* logits,
-                                     const float* A_log, const float* dt_bias, const float* b_beta,
-                                     const float* b_lambda, int T, int H) {
-  const long total = (long)T * H;
-  for (long idx = blockIdx.x * (long)blockDim.x + threadIdx.x; idx < total;
-       idx += (long)gridDim.x * blockDim.x) {
-    const long t = idx / H;
-    const int h = (int)(idx % H);
-    const float* row = logits + t * 3 * H;
-    g[idx] = -expf(A_log[h]) * device::softplusf_(row[h] + dt_bias[h]);
-    beta[idx] = device::sigmoidf_(row[H + h] + b_beta[h]);
-    lambda[idx] = device::sigmoidf_(row[2 * H + h] + b_lambda[h]);
-  }
-}
-
 // One block per head h: loops over t in order, writes the a, b logit gradients and sums the
 // four per-head parameter gradients.
 __global__ void gates_backward_kernel(float* dlogits, float* dA_log, float* ddt_bias,
@@ -233,15 +218,6 @@ __global__ void adamw_kernel(float* value, float* grad, float* m, float* v, long
 }
 
 }  // namespace
-
-Status hybrid_gates_forward(float* g, float* beta, float* lambda, const float* logits,
-                            const float* A_log, const float* dt_bias, const float* b_beta,
-                            const float* b_lambda, int T, int H, cudaStream_t stream) {
-  gates_forward_kernel<<<grid_for((long)T * H, 256), 256, 0, stream>>>(
-      g, beta, lambda, logits, A_log, dt_bias, b_beta, b_lambda, T, H);
-  GL_CUDA_CHECK_LAUNCH();
-  return ok_status();
-}
 
 Status hybrid_gates_backward(float* dlogits, float* dA_log, float* ddt_bias, float* db_beta,
                              float* db_lambda, const float* dg, const float* dbeta,

@@ -19,13 +19,7 @@ namespace golinear::kernels::cuda {
 
 // ---- gates ---------------------------------------------------------------------------------
 
-// logits (T, 3H) fp32 = x [w_a; w_b; w_λ]ᵀ (columns: a, b, λ) →
-//   g = −exp(A_log)·softplus(a + dt_bias), β = σ(b + b_beta), λ = σ(λ-logit + b_lambda); (T, H).
-Status hybrid_gates_forward(float* g, float* beta, float* lambda, const float* logits,
-                            const float* A_log, const float* dt_bias, const float* b_beta,
-                            const float* b_lambda, int T, int H, cudaStream_t stream);
-
-// Backward of hybrid_gates_forward. dg, dbeta (T, H) fp32 are the gradients of g and β;
+// Backward of hybrid_gates_forward (kernels/cuda/hybrid.h). dg, dbeta (T, H) fp32 are the gradients of g and β;
 // dlogits (T, 3H) fp32: its λ columns [2H, 3H) hold ∂/∂(λ-logit) on entry (mix_gate_backward
 // writes them) and stay; the a, b columns are WRITTEN. dA_log, ddt_bias, db_beta, db_lambda (H)
 // fp32 += (sums over T in order, one block per head).
