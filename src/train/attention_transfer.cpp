@@ -180,15 +180,12 @@ Result<std::vector<TrainReport>> attention_transfer_many(
     }
     bar.update(step + 1, (double)tokens_this_run,
                str_cat(R > 1 ? "mean nmse " : "nmse ", std::to_string(mean_loss).substr(0, 6), " · lr ", lr));
-    // The last step is always saved, so a resumed multi-stage run can skip a finished stage.
-    const bool checkpoint = (options.checkpoint_every > 0 && (step + 1) % options.checkpoint_every == 0) ||
-                            step + 1 == options.steps;
-    const bool stopping = options.stop_after > 0 && step + 1 - start >= options.stop_after;
-    if (checkpoint || stopping)
+    const StepEnd end = step_end(options, step, start);
+    if (end.checkpoint)
       for (size_t r = 0; r < R; ++r)
         if (!state_paths[r].empty())
           GL_TRY(train_state_save(state_paths[r], *stacks[r], *optimizers[r], step + 1));
-    if (stopping) break;
+    if (end.stop) break;
   }
   bar.finish();
   const double seconds =

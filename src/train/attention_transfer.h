@@ -27,6 +27,20 @@ struct TrainOptions {
   long stop_after = 0;        // stop (as if interrupted) after this many steps (tests; 0: off)
 };
 
+// What a trainer does after step `step` (0-based) of a run that began at step `start`: write the
+// resume state (every checkpoint_every steps, and always after the last step, so that a resumed
+// multi-stage run can skip a finished stage) and/or stop as an interruption would (stop_after).
+struct StepEnd {
+  bool checkpoint = false, stop = false;
+};
+inline StepEnd step_end(const TrainOptions& o, long step, long start) {
+  StepEnd e;
+  e.stop = o.stop_after > 0 && step + 1 - start >= o.stop_after;
+  e.checkpoint = (o.checkpoint_every > 0 && (step + 1) % o.checkpoint_every == 0) ||
+                 step + 1 == o.steps || e.stop;
+  return e;
+}
+
 struct TrainReport {
   long steps_done = 0;
   double tokens_per_s = 0;

@@ -97,12 +97,10 @@ Result<TrainReport> distill_end_to_end(Model& model, MixerStack& students, const
     }
     report.steps_done = step + 1;
     bar.update(step + 1, (double)tokens_this_run, str_cat("kl ", std::to_string(loss).substr(0, 6)));
-    const bool checkpoint = (options.checkpoint_every > 0 && (step + 1) % options.checkpoint_every == 0) ||
-                            step + 1 == options.steps;
-    const bool stopping = options.stop_after > 0 && step + 1 - start >= options.stop_after;
-    if ((checkpoint || stopping) && !options.state_path.empty())
+    const StepEnd end = step_end(options, step, start);
+    if (end.checkpoint && !options.state_path.empty())
       GL_TRY(train_state_save(options.state_path, students, optimizer, step + 1));
-    if (stopping) break;
+    if (end.stop) break;
   }
   bar.finish();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -190,12 +190,9 @@ Result<TrainReport> gpu_attention_transfer(const GpuTeacher& teacher_trace, cons
     }
     bar.update(step + 1, (double)tokens_this_run,
                str_cat("nmse ", std::to_string(loss).substr(0, 6), " · lr ", lr));
-    // The last step is always saved, so a resumed multi-stage run can skip a finished stage.
-    const bool checkpoint = (options.checkpoint_every > 0 && (step + 1) % options.checkpoint_every == 0) ||
-                            step + 1 == options.steps;
-    const bool stopping = options.stop_after > 0 && step + 1 - start >= options.stop_after;
-    if ((checkpoint || stopping) && !options.state_path.empty()) GL_TRY(save_state(step + 1));
-    if (stopping) break;
+    const StepEnd end = step_end(options, step, start);
+    if (end.checkpoint && !options.state_path.empty()) GL_TRY(save_state(step + 1));
+    if (end.stop) break;
   }
   GL_CUDA_CHECK(cudaDeviceSynchronize());
   bar.finish();

@@ -435,11 +435,9 @@ Result<TrainReport> gpu_distill_end_to_end(const Model& model, MixerStack& stude
     }
     report.steps_done = step + 1;
     bar.update(step + 1, (double)tokens_this_run, str_cat("kl ", std::to_string(loss).substr(0, 6), " · lr ", lr));
-    const bool checkpoint = (options.checkpoint_every > 0 && (step + 1) % options.checkpoint_every == 0) ||
-                            step + 1 == options.steps;
-    const bool stopping = options.stop_after > 0 && step + 1 - start >= options.stop_after;
-    if ((checkpoint || stopping) && !options.state_path.empty()) GL_TRY(save_state(step + 1));
-    if (stopping) break;
+    const StepEnd end = step_end(options, step, start);
+    if (end.checkpoint && !options.state_path.empty()) GL_TRY(save_state(step + 1));
+    if (end.stop) break;
   }
   GL_CUDA_CHECK(cudaDeviceSynchronize());
   bar.finish();
