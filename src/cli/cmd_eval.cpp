@@ -13,8 +13,6 @@
 #include "eval/task_rows.h"
 #include "io/text_data.h"
 #ifdef GOLINEAR_HAVE_CUDA
-#include <cmath>
-
 #include "model/cuda/gpu_model.h"
 #endif
 
@@ -59,29 +57,10 @@ int eval_ppl(const Argv& argv) {
   if (device == "cuda") {  // eval::perplexity's windows, the forward on the GPU (bf16)
     auto gpu = cuda::gpu_model_upload(model);
     if (!gpu.ok()) return fail(gpu.error());
-    if (stream.empty()) return fail("perplexity: no tokens to evaluate");
-    if (bos < 0) return fail("perplexity: the model defines no BOS token");
-    const int V = model.config.vocab_size;
-    const long body = *seq_len - 1;
-    eval::PerplexityResult r;
-    r.windows = ((long)stream.size() + body - 1) / body;
-    double nll = 0;
-    std::vector<int32_t> window;
-    std::vector<float> logits;
-    for (long w = 0; w < r.windows; ++w) {
-      const long begin = w * body, end = std::min((long)stream.size(), begin + body);
-      window.assign(1, bos);
-      window.insert(window.end(), stream.begin() + begin, stream.begin() + end);
-      const int T = (int)window.size();
-      logits.resize((long)T * V);
-      if (Status st = (*gpu)->forward(window.data(), T, logits.data(), false); !st.ok())
-        return fail(st.error());
-      for (float lp : logprobs_of_next_tokens(logits.data(), window.data(), T, V)) nll -= lp;
-      r.tokens += T - 1;
-    }
-    r.mean_nll = nll / r.tokens;
-    r.ppl = std::exp(r.mean_nll);
-    result = r;
+    auto forward = [&gpu](const int32_t* ids, int T, float* logits) {
+      return (*gpu)->forward(ids, T, logits, false);
+    };
+    result = eval::perplexity(forward, model.config.vocab_size, stream, bos, (int)*seq_len, true);
   }
 #endif
   if (device == "cpu") result = eval::perplexity(model, stream, bos, (int)*seq_len, true);

@@ -1,4 +1,6 @@
 #include <cstdio>
+#include <functional>
+#include <memory>
 
 #include "cli/args.h"
 #include "cli/commands.h"
@@ -62,48 +64,49 @@ int cmd_score(const Argv& argv) {
     if (!ids.ok()) return fail(ids.error());
     all_ids.push_back(std::move(*ids));
   }
+  // The two ways of scoring, on the CPU model or on the GPU (bf16, model/cuda/gpu_model.h):
+  // logits of a whole sequence (prefill), and a per-sequence decoder fed one token at a time.
+  using Step = std::function<Status(int32_t token, float* logits)>;
+  std::function<Status(const int32_t*, int, float*)> forward = [&model](const int32_t* ids, int T, float* logits) {
+    model_forward(model, ids, T, logits);
+    return ok_status();
+  };
+  std::function<Result<Step>(int)> new_decoder = [&model](int) -> Result<Step> {
+    auto cache = std::make_shared<SequenceCache>(model_new_cache(model));
+    return Step([&model, cache](int32_t token, float* logits) {
+      model_forward_cached(model, *cache, &token, 1, logits, true);
+      return ok_status();
+    });
+  };
 #ifdef GOLINEAR_HAVE_CUDA
-  std::unique_ptr<cuda::GpuModel> gpu;
+  std::shared_ptr<cuda::GpuModel> gpu;
   if (device == "cuda") {
     auto uploaded = cuda::gpu_model_upload(model);
     if (!uploaded.ok()) return fail(uploaded.error());
     gpu = std::move(*uploaded);
+    forward = [gpu](const int32_t* ids, int T, float* logits) { return gpu->forward(ids, T, logits, false); };
+    new_decoder = [gpu](int T) -> Result<Step> {
+      GL_ASSIGN_OR_RETURN(std::shared_ptr<cuda::GpuSequenceCache> cache, cuda::GpuSequenceCache::create(*gpu, T));
+      return Step([gpu, cache](int32_t token, float* logits) {
+        return cuda::gpu_decode(*gpu, *cache, token, logits, nullptr);
+      });
+    };
   }
 #endif
   for (const auto& ids : all_ids) {
     const int T = (int)ids.size();
     std::vector<float> logprobs;
-#ifdef GOLINEAR_HAVE_CUDA
-    if (gpu) {  // bf16 weights and activations on the GPU (model/cuda/gpu_model.h)
-      std::vector<float> logits(mode == "prefill" ? (long)T * V : V);
-      if (mode == "prefill") {
-        if (Status st = gpu->forward(ids.data(), T, logits.data(), false); !st.ok())
-          return fail(st.error());
-        logprobs = logprobs_of_next_tokens(logits.data(), ids.data(), T, V);
-      } else {
-        auto cache = cuda::GpuSequenceCache::create(*gpu, T);
-        if (!cache.ok()) return fail(cache.error());
-        for (int t = 0; t + 1 < T; ++t) {
-          if (Status st = cuda::gpu_decode(*gpu, **cache, ids[t], logits.data(), nullptr); !st.ok())
-            return fail(st.error());
-          logprobs.push_back(log_softmax_at(logits.data(), V, ids[t + 1]));
-        }
-      }
-      Json out = {{"ids", ids}, {"logprobs", logprobs}};
-      std::printf("%s\n", out.dump().c_str());
-      continue;
-    }
-#endif
     if (mode == "prefill") {
       std::vector<float> logits((long)T * V);
-      model_forward(model, ids.data(), T, logits.data());
+      if (Status st = forward(ids.data(), T, logits.data()); !st.ok()) return fail(st.error());
       logprobs = logprobs_of_next_tokens(logits.data(), ids.data(), T, V);
     } else {
       // One token at a time through the per-sequence cache (constant memory for linear mixers).
-      SequenceCache cache = model_new_cache(model);
+      auto step = new_decoder(T);
+      if (!step.ok()) return fail(step.error());
       std::vector<float> logits(V);
       for (int t = 0; t + 1 < T; ++t) {
-        model_forward_cached(model, cache, &ids[t], 1, logits.data(), true);
+        if (Status st = (*step)(ids[t], logits.data()); !st.ok()) return fail(st.error());
         logprobs.push_back(log_softmax_at(logits.data(), V, ids[t + 1]));
       }
     }

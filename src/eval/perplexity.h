@@ -4,6 +4,7 @@
 // token (the window's tokens, each given BOS and what precedes it in the window)).
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,13 @@ struct PerplexityResult {
 std::vector<int32_t> eval_token_stream(const std::vector<std::string>& documents,
                                        const Tokenizer& tokenizer, int eos_id);
 
+// logits (T, V) of T tokens from position 0: the CPU model (model_forward) or another device.
+using LogitsForward = std::function<Status(const int32_t* ids, int T, float* logits)>;
+
+Result<PerplexityResult> perplexity(const LogitsForward& forward, int vocab_size,
+                                    const std::vector<int32_t>& stream, int bos_id, int seq_len,
+                                    bool show_progress = false);
+// The same with the CPU model.
 Result<PerplexityResult> perplexity(const Model& model, const std::vector<int32_t>& stream,
                                     int bos_id, int seq_len, bool show_progress = false);
 
