@@ -29,30 +29,12 @@ constexpr size_t kCublasWorkspace = 32u << 20;
       return make_error("cuBLAS call failed: ", #expr, " at ", __FILE__, ":", __LINE__); \
   } while (0)
 
-std::vector<bf16> to_bf16(const float* x, size_t n) {
-  std::vector<bf16> out(n);
-  for (size_t i = 0; i < n; ++i) out[i] = __float2bfloat16(x[i]);
-  return out;
-}
-
 template <class T>
 Result<T*> upload(DeviceArena& arena, const T* host, size_t n, cudaStream_t stream) {
   GL_ASSIGN_OR_RETURN(T * p, arena.alloc<T>(n));
   GL_CUDA_CHECK(cudaMemcpyAsync(p, host, n * sizeof(T), cudaMemcpyHostToDevice, stream));
   GL_CUDA_CHECK(cudaStreamSynchronize(stream));  // the host vector may be a temporary
   return p;
-}
-
-Result<bf16*> upload_bf16(DeviceArena& arena, const std::vector<const std::vector<float>*>& parts,
-                          cudaStream_t stream) {
-  std::vector<float> all;
-  for (const auto* p : parts) all.insert(all.end(), p->begin(), p->end());
-  const std::vector<bf16> b = to_bf16(all.data(), all.size());
-  return upload(arena, b.data(), b.size(), stream);
-}
-
-Result<float*> upload_f32(DeviceArena& arena, const std::vector<float>& x, cudaStream_t stream) {
-  return upload(arena, x.data(), x.size(), stream);
 }
 
 Status check_head_dim(int D) {
@@ -76,6 +58,19 @@ Status check_hybrid_options(const mixers::MixerOptions& o, int layer) {
 }
 
 }  // namespace
+
+Result<bf16*> upload_bf16(DeviceArena& arena, const std::vector<const std::vector<float>*>& parts,
+                          cudaStream_t stream) {
+  std::vector<bf16> b;
+  for (const auto* p : parts)
+    for (float x : *p) b.push_back(__float2bfloat16(x));
+  return upload(arena, b.data(), b.size(), stream);
+}
+
+Result<float*> upload_f32(DeviceArena& arena, const std::vector<float>& x, cudaStream_t stream) {
+  if (x.empty()) return static_cast<float*>(nullptr);
+  return upload(arena, x.data(), x.size(), stream);
+}
 
 // ---- DeviceArena ------------------------------------------------------------------------------
 

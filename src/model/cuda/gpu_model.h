@@ -75,6 +75,12 @@ class DeviceArena {
   size_t bytes_ = 0;
 };
 
+// Host fp32 → a new array in `arena` (synchronous): bf16 of the concatenated parts, or fp32 (null
+// for an empty vector, e.g. a bias the model does not have).
+Result<bf16*> upload_bf16(DeviceArena& arena, const std::vector<const std::vector<float>*>& parts,
+                          cudaStream_t stream);
+Result<float*> upload_f32(DeviceArena& arena, const std::vector<float>& x, cudaStream_t stream);
+
 // One layer's device weights.
 struct GpuLayer {
   float* input_norm = nullptr;  // (C)

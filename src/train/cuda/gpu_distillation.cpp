@@ -31,16 +31,6 @@ using mixers::cuda::GpuHybridScratch;
 
 namespace {
 
-std::vector<bf16> to_bf16(const std::vector<const std::vector<float>*>& parts) {
-  size_t n = 0;
-  for (const auto* p : parts) n += p->size();
-  std::vector<bf16> out;
-  out.reserve(n);
-  for (const auto* p : parts)
-    for (float x : *p) out.push_back(__float2bfloat16(x));
-  return out;
-}
-
 // The frozen backbone on the device, the trained layers, and one sequence's activations.
 class Distiller {
  public:
@@ -137,18 +127,10 @@ Status Distiller::init(const Model& model, MixerStack& students, int T) {
 
   GL_TRY(cublas_.create());
   // Weights (bf16 matrices, fp32 vectors).
-  auto up_bf16 = [&](const std::vector<const std::vector<float>*>& parts) -> Result<bf16*> {
-    const std::vector<bf16> host = to_bf16(parts);
-    GL_ASSIGN_OR_RETURN(bf16 * p, weights_.alloc<bf16>(host.size()));
-    GL_CUDA_CHECK(cudaMemcpy(p, host.data(), host.size() * 2, cudaMemcpyHostToDevice));
-    return p;
+  auto up_bf16 = [&](const std::vector<const std::vector<float>*>& parts) {
+    return golinear::cuda::upload_bf16(weights_, parts, nullptr);
   };
-  auto up_f32 = [&](const std::vector<float>& x) -> Result<float*> {
-    if (x.empty()) return static_cast<float*>(nullptr);
-    GL_ASSIGN_OR_RETURN(float* p, weights_.alloc<float>(x.size()));
-    GL_CUDA_CHECK(cudaMemcpy(p, x.data(), x.size() * 4, cudaMemcpyHostToDevice));
-    return p;
-  };
+  auto up_f32 = [&](const std::vector<float>& x) { return golinear::cuda::upload_f32(weights_, x, nullptr); };
   GL_ASSIGN_OR_RETURN(embed_, up_bf16({&model.embed}));
   if (model.lm_head.empty()) lm_head_ = embed_;
   else {
