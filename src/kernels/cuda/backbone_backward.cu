@@ -155,31 +155,4 @@ Status pack_qkv_grad_bf16(bf16* dqkv, const float* dq, const float* dk, const fl
   return ok_status();
 }
 
-Status gemm_bf16_nn(cublasHandle_t handle, float* C, float beta, const bf16* A, const bf16* B,
-                    int M, int N, int K, cudaStream_t stream) {
-  // Row-major C (M, N) is column-major (N, M) = B_cm (N, K) · A_cm (K, M).
-  const float one = 1.0f;
-  cublasStatus_t st = cublasSetStream(handle, stream);
-  if (st == CUBLAS_STATUS_SUCCESS)
-    st = cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &one, B, CUDA_R_16BF, N, A,
-                      CUDA_R_16BF, K, &beta, C, CUDA_R_32F, N, CUBLAS_COMPUTE_32F,
-                      CUBLAS_GEMM_DEFAULT);
-  if (st != CUBLAS_STATUS_SUCCESS)
-    return make_error("cuBLAS error ", (int)st, " in cublasGemmEx (gemm_bf16_nn) at ", __FILE__,
-                      ":", __LINE__);
-  return ok_status();
-}
-
-Status gemm_f32_nn(cublasHandle_t handle, float* C, float beta, const float* A, const float* B,
-                   int M, int N, int K, cudaStream_t stream) {
-  const float one = 1.0f;
-  cublasStatus_t st = cublasSetStream(handle, stream);
-  if (st == CUBLAS_STATUS_SUCCESS)
-    st = cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &one, B, N, A, K, &beta, C, N);
-  if (st != CUBLAS_STATUS_SUCCESS)
-    return make_error("cuBLAS error ", (int)st, " in cublasSgemm (gemm_f32_nn) at ", __FILE__,
-                      ":", __LINE__);
-  return ok_status();
-}
-
 }  // namespace golinear::kernels::cuda

@@ -37,12 +37,4 @@ Status kl_rows_forward_backward(double* kl, float* dlogits, const float* teacher
 Status pack_qkv_grad_bf16(bf16* dqkv, const float* dq, const float* dk, const float* dv, int T,
                           int HD, int GD, cudaStream_t stream);
 
-// C (M, N) fp32 = A (M, K) · B (K, N) + beta · C, row-major, B a weight stored (K, N) (e.g. a
-// Hugging Face (out, in) matrix used as dX = dY · W). bf16 inputs, fp32 compute (cublasGemmEx).
-Status gemm_bf16_nn(cublasHandle_t handle, float* C, float beta, const bf16* A, const bf16* B,
-                    int M, int N, int K, cudaStream_t stream);
-// The same in fp32 throughout (cublasSgemm).
-Status gemm_f32_nn(cublasHandle_t handle, float* C, float beta, const float* A, const float* B,
-                   int M, int N, int K, cudaStream_t stream);
-
 }  // namespace golinear::kernels::cuda

@@ -6,6 +6,7 @@
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/gated_delta.h"
+#include "kernels/cuda/gemm.h"
 
 namespace golinear::kernels::cuda {
 
@@ -563,18 +564,6 @@ Status hybrid_gates_forward(float* g, float* beta, float* lambda, const float* l
   gates_kernel<<<blocks_for((long)T * H, 256), 256, 0, stream>>>(g, beta, lambda, logits, A_log,
                                                                  dt_bias, b_beta, b_lambda, T, H);
   GL_CUDA_CHECK_LAUNCH();
-  return ok_status();
-}
-
-Status gemm_bf16_nt(cublasHandle_t handle, void* C, bool c_is_bf16, const bf16* A, const bf16* B,
-                    int M, int N, int K, cudaStream_t stream) {
-  // Row-major C (M, N) = A (M, K) Bᵀ is column-major Cᵀ (N, M) = B (N, K as col-major K×N)ᵀ … :
-  // cuBLAS computes Cᵀ = op(B) · op(A) with B read as (K, N) column-major transposed.
-  const float one = 1.0f, zero = 0.0f;
-  GL_CUBLAS_CHECK(cublasSetStream(handle, stream));
-  GL_CUBLAS_CHECK(cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, N, M, K, &one, B, CUDA_R_16BF, K,
-                               A, CUDA_R_16BF, K, &zero, C, c_is_bf16 ? CUDA_R_16BF : CUDA_R_32F,
-                               N, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   return ok_status();
 }
 

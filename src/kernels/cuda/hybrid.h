@@ -47,11 +47,6 @@ Status hybrid_gates_forward(float* g, float* beta, float* lambda, const float* l
 // SwiGLU: out (N) = silu(gate) ⊙ up, bf16.
 Status swiglu_forward(bf16* out, const bf16* gate, const bf16* up, long N, cudaStream_t stream);
 
-// C (M, N) fp32 or bf16 = A (M, K) · Bᵀ with B (N, K) (row-major, as Hugging Face weights),
-// bf16 inputs, fp32 compute (cublasGemmEx).
-Status gemm_bf16_nt(cublasHandle_t handle, void* C, bool c_is_bf16, const bf16* A, const bf16* B,
-                    int M, int N, int K, cudaStream_t stream);
-
 // ---- the hybrid mixer ----------------------------------------------------------------------
 
 struct HybridShape {

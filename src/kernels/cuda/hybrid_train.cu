@@ -291,19 +291,6 @@ Status rope_backward_add_f32(float* dst, const float* src, const float* inv_freq
   return ok_status();
 }
 
-Status gemm_f32_tn_accumulate(cublasHandle_t handle, float* dW, const float* dout, const float* x,
-                              int T, int N, int C, cudaStream_t stream) {
-  // Row-major dW (N, C) is column-major (C, N) = x_cm (C, T) · dout_cm (N, T)ᵀ.
-  const float one = 1.0f;
-  cublasStatus_t st = cublasSetStream(handle, stream);
-  if (st == CUBLAS_STATUS_SUCCESS)
-    st = cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_T, C, N, T, &one, x, C, dout, N, &one, dW, C);
-  if (st != CUBLAS_STATUS_SUCCESS)
-    return make_error("cuBLAS error ", (int)st, " in cublasSgemm (gemm_f32_tn_accumulate) at ",
-                      __FILE__, ":", __LINE__);
-  return ok_status();
-}
-
 size_t grad_norm_workspace_bytes() { return kReduceBlocks * sizeof(double); }
 
 Status grad_norm(float* norm_out, const float* grad, long n, void* workspace,

@@ -65,10 +65,6 @@ Status add_f32(float* a, const float* b, long n, cudaStream_t stream);
 Status rope_backward_add_f32(float* dst, const float* src, const float* inv_freq, int T, int N,
                              int D, long pos0, cudaStream_t stream);
 
-// dW (N, C) fp32 += dOutᵀ x for dOut (T, N) fp32 and x (T, C) fp32 (cublasSgemm, fp32).
-Status gemm_f32_tn_accumulate(cublasHandle_t handle, float* dW, const float* dout, const float* x,
-                              int T, int N, int C, cudaStream_t stream);
-
 // ---- optimizer over one flat fp32 buffer ---------------------------------------------------
 
 size_t grad_norm_workspace_bytes();

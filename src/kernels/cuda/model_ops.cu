@@ -242,59 +242,6 @@ __global__ void hybrid_cache_fill_gates_kernel(HybridCacheView cache, HybridPara
   }
 }
 
-// One-row GEMM (the decode step): out (N) = W (N, K) · x (K) + beta · out; W, x bf16 with
-// K % 8 == 0 (16-byte rows). Persistent blocks keep x in shared memory; a warp streams one
-// weight row at a time with 16-byte loads, several in flight.
-template <bool kOutBf16>
-__global__ void __launch_bounds__(256) gemv_kernel(void* out, const bf16* __restrict__ W,
-                                                   const bf16* __restrict__ x, int N, int K,
-                                                   float beta) {
-  extern __shared__ uint4 xs[];  // K / 8
-  const int K8 = K / 8;
-  for (int i = threadIdx.x; i < K8; i += blockDim.x) xs[i] = reinterpret_cast<const uint4*>(x)[i];
-  __syncthreads();
-  const int lane = threadIdx.x % 32;
-  const long warps = (long)gridDim.x * (blockDim.x / 32);
-  for (long r = blockIdx.x * (long)(blockDim.x / 32) + threadIdx.x / 32; r < N; r += warps) {
-    const uint4* row = reinterpret_cast<const uint4*>(W + r * K);
-    float acc = 0.0f;
-#pragma unroll 4
-    for (int c = lane; c < K8; c += 32) {
-      const uint4 w = __ldg(row + c);
-      const uint4 xv = xs[c];
-      const __nv_bfloat162* pw = reinterpret_cast<const __nv_bfloat162*>(&w);
-      const __nv_bfloat162* px = reinterpret_cast<const __nv_bfloat162*>(&xv);
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const float2 fw = __bfloat1622float2(pw[e]), fx = __bfloat1622float2(px[e]);
-        acc += fw.x * fx.x + fw.y * fx.y;
-      }
-    }
-    acc = warp_sum(acc);
-    if (lane == 0) {
-      if constexpr (kOutBf16) {
-        bf16* o = static_cast<bf16*>(out) + r;
-        *o = __float2bfloat16(beta != 0.0f ? acc + beta * __bfloat162float(*o) : acc);
-      } else {
-        float* o = static_cast<float*>(out) + r;
-        *o = beta != 0.0f ? acc + beta * *o : acc;
-      }
-    }
-  }
-}
-
-const char* cublas_name(cublasStatus_t s) {
-  switch (s) {
-    case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
-    case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
-    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
-    case CUBLAS_STATUS_ARCH_MISMATCH: return "CUBLAS_STATUS_ARCH_MISMATCH";
-    case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
-    case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
-    default: return "cuBLAS error";
-  }
-}
-
 }  // namespace
 
 Status embed_gather(float* h, const bf16* embed, const int32_t* ids, int T, int C,
@@ -341,38 +288,6 @@ Status argmax_rows(int32_t* out, const float* x, int R, int V, cudaStream_t stre
   if (R <= 0) return ok_status();
   argmax_rows_kernel<<<R, 256, 0, stream>>>(out, x, V);
   GL_CUDA_CHECK_LAUNCH();
-  return ok_status();
-}
-
-Status gemm_nt(cublasHandle_t handle, void* C, bool c_is_bf16, const bf16* A, const bf16* B,
-               long M, int N, int K, float beta, cudaStream_t stream) {
-  if (M <= 0) return ok_status();
-  if (M > 0x7fffffffL) return make_error("gemm_nt: M = ", M, " does not fit cuBLAS's int");
-  if (M == 1 && K % 8 == 0 && K <= 24576 &&  // x in ≤ 48 KiB of shared memory
-      ((reinterpret_cast<size_t>(A) | reinterpret_cast<size_t>(B)) & 15) == 0) {
-    static const int sms = [] {
-      int n = 0;
-      if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess) n = 132;
-      return n;
-    }();
-    const int blocks = (int)std::min<long>((N + 7) / 8, (long)sms * 8);
-    const size_t smem = (size_t)K * sizeof(bf16);
-    if (c_is_bf16)
-      gemv_kernel<true><<<blocks, 256, smem, stream>>>(C, B, A, N, K, beta);
-    else
-      gemv_kernel<false><<<blocks, 256, smem, stream>>>(C, B, A, N, K, beta);
-    GL_CUDA_CHECK_LAUNCH();
-    return ok_status();
-  }
-  const float one = 1.0f;
-  cublasStatus_t s = cublasSetStream(handle, stream);
-  if (s == CUBLAS_STATUS_SUCCESS)
-    s = cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, N, (int)M, K, &one, B, CUDA_R_16BF, K, A,
-                     CUDA_R_16BF, K, &beta, C, c_is_bf16 ? CUDA_R_16BF : CUDA_R_32F, N,
-                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-  if (s != CUBLAS_STATUS_SUCCESS)
-    return make_error(cublas_name(s), " in cublasGemmEx (M=", M, " N=", N, " K=", K, ") at ",
-                      __FILE__, ":", __LINE__);
   return ok_status();
 }
 

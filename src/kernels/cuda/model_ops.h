@@ -41,12 +41,6 @@ Status add_bias_rows(float* x, const float* b, int T, int N, cudaStream_t stream
 // out[r] = argmax of row r of x (R, V) fp32 (the first maximum).
 Status argmax_rows(int32_t* out, const float* x, int R, int V, cudaStream_t stream);
 
-// C (M, N) = A (M, K) · Bᵀ + beta · C, B (N, K) row-major; A, B bf16, C fp32 (c_is_bf16 false) or
-// bf16; fp32 compute. beta = 1 with fp32 C adds into the residual stream. M = 1 (a decode step)
-// runs our own bandwidth-bound GEMV when K % 8 == 0 and K ≤ 24576, cuBLAS otherwise.
-Status gemm_nt(cublasHandle_t handle, void* C, bool c_is_bf16, const bf16* A, const bf16* B,
-               long M, int N, int K, float beta, cudaStream_t stream);
-
 // After hybrid_forward over T tokens from position 0 (which wrote cache.state as its
 // state_final, or left it zero when T ≤ sinks + window), fills the rest of a zeroed hybrid
 // cache as T hybrid_decode_step calls would have: conv rows of the last 3 raw tokens, RoPE'd

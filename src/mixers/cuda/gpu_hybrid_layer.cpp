@@ -12,6 +12,7 @@
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/backbone_backward.h"
 #include "kernels/cuda/gated_delta.h"
+#include "kernels/cuda/gemm.h"
 #include "kernels/cuda/hybrid.h"
 #include "kernels/cuda/hybrid_train.h"
 

@@ -11,6 +11,7 @@
 #include <random>
 
 #include "kernels/cuda/attention.h"
+#include "kernels/cuda/gemm.h"
 #include "kernels/cuda/model_ops.h"
 #include "mixers/hybrid_mixer.h"
 

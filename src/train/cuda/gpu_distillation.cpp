@@ -12,6 +12,7 @@
 #include "common/progress.h"
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/backbone_backward.h"
+#include "kernels/cuda/gemm.h"
 #include "kernels/cuda/hybrid.h"
 #include "kernels/cuda/hybrid_train.h"
 #include "kernels/cuda/model_ops.h"

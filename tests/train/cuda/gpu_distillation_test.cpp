@@ -19,6 +19,7 @@
 #include "kernels/cpu/activation.h"
 #include "kernels/cpu/norm.h"
 #include "kernels/cuda/backbone_backward.h"
+#include "kernels/cuda/gemm.h"
 #include "mixers/cuda/gpu_hybrid_layer.h"
 #include "mixers/hybrid_mixer.h"
 #include "mixers/softmax_mixer.h"

@@ -1,0 +1,144 @@
+// Matrix products on the GPU (gemm.h): cuBLAS for the general case, our own GEMV for one row.
+#include "kernels/cuda/gemm.h"
+
+#include <algorithm>
+
+#include "kernels/cuda/device_utils.cuh"
+
+namespace golinear::kernels::cuda {
+
+namespace {
+
+using device::warp_sum;
+
+// One-row GEMM (the decode step): out (N) = W (N, K) · x (K) + beta · out; W, x bf16 with
+// K % 8 == 0 (16-byte rows). Persistent blocks keep x in shared memory; a warp streams one
+// weight row at a time with 16-byte loads, several in flight.
+template <bool kOutBf16>
+__global__ void __launch_bounds__(256) gemv_kernel(void* out, const bf16* __restrict__ W,
+                                                   const bf16* __restrict__ x, int N, int K,
+                                                   float beta) {
+  extern __shared__ uint4 xs[];  // K / 8
+  const int K8 = K / 8;
+  for (int i = threadIdx.x; i < K8; i += blockDim.x) xs[i] = reinterpret_cast<const uint4*>(x)[i];
+  __syncthreads();
+  const int lane = threadIdx.x % 32;
+  const long warps = (long)gridDim.x * (blockDim.x / 32);
+  for (long r = blockIdx.x * (long)(blockDim.x / 32) + threadIdx.x / 32; r < N; r += warps) {
+    const uint4* row = reinterpret_cast<const uint4*>(W + r * K);
+    float acc = 0.0f;
+#pragma unroll 4
+    for (int c = lane; c < K8; c += 32) {
+      const uint4 w = __ldg(row + c);
+      const uint4 xv = xs[c];
+      const __nv_bfloat162* pw = reinterpret_cast<const __nv_bfloat162*>(&w);
+      const __nv_bfloat162* px = reinterpret_cast<const __nv_bfloat162*>(&xv);
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float2 fw = __bfloat1622float2(pw[e]), fx = __bfloat1622float2(px[e]);
+        acc += fw.x * fx.x + fw.y * fx.y;
+      }
+    }
+    acc = warp_sum(acc);
+    if (lane == 0) {
+      if constexpr (kOutBf16) {
+        bf16* o = static_cast<bf16*>(out) + r;
+        *o = __float2bfloat16(beta != 0.0f ? acc + beta * __bfloat162float(*o) : acc);
+      } else {
+        float* o = static_cast<float*>(out) + r;
+        *o = beta != 0.0f ? acc + beta * *o : acc;
+      }
+    }
+  }
+}
+
+const char* cublas_name(cublasStatus_t s) {
+  switch (s) {
+    case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
+    case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
+    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_ARCH_MISMATCH: return "CUBLAS_STATUS_ARCH_MISMATCH";
+    case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
+    case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
+    default: return "cuBLAS error";
+  }
+}
+
+
+Status cublas_status(cublasStatus_t s, const char* call, const char* name) {
+  if (s == CUBLAS_STATUS_SUCCESS) return ok_status();
+  return make_error(cublas_name(s), " in ", call, " (", name, ")");
+}
+
+}  // namespace
+
+Status gemm_nt(cublasHandle_t handle, void* C, bool c_is_bf16, const bf16* A, const bf16* B,
+               long M, int N, int K, float beta, cudaStream_t stream) {
+  if (M <= 0) return ok_status();
+  if (M > 0x7fffffffL) return make_error("gemm_nt: M = ", M, " does not fit cuBLAS's int");
+  if (M == 1 && K % 8 == 0 && K <= 24576 &&  // x in ≤ 48 KiB of shared memory
+      ((reinterpret_cast<size_t>(A) | reinterpret_cast<size_t>(B)) & 15) == 0) {
+    static const int sms = [] {
+      int n = 0;
+      if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess) n = 132;
+      return n;
+    }();
+    const int blocks = (int)std::min<long>((N + 7) / 8, (long)sms * 8);
+    const size_t smem = (size_t)K * sizeof(bf16);
+    if (c_is_bf16)
+      gemv_kernel<true><<<blocks, 256, smem, stream>>>(C, B, A, N, K, beta);
+    else
+      gemv_kernel<false><<<blocks, 256, smem, stream>>>(C, B, A, N, K, beta);
+    GL_CUDA_CHECK_LAUNCH();
+    return ok_status();
+  }
+  const float one = 1.0f;
+  cublasStatus_t s = cublasSetStream(handle, stream);
+  if (s == CUBLAS_STATUS_SUCCESS)
+    s = cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, N, (int)M, K, &one, B, CUDA_R_16BF, K, A,
+                     CUDA_R_16BF, K, &beta, C, c_is_bf16 ? CUDA_R_16BF : CUDA_R_32F, N,
+                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  if (s != CUBLAS_STATUS_SUCCESS)
+    return make_error(cublas_name(s), " in cublasGemmEx (M=", M, " N=", N, " K=", K, ") at ",
+                      __FILE__, ":", __LINE__);
+  return ok_status();
+}
+
+
+Status gemm_bf16_nt(cublasHandle_t handle, void* C, bool c_is_bf16, const bf16* A, const bf16* B,
+                    int M, int N, int K, cudaStream_t stream) {
+  return gemm_nt(handle, C, c_is_bf16, A, B, M, N, K, 0.0f, stream);
+}
+
+Status gemm_bf16_nn(cublasHandle_t handle, float* C, float beta, const bf16* A, const bf16* B,
+                    int M, int N, int K, cudaStream_t stream) {
+  // Row-major C (M, N) is column-major (N, M) = B_cm (N, K) · A_cm (K, M).
+  const float one = 1.0f;
+  cublasStatus_t st = cublasSetStream(handle, stream);
+  if (st == CUBLAS_STATUS_SUCCESS)
+    st = cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &one, B, CUDA_R_16BF, N, A,
+                      CUDA_R_16BF, K, &beta, C, CUDA_R_32F, N, CUBLAS_COMPUTE_32F,
+                      CUBLAS_GEMM_DEFAULT);
+  return cublas_status(st, "cublasGemmEx", "gemm_bf16_nn");
+}
+
+Status gemm_f32_nn(cublasHandle_t handle, float* C, float beta, const float* A, const float* B,
+                   int M, int N, int K, cudaStream_t stream) {
+  const float one = 1.0f;
+  cublasStatus_t st = cublasSetStream(handle, stream);
+  if (st == CUBLAS_STATUS_SUCCESS)
+    st = cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &one, B, N, A, K, &beta, C, N);
+  return cublas_status(st, "cublasSgemm", "gemm_f32_nn");
+}
+
+Status gemm_f32_tn_accumulate(cublasHandle_t handle, float* dW, const float* dout, const float* x,
+                              int T, int N, int C, cudaStream_t stream) {
+  // Row-major dW (N, C) is column-major (C, N) = x_cm (C, T) · dout_cm (N, T)ᵀ.
+  const float one = 1.0f;
+  cublasStatus_t st = cublasSetStream(handle, stream);
+  if (st == CUBLAS_STATUS_SUCCESS)
+    st = cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_T, C, N, T, &one, x, C, dout, N, &one, dW, C);
+  return cublas_status(st, "cublasSgemm", "gemm_f32_tn_accumulate");
+}
+
+}  // namespace golinear::kernels::cuda
