@@ -15,6 +15,7 @@
 #include "kernels/cuda/cuda_common.h"
 #include "kernels/cuda/cuda_timing.h"
 #include "kernels/cuda/gated_delta.h"
+#include "kernels/cuda/gated_linear.h"
 #include "kernels/cuda/hybrid.h"
 
 namespace golinear::kernels::cuda {
@@ -171,6 +172,16 @@ Result<std::string> mixer_bench_run(const MixerBenchOptions& o) {
     GL_TRY(attn_ws.allocate(attention_backward_workspace_bytes(T_max, H, G, D)));
   }
 
+  // GLA (diagonal decay, Dk = Dv = D, one state per query head): g (T, H, D) fp32 in (−0.1, 0).
+  DeviceBuffer<float> gla_g, gla_dq, gla_dk, gla_dv, gla_dg;
+  DeviceBuffer<char> gla_ws;
+  GL_TRY(gla_g.allocate((size_t)T_max * H * D));
+  GL_TRY(fill(gla_g.get(), gla_g.size(), 41, -0.1f, -0.001f));
+  GL_TRY(gla_ws.allocate(o.backward ? gated_linear_backward_workspace_bytes(T_max, H, D, D)
+                                    : gated_linear_forward_workspace_bytes(T_max, H, D, D)));
+  if (o.backward)
+    for (auto* b : {&gla_dq, &gla_dk, &gla_dv, &gla_dg}) GL_TRY(b->allocate((size_t)T_max * H * D));
+
   for (int T : o.seq_lens) {
     GL_ASSIGN_OR_RETURN(double full, time_median([&] {
       return attention_forward(y.get(), nullptr, q.get(), k.get(), v.get(), T, H, G, D, {}, stream);
@@ -208,6 +219,26 @@ Result<std::string> mixer_bench_run(const MixerBenchOptions& o) {
       }, std::min(o.warmups, 1), std::min(o.repeats, 3), stream));
       rows.push_back({"gated deltanet (chunked)", "fwd+bwd ms", T, gdn_bwd,
                       "backward recomputes the forward; median of 3"});
+    }
+    {  // GLA: q, k, v (T, H, D) (keys from the query buffer's unit rows: H heads, no GQA)
+      GL_ASSIGN_OR_RETURN(double gla, time_median([&] {
+        return gated_linear_chunked_forward(y.get(), nullptr, nullptr, qn.get(), qn.get(), dout.get(),
+                                            gla_g.get(), T, H, D, D, gla_ws.get(), gla_ws.size(),
+                                            stream);
+      }, o.warmups, o.repeats, stream));
+      rows.push_back({"gla (chunked, diagonal decay)", "prefill fwd ms", T, gla, "Dk = Dv = D, H heads"});
+      if (o.backward) {
+        GL_ASSIGN_OR_RETURN(double gla_fb, time_median([&]() -> Status {
+          GL_TRY(gated_linear_chunked_forward(y.get(), nullptr, nullptr, qn.get(), qn.get(), dout.get(),
+                                              gla_g.get(), T, H, D, D, gla_ws.get(), gla_ws.size(),
+                                              stream));
+          return gated_linear_backward(gla_dq.get(), gla_dk.get(), gla_dv.get(), gla_dg.get(),
+                                       dout.get(), qn.get(), qn.get(), dout.get(), gla_g.get(), T,
+                                       H, D, D, gla_ws.get(), gla_ws.size(), stream);
+        }, std::min(o.warmups, 1), std::min(o.repeats, 3), stream));
+        rows.push_back({"gla (chunked, diagonal decay)", "fwd+bwd ms", T, gla_fb,
+                        "forward + backward (recomputes states); median of 3"});
+      }
     }
     GL_ASSIGN_OR_RETURN(double hyb, time_median([&] {
       return hybrid_forward(y.get(), nullptr, shape, params, x.get(), q.get(), k.get(), v.get(),

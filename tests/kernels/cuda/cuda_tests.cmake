@@ -20,3 +20,8 @@ add_executable(test_attention_cuda ${CMAKE_SOURCE_DIR}/tests/kernels/cuda/cuda_a
 target_link_libraries(test_attention_cuda PRIVATE golinear_cuda ${GOLINEAR_CUDA_TEST_KERNELS}
   GTest::gtest GTest::gtest_main)
 gtest_discover_tests(test_attention_cuda DISCOVERY_TIMEOUT 60 PROPERTIES LABELS gpu)
+
+add_executable(test_gated_linear_cuda ${CMAKE_SOURCE_DIR}/tests/kernels/cuda/cuda_gated_linear_test.cpp)
+target_link_libraries(test_gated_linear_cuda PRIVATE golinear_cuda ${GOLINEAR_CUDA_TEST_KERNELS}
+  GTest::gtest GTest::gtest_main)
+gtest_discover_tests(test_gated_linear_cuda DISCOVERY_TIMEOUT 60 PROPERTIES LABELS gpu)
