@@ -123,7 +123,8 @@ Result<StudentMixers> student_mixers_load(Model& teacher, const std::string& dir
   return student;
 }
 
-Result<AnalysisResult> analysis_run(const Model& teacher, const std::vector<StudentMixers>& students,
+Result<AnalysisResult> analysis_run(const Model& teacher, const TeacherTrace& teacher_trace,
+                                    const std::vector<StudentMixers>& students,
                                     const int32_t* tokens, long N, int T,
                                     const AnalysisOptions& options) {
   const ModelConfig& c = teacher.config;
@@ -163,8 +164,9 @@ Result<AnalysisResult> analysis_run(const Model& teacher, const std::vector<Stud
   std::vector<double> error((long)T * H), reference((long)T * H);
   for (long n = 0; n < N; ++n) {
     ForwardTrace trace;
-    trace.capture_mixer_io = true;
-    model_forward(teacher, tokens + n * T, T, nullptr, false, &trace);
+    GL_TRY(teacher_trace(tokens + n * T, T, !students.empty(), &trace));
+    if ((int)trace.layers.size() != L)
+      return make_error("analyze: the teacher trace has ", trace.layers.size(), " layers, not ", L);
     for (int l = 0; l < L; ++l) {
       const ForwardTrace::Layer& io = trace.layers[l];
       unit_keys(k_hat.data(), io.k.data(), T, G, D);
@@ -267,6 +269,17 @@ Result<AnalysisResult> analysis_run(const Model& teacher, const std::vector<Stud
     r.students.push_back(std::move(out));
   }
   return r;
+}
+
+Result<AnalysisResult> analysis_run(const Model& teacher, const std::vector<StudentMixers>& students,
+                                    const int32_t* tokens, long N, int T,
+                                    const AnalysisOptions& options) {
+  const TeacherTrace trace = [&teacher](const int32_t* ids, int n, bool, ForwardTrace* out) {
+    out->capture_mixer_io = true;
+    model_forward(teacher, ids, n, nullptr, false, out);
+    return ok_status();
+  };
+  return analysis_run(teacher, trace, students, tokens, N, T, options);
 }
 
 Result<std::vector<double>> teacher_layer_hardness(const Model& teacher, const int32_t* tokens,

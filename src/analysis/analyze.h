@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -94,8 +95,20 @@ struct AnalysisResult {
   std::vector<StudentResult> students;
 };
 
+// The teacher's forward of one sequence of T tokens from position 0, filling trace->layers (L):
+// q and k always; x, v and y too when `mixer_io` (the students' inputs and their reference).
+// The CPU model's (model_forward with capture_mixer_io) or the GPU's (analysis/cuda/gpu_trace.h).
+using TeacherTrace =
+    std::function<Status(const int32_t* tokens, int T, bool mixer_io, ForwardTrace* trace)>;
+
 // The analysis of `teacher` (every mixer softmax) on N sequences of T tokens, tokens (N, T), with
-// each student compared against it.
+// each student compared against it: the teacher's forward by `trace`, the diagnostics and the
+// students' mixers on the CPU (on the traced inputs).
+Result<AnalysisResult> analysis_run(const Model& teacher, const TeacherTrace& trace,
+                                    const std::vector<StudentMixers>& students,
+                                    const int32_t* tokens, long N, int T,
+                                    const AnalysisOptions& options);
+// The same with the CPU model's forward.
 Result<AnalysisResult> analysis_run(const Model& teacher, const std::vector<StudentMixers>& students,
                                     const int32_t* tokens, long N, int T,
                                     const AnalysisOptions& options);

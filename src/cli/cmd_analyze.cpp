@@ -8,6 +8,10 @@
 #include "cli/commands.h"
 #include "cli/loading.h"
 #include "train/dataset.h"
+#ifdef GOLINEAR_HAVE_CUDA
+#include "analysis/cuda/gpu_trace.h"
+#include "model/cuda/gpu_model.h"
+#endif
 
 namespace golinear::cli {
 
@@ -46,10 +50,13 @@ std::string label_of(const std::string& dir, const std::vector<analysis::Student
 int cmd_analyze(const Argv& argv) {
   auto args = Args::parse("analyze", argv,
                           {{"student", true}, {"data", true}, {"tokens", true}, {"seq-len", true},
-                           {"out", true}, {"sinks", true}, {"window", true}, {"seed", true}},
+                           {"out", true}, {"sinks", true}, {"window", true}, {"seed", true},
+                           {"device", true}},
                           1, 1);
   if (!args.ok()) return fail(args.error());
   const std::string model_dir = args->positional()[0];
+  auto device = device_option(*args, "analyze");
+  if (!device.ok()) return fail(device.error());
   const std::string data_path = args->get("data"), out = args->get("out");
   if (data_path.empty()) return fail("golinear analyze: --data FILE is required");
   if (out.empty()) return fail("golinear analyze: --out DIR is required");
@@ -109,12 +116,28 @@ int cmd_analyze(const Argv& argv) {
     std::fprintf(stderr, "golinear analyze: %s holds %ld sequences of %ld tokens; using them all\n",
                  data_path.c_str(), data->size(), *seq_len);
 
-  auto result = analysis::analysis_run(model, students, data->tokens.data(), data->size(),
-                                       data->seq_len, options);
+  // The teacher's forward: the CPU model's, or the GPU's (bf16) with its q, k (and the mixer
+  // inputs and outputs the students need) downloaded; diagnostics and students on the CPU.
+  Result<analysis::AnalysisResult> result = make_error("analyze: not run");
+#ifdef GOLINEAR_HAVE_CUDA
+  if (*device == "cuda") {
+    auto gpu = cuda::gpu_model_upload(model);
+    if (!gpu.ok()) return fail("golinear analyze --device cuda: " + gpu.error());
+    if (!students.empty())
+      std::fprintf(stderr, "golinear analyze: --device cuda: the teacher runs on the GPU (bf16); "
+                           "the students' mixers run on the CPU on its traced inputs\n");
+    result = analysis::analysis_run(model, cuda::gpu_teacher_trace(**gpu), students,
+                                    data->tokens.data(), data->size(), data->seq_len, options);
+  }
+#endif
+  if (*device == "cpu")
+    result = analysis::analysis_run(model, students, data->tokens.data(), data->size(),
+                                    data->seq_len, options);
   if (!result.ok()) return fail(result.error());
   Json settings = {{"model", model_dir},     {"data", data_path},          {"seq_len", *seq_len},
                    {"sequences", data->size()}, {"tokens", data->size() * *seq_len},
                    {"seed", *seed},          {"students", student_dirs}};
+  if (*device == "cuda") settings["device"] = "cuda";
   if (Status st = analysis::analysis_write_report(*result, settings, out); !st.ok())
     return fail(st.error());
   Json summary = {{"out", out}, {"ranking", analysis::hardness_ranking(result->hardness)}};

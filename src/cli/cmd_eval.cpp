@@ -13,7 +13,9 @@
 #include "eval/task_rows.h"
 #include "io/text_data.h"
 #ifdef GOLINEAR_HAVE_CUDA
+#include "eval/cuda/gpu_rows.h"
 #include "model/cuda/gpu_model.h"
+#include "runtime/cuda/gpu_sequences.h"
 #endif
 
 namespace golinear::cli {
@@ -30,12 +32,9 @@ int eval_ppl(const Argv& argv) {
                           1, 1);
   if (!args.ok()) return fail(args.error());
   if (!args->has("input")) return fail("golinear eval ppl: --input FILE is required");
-  const std::string device = args->get("device", "cpu");
-  if (device != "cpu" && device != "cuda")
-    return fail("golinear eval ppl: --device must be cpu or cuda, got '" + device + "'");
-#ifndef GOLINEAR_HAVE_CUDA
-  if (device == "cuda") return fail("golinear eval ppl: --device cuda needs the CUDA build");
-#endif
+  auto device_value = device_option(*args, "eval ppl");
+  if (!device_value.ok()) return fail(device_value.error());
+  const std::string device = *device_value;
   auto config = model_config_read(args->positional()[0] + "/config.json");
   if (!config.ok()) return fail(config.error());
   auto seq_len = args->get_int("seq-len", std::min(2048, config->max_position_embeddings), 2,
@@ -56,7 +55,7 @@ int eval_ppl(const Argv& argv) {
 #ifdef GOLINEAR_HAVE_CUDA
   if (device == "cuda") {  // eval::perplexity's windows, the forward on the GPU (bf16)
     auto gpu = cuda::gpu_model_upload(model);
-    if (!gpu.ok()) return fail(gpu.error());
+    if (!gpu.ok()) return fail("golinear eval ppl --device cuda: " + gpu.error());
     auto forward = [&gpu](const int32_t* ids, int T, float* logits) {
       return (*gpu)->forward(ids, T, logits, false);
     };
@@ -94,12 +93,15 @@ int report_emit(const Args& args, eval::TaskReport report, const std::string& mo
 
 const std::vector<OptionSpec> kLikelihoodOptions = {
     {"data", true},        {"limit", true}, {"batch", true},       {"json", false},
-    {"log-samples", true}, {"dev", true},   {"num-fewshot", true}, {"no-bos-legacy", false}};
+    {"log-samples", true}, {"dev", true},   {"num-fewshot", true}, {"no-bos-legacy", false},
+    {"device", true}};
 
 int eval_likelihood(eval::LikelihoodTask task, const Argv& argv) {
   const std::string command = std::string("eval ") + eval::likelihood_task_name(task);
   auto args = Args::parse(command, argv, kLikelihoodOptions, 1, 1);
   if (!args.ok()) return fail(args.error());
+  auto device = device_option(*args, command);
+  if (!device.ok()) return fail(device.error());
   const bool mmlu = task == eval::LikelihoodTask::mmlu;
   if (!args->has("data")) return fail("golinear " + command + ": --data FILE is required");
   if (!mmlu && (args->has("dev") || args->has("num-fewshot")))
@@ -143,8 +145,27 @@ int eval_likelihood(eval::LikelihoodTask task, const Argv& argv) {
   options.max_length = model.config.max_position_embeddings;
   options.batch = (int)*batch;
   options.show_progress = true;
-  auto report = eval::likelihood_evaluate(model, loaded->tokenizer, task, *docs, options);
+  // The requests of one document: on the CPU model (shared prefixes through the cache), or one
+  // GPU forward (bf16) per group of requests.
+  eval::RequestScorer score = [&model](const std::vector<eval::TokenizedRequest>& requests,
+                                       int max_length) {
+    return eval::loglikelihood_score_requests(model, requests, max_length);
+  };
+#ifdef GOLINEAR_HAVE_CUDA
+  std::unique_ptr<cuda::GpuModel> gpu;
+  if (*device == "cuda") {
+    auto uploaded = cuda::gpu_model_upload(model);
+    if (!uploaded.ok()) return fail("golinear " + command + " --device cuda: " + uploaded.error());
+    gpu = std::move(*uploaded);
+    score = [rows = cuda::gpu_rows_forward(*gpu), V = model.config.vocab_size](
+                const std::vector<eval::TokenizedRequest>& requests, int max_length) {
+      return eval::loglikelihood_score_requests(rows, V, requests, max_length);
+    };
+  }
+#endif
+  auto report = eval::likelihood_evaluate(score, loaded->tokenizer, task, *docs, options);
   if (!report.ok()) return fail(report.error());
+  if (*device == "cuda") report->config["device"] = "cuda";
   report->config["data"] = args->get("data");
   if (mmlu) report->config["num_fewshot"] = *num_fewshot;
   return report_emit(*args, std::move(*report), model_dir);
@@ -169,12 +190,14 @@ Result<std::vector<double>> depths_parse(const std::string& text) {
 const std::vector<OptionSpec> kSyntheticOptions = {
     {"length", true},   {"samples", true}, {"seed", true},       {"depths", true},
     {"variant", true},  {"subtask", true}, {"haystack", true},   {"json", false},
-    {"log-samples", true}, {"batch", true}, {"no-bos-legacy", false}};
+    {"log-samples", true}, {"batch", true}, {"no-bos-legacy", false}, {"device", true}};
 
 int eval_synthetic(const std::string& task, const Argv& argv) {
   const std::string command = "eval " + task;
   auto args = Args::parse(command, argv, kSyntheticOptions, 1, 1);
   if (!args.ok()) return fail(args.error());
+  auto device = device_option(*args, command);
+  if (!device.ok()) return fail(device.error());
   const std::string model_dir = args->positional()[0];
   if (task == "niah" && args->has("subtask")) return fail("golinear eval niah: --subtask is for ruler (use --variant)");
   if (task == "ruler" && (args->has("variant") || args->has("depths")))
@@ -257,8 +280,21 @@ int eval_synthetic(const std::string& task, const Argv& argv) {
   eval::GenerationEvalOptions options;
   options.add_special = add_special;
   options.show_progress = true;
-  auto report = eval::synthetic_evaluate(*loaded->model, tokenizer, name, generated, options);
+  // Greedy generation on the CPU model, or on the GPU (bf16 prefill, then the decode step).
+  const Model& model = *loaded->model;
+  eval::NewSequence sequences = eval::cpu_model_sequences(model);
+#ifdef GOLINEAR_HAVE_CUDA
+  std::unique_ptr<cuda::GpuModel> gpu;
+  if (*device == "cuda") {
+    auto uploaded = cuda::gpu_model_upload(model);
+    if (!uploaded.ok()) return fail("golinear " + command + " --device cuda: " + uploaded.error());
+    gpu = std::move(*uploaded);
+    sequences = cuda::gpu_sequences(*gpu);
+  }
+#endif
+  auto report = eval::synthetic_evaluate(sequences, model.config, tokenizer, name, generated, options);
   if (!report.ok()) return fail(report.error());
+  if (*device == "cuda") report->config["device"] = "cuda";
   report->config["length"] = *length;
   report->config["seed"] = *seed;
   report->config["samples_per_task"] = *samples;

@@ -4,6 +4,9 @@
 #include "cli/commands.h"
 #include "cli/loading.h"
 #include "runtime/generate.h"
+#ifdef GOLINEAR_HAVE_CUDA
+#include "runtime/cuda/gpu_sequences.h"
+#endif
 
 namespace golinear::cli {
 
@@ -27,10 +30,12 @@ size_t complete_utf8_prefix(const std::string& text) {
 int cmd_generate(const Argv& argv) {
   auto args = Args::parse("generate", argv,
                           {{"prompt", true}, {"max-new-tokens", true}, {"temperature", true},
-                           {"top-p", true}, {"seed", true}},
+                           {"top-p", true}, {"seed", true}, {"device", true}},
                           1, 1);
   if (!args.ok()) return fail(args.error());
   if (!args->has("prompt")) return fail("golinear generate: --prompt TEXT is required");
+  auto device = device_option(*args, "generate");
+  if (!device.ok()) return fail(device.error());
   runtime::GenerateOptions options;
   auto max_new = args->get_int("max-new-tokens", 64, 0, 1 << 24);
   auto temperature = args->get_double("temperature", 0.0, 0.0, 100.0);
@@ -54,10 +59,21 @@ int cmd_generate(const Argv& argv) {
                  "max_position_embeddings (%d)\n", prompt.size(), options.max_new_tokens,
                  model.config.max_position_embeddings);
 
+  // The sequence: the CPU model's cache, or the GPU model's (bf16 prefill, then the decode step).
+  runtime::NewSequence sequences = runtime::cpu_sequences(model);
+#ifdef GOLINEAR_HAVE_CUDA
+  std::unique_ptr<cuda::GpuModel> gpu;
+  if (*device == "cuda") {
+    auto uploaded = cuda::gpu_model_upload(model);
+    if (!uploaded.ok()) return fail("golinear generate --device cuda: " + uploaded.error());
+    gpu = std::move(*uploaded);
+    sequences = cuda::gpu_sequences(*gpu);
+  }
+#endif
   std::vector<int32_t> generated;
   size_t printed = 0;
   std::fputs(args->get("prompt").c_str(), stdout);
-  runtime::generate(model, prompt, options, [&](int32_t id) {
+  auto done = runtime::generate(sequences, model.config.vocab_size, prompt, options, [&](int32_t id) {
     generated.push_back(id);
     std::string text = tokenizer.decode(generated, /*skip_special=*/true);
     size_t ready = complete_utf8_prefix(text);
@@ -67,6 +83,7 @@ int cmd_generate(const Argv& argv) {
       printed = ready;
     }
   });
+  if (!done.ok()) return fail("golinear generate: " + done.error());
   std::string text = tokenizer.decode(generated, true);
   if (text.size() > printed) std::fwrite(text.data() + printed, 1, text.size() - printed, stdout);
   std::fputc('\n', stdout);

@@ -44,12 +44,9 @@ int cmd_score(const Argv& argv) {
   const std::string mode = args->get("mode", "prefill");
   if (mode != "prefill" && mode != "decode")
     return fail("golinear score: --mode must be prefill or decode, got '" + mode + "'");
-  const std::string device = args->get("device", "cpu");
-  if (device != "cpu" && device != "cuda")
-    return fail("golinear score: --device must be cpu or cuda, got '" + device + "'");
-#ifndef GOLINEAR_HAVE_CUDA
-  if (device == "cuda") return fail("golinear score: --device cuda needs the CUDA build");
-#endif
+  auto device_value = device_option(*args, "score");
+  if (!device_value.ok()) return fail(device_value.error());
+  const std::string device = *device_value;
   const std::string input = args->get("input");
   auto rows = jsonl_read(input);
   if (!rows.ok()) return fail(rows.error());
@@ -82,7 +79,7 @@ int cmd_score(const Argv& argv) {
   std::shared_ptr<cuda::GpuModel> gpu;
   if (device == "cuda") {
     auto uploaded = cuda::gpu_model_upload(model);
-    if (!uploaded.ok()) return fail(uploaded.error());
+    if (!uploaded.ok()) return fail("golinear score --device cuda: " + uploaded.error());
     gpu = std::move(*uploaded);
     forward = [gpu](const int32_t* ids, int T, float* logits) { return gpu->forward(ids, T, logits, false); };
     new_decoder = [gpu](int T) -> Result<Step> {

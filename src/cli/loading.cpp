@@ -11,4 +11,14 @@ Result<LoadedModel> load_model_and_tokenizer(const std::string& dir) {
   return LoadedModel{std::move(model), std::move(tokenizer)};
 }
 
+Result<std::string> device_option(const Args& args, const std::string& command) {
+  const std::string device = args.get("device", "cpu");
+  if (device != "cpu" && device != "cuda")
+    return make_error("golinear ", command, ": --device must be cpu or cuda, got '", device, "'");
+#ifndef GOLINEAR_HAVE_CUDA
+  if (device == "cuda") return make_error("golinear ", command, ": --device cuda needs the CUDA build");
+#endif
+  return device;
+}
+
 }  // namespace golinear::cli

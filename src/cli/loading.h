@@ -1,9 +1,10 @@
-// Loading what a command needs from a checkpoint directory.
+// Loading what a command needs from a checkpoint directory, and the --device option.
 #pragma once
 
 #include <memory>
 #include <string>
 
+#include "cli/args.h"
 #include "model/transformer.h"
 #include "tokenizer/tokenizer.h"
 
@@ -15,5 +16,9 @@ struct LoadedModel {
 };
 
 Result<LoadedModel> load_model_and_tokenizer(const std::string& dir);
+
+// --device cpu|cuda of `command` (e.g. "eval ppl"), "cpu" when absent; an error line for any
+// other value, and for cuda in a build without CUDA.
+Result<std::string> device_option(const Args& args, const std::string& command);
 
 }  // namespace golinear::cli

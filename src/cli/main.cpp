@@ -15,7 +15,7 @@ commands:
   info MODEL                      architecture, layers, heads, parameters, dtype, memory (JSON)
   tokenize MODEL --input FILE     {"text"} lines → {"ids"} lines   [--no-special]
   generate MODEL --prompt TEXT    stream a continuation  [--max-new-tokens N --temperature T
-                                  --top-p P --seed S]
+                                  --top-p P --seed S --device cpu|cuda]
   score MODEL --input FILE        {"text"} or {"ids"} lines → {"ids", "logprobs"} lines
                                   [--mode prefill|decode --device cpu|cuda]
   linearize MODEL --data FILE --out DIR
@@ -30,9 +30,12 @@ commands:
   eval ppl MODEL --input FILE     perplexity  [--seq-len N --limit WINDOWS --json --device cpu|cuda]
   eval TASK MODEL --data FILE     lambada, piqa, arc_easy, arc_challenge, hellaswag, winogrande
                                   scored as lm-evaluation-harness  [--limit N --json
-                                  --log-samples FILE --no-bos-legacy]; mmlu also --dev FILE
-  eval niah MODEL --variant 1|2|3 --length T   S-NIAH  [--depths LIST --samples N --haystack F]
-  eval ruler MODEL --length T     RULER-style synthetic tasks  [--subtask NAME --samples N]
+                                  --log-samples FILE --no-bos-legacy --device cpu|cuda]; mmlu
+                                  also --dev FILE
+  eval niah MODEL --variant 1|2|3 --length T   S-NIAH  [--depths LIST --samples N --haystack F
+                                  --device cpu|cuda]
+  eval ruler MODEL --length T     RULER-style synthetic tasks  [--subtask NAME --samples N
+                                  --device cpu|cuda]
   eval make-cloze --input FILE --out FILE   a LAMBADA-format cloze set from JSONL text
   bench                           mixer prefill/decode timings on the GPU (CUDA build)  [--mixers
                                   --json --seq 2048,... --contexts 4096,... --repeats N]
@@ -47,7 +50,9 @@ commands:
                                   diagnostics per layer, head and position (key concentration,
                                   projection residual, sink mass, hardness), NMSE of students;
                                   JSON, CSV, SVG plots, report.md  [--student DIR[,DIR...]
-                                  --tokens N --seq-len T --sinks S --window W --seed S]
+                                  --tokens N --seq-len T --sinks S --window W --seed S
+                                  --device cpu|cuda (cuda: the teacher's forward on the GPU;
+                                  diagnostics and students on the CPU)]
 
 The bundled default model is models/tiny-llama3-25m.
 )";

@@ -3,27 +3,46 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <memory>
 
 #include "common/progress.h"
 #include "eval/scoring.h"
 
 namespace golinear::eval {
 
-std::vector<int32_t> greedy_generate(const Model& model, const std::vector<int32_t>& prompt,
-                                     int max_new_tokens, const std::vector<int>& stop_ids) {
-  const int V = model.config.vocab_size;
+NewSequence cpu_model_sequences(const Model& model) {
+  return [&model](long) -> Result<SequenceStep> {
+    auto cache = std::make_shared<SequenceCache>(model_new_cache(model));
+    return SequenceStep([&model, cache](const int32_t* ids, int T, float* last_logits) {
+      model_forward_cached(model, *cache, ids, T, last_logits, /*last_only=*/true);
+      return ok_status();
+    });
+  };
+}
+
+Result<std::vector<int32_t>> greedy_generate(const NewSequence& new_sequence, int vocab_size,
+                                             const std::vector<int32_t>& prompt,
+                                             int max_new_tokens, const std::vector<int>& stop_ids) {
   std::vector<int32_t> out;
   if (prompt.empty() || max_new_tokens <= 0) return out;
-  SequenceCache cache = model_new_cache(model);
-  std::vector<float> logits(V);
-  model_forward_cached(model, cache, prompt.data(), (int)prompt.size(), logits.data(), true);
-  for (int step = 0; step < max_new_tokens; ++step) {
+  GL_ASSIGN_OR_RETURN(SequenceStep step, new_sequence((long)prompt.size() + max_new_tokens));
+  std::vector<float> logits(vocab_size);
+  GL_TRY(step(prompt.data(), (int)prompt.size(), logits.data()));
+  for (int i = 0; i < max_new_tokens; ++i) {
     const int32_t next = (int32_t)(std::max_element(logits.begin(), logits.end()) - logits.begin());
     out.push_back(next);
     if (std::find(stop_ids.begin(), stop_ids.end(), next) != stop_ids.end()) break;
-    if (step + 1 < max_new_tokens) model_forward_cached(model, cache, &next, 1, logits.data(), true);
+    if (i + 1 < max_new_tokens) GL_TRY(step(&next, 1, logits.data()));
   }
   return out;
+}
+
+std::vector<int32_t> greedy_generate(const Model& model, const std::vector<int32_t>& prompt,
+                                     int max_new_tokens, const std::vector<int>& stop_ids) {
+  // The CPU sequence cannot fail.
+  return greedy_generate(cpu_model_sequences(model), model.config.vocab_size, prompt,
+                         max_new_tokens, stop_ids)
+      .value();
 }
 
 namespace {
@@ -76,8 +95,8 @@ TaskReport synthetic_report(const std::string& name, const std::vector<Synthetic
   return report;
 }
 
-Result<TaskReport> synthetic_evaluate(const Model& model, const Tokenizer& tokenizer,
-                                      const std::string& name,
+Result<TaskReport> synthetic_evaluate(const NewSequence& new_sequence, const ModelConfig& config,
+                                      const Tokenizer& tokenizer, const std::string& name,
                                       const std::vector<SyntheticSample>& samples,
                                       const GenerationEvalOptions& options) {
   std::vector<std::string> generations;
@@ -85,12 +104,13 @@ Result<TaskReport> synthetic_evaluate(const Model& model, const Tokenizer& token
   double tokens = 0;
   for (size_t i = 0; i < samples.size(); ++i) {
     const std::vector<int32_t> prompt = tokenizer.encode(samples[i].prompt, options.add_special);
-    if ((long)prompt.size() + samples[i].max_new_tokens > model.config.max_position_embeddings)
+    if ((long)prompt.size() + samples[i].max_new_tokens > config.max_position_embeddings)
       return make_error(samples[i].task, ": a prompt of ", prompt.size(), " tokens plus ",
                         samples[i].max_new_tokens, " generated exceeds the model's ",
-                        model.config.max_position_embeddings, " positions");
-    const std::vector<int32_t> generated =
-        greedy_generate(model, prompt, samples[i].max_new_tokens, model.config.eos_token_ids);
+                        config.max_position_embeddings, " positions");
+    GL_ASSIGN_OR_RETURN(const std::vector<int32_t> generated,
+                        greedy_generate(new_sequence, config.vocab_size, prompt,
+                                        samples[i].max_new_tokens, config.eos_token_ids));
     generations.push_back(ruler_postprocess_prediction(tokenizer.decode(generated, /*skip_special=*/true)));
     tokens += (double)(prompt.size() + generated.size());
     if (options.show_progress) bar.update((long)i + 1, tokens);
@@ -99,6 +119,14 @@ Result<TaskReport> synthetic_evaluate(const Model& model, const Tokenizer& token
   TaskReport report = synthetic_report(name, samples, generations);
   report.config = {{"add_special_tokens", options.add_special}};
   return report;
+}
+
+Result<TaskReport> synthetic_evaluate(const Model& model, const Tokenizer& tokenizer,
+                                      const std::string& name,
+                                      const std::vector<SyntheticSample>& samples,
+                                      const GenerationEvalOptions& options) {
+  return synthetic_evaluate(cpu_model_sequences(model), model.config, tokenizer, name, samples,
+                            options);
 }
 
 }  // namespace golinear::eval

@@ -2,6 +2,7 @@
 // postprocessing and string_match_all. synthetic_report() is the aggregation alone.
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "eval/report.h"
@@ -11,8 +12,22 @@
 
 namespace golinear::eval {
 
+// One sequence's incremental forward, appending T tokens and writing the last one's logits (V),
+// and a factory of new sequences holding at most max_context tokens: the same types as
+// runtime::SequenceStep / runtime::NewSequence (the CPU model's or the GPU's, see
+// runtime/cuda/gpu_sequences.h).
+using SequenceStep = std::function<Status(const int32_t* ids, int T, float* last_logits)>;
+using NewSequence = std::function<Result<SequenceStep>(long max_context)>;
+
+// Sequences of the CPU model (model_forward_cached on a model_new_cache).
+NewSequence cpu_model_sequences(const Model& model);
+
 // Greedy decoding through the per-sequence cache (constant memory on linearized models):
 // at most max_new_tokens new tokens, ending after one of stop_ids (which is kept in the output).
+Result<std::vector<int32_t>> greedy_generate(const NewSequence& new_sequence, int vocab_size,
+                                             const std::vector<int32_t>& prompt,
+                                             int max_new_tokens, const std::vector<int>& stop_ids);
+// The same on the CPU model.
 std::vector<int32_t> greedy_generate(const Model& model, const std::vector<int32_t>& prompt,
                                      int max_new_tokens, const std::vector<int>& stop_ids);
 
@@ -27,6 +42,13 @@ struct GenerationEvalOptions {
 TaskReport synthetic_report(const std::string& name, const std::vector<SyntheticSample>& samples,
                             const std::vector<std::string>& generations);
 
+// Greedy generation from each sample with sequences of new_sequence; `config` gives the vocabulary,
+// the positions and the stop tokens (EOS).
+Result<TaskReport> synthetic_evaluate(const NewSequence& new_sequence, const ModelConfig& config,
+                                      const Tokenizer& tokenizer, const std::string& name,
+                                      const std::vector<SyntheticSample>& samples,
+                                      const GenerationEvalOptions& options);
+// The same on the CPU model.
 Result<TaskReport> synthetic_evaluate(const Model& model, const Tokenizer& tokenizer,
                                       const std::string& name,
                                       const std::vector<SyntheticSample>& samples,

@@ -94,7 +94,7 @@ TaskReport likelihood_report(LikelihoodTask task, const std::vector<LikelihoodDo
   return report;
 }
 
-Result<TaskReport> likelihood_evaluate(const Model& model, const Tokenizer& tokenizer,
+Result<TaskReport> likelihood_evaluate(const RequestScorer& score, const Tokenizer& tokenizer,
                                        LikelihoodTask task,
                                        const std::vector<LikelihoodDocument>& docs,
                                        const LikelihoodEvalOptions& options) {
@@ -105,7 +105,7 @@ Result<TaskReport> likelihood_evaluate(const Model& model, const Tokenizer& toke
     std::vector<TokenizedRequest> requests;
     for (const LikelihoodRequest& request : docs[d].requests)
       requests.push_back(request_tokenize(tokenizer, request, options.tokenize));
-    auto scored = loglikelihood_score_requests(model, requests, options.max_length);
+    auto scored = score(requests, options.max_length);
     if (!scored.ok()) return make_error(likelihood_task_name(task), " document ", d, ": ", scored.error());
     results[d] = std::move(*scored);
     requests_done += (long)requests.size();
@@ -117,6 +117,16 @@ Result<TaskReport> likelihood_evaluate(const Model& model, const Tokenizer& toke
   report.config = {{"add_special_tokens", options.tokenize.add_special},
                    {"max_length", options.max_length}};
   return report;
+}
+
+Result<TaskReport> likelihood_evaluate(const Model& model, const Tokenizer& tokenizer,
+                                       LikelihoodTask task,
+                                       const std::vector<LikelihoodDocument>& docs,
+                                       const LikelihoodEvalOptions& options) {
+  const RequestScorer score = [&model](const std::vector<TokenizedRequest>& requests, int max_length) {
+    return loglikelihood_score_requests(model, requests, max_length);
+  };
+  return likelihood_evaluate(score, tokenizer, task, docs, options);
 }
 
 }  // namespace golinear::eval

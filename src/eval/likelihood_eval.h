@@ -2,6 +2,7 @@
 // likelihood_report() is the aggregation alone, a pure function of the per-request results.
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include "eval/likelihood_tasks.h"
@@ -27,6 +28,16 @@ struct LikelihoodEvalOptions {
 TaskReport likelihood_report(LikelihoodTask task, const std::vector<LikelihoodDocument>& docs,
                              const std::vector<std::vector<LoglikelihoodResult>>& results);
 
+// Scores the tokenized requests of one document (loglikelihood_score_requests on the CPU model or
+// with the forward of another device).
+using RequestScorer = std::function<Result<std::vector<LoglikelihoodResult>>(
+    const std::vector<TokenizedRequest>& requests, int max_length)>;
+
+Result<TaskReport> likelihood_evaluate(const RequestScorer& score, const Tokenizer& tokenizer,
+                                       LikelihoodTask task,
+                                       const std::vector<LikelihoodDocument>& docs,
+                                       const LikelihoodEvalOptions& options);
+// The same on the CPU model.
 Result<TaskReport> likelihood_evaluate(const Model& model, const Tokenizer& tokenizer,
                                        LikelihoodTask task,
                                        const std::vector<LikelihoodDocument>& docs,

@@ -49,14 +49,24 @@ struct ModelInput {
   int first_row = 0;         // row predicting the first continuation token
 };
 
-}  // namespace
+// Requests whose input is a prefix of the leader's are scored from the leader's rows.
+struct Group {
+  size_t leader;
+  std::vector<size_t> members;
+  int first_row;  // first row any member needs
+};
 
-Result<std::vector<LoglikelihoodResult>> loglikelihood_score_requests(
-    const Model& model, const std::vector<TokenizedRequest>& requests, int max_length,
-    bool share_prefix) {
-  const int V = model.config.vocab_size;
-  std::vector<ModelInput> inputs(requests.size());
-  bool truncated = false;
+struct PreparedRequests {
+  std::vector<ModelInput> inputs;
+  std::vector<Group> groups;  // longest input first
+  bool truncated = false;     // some input was cut on the left
+};
+
+Result<PreparedRequests> prepare_requests(const std::vector<TokenizedRequest>& requests,
+                                          int max_length) {
+  PreparedRequests p;
+  std::vector<ModelInput>& inputs = p.inputs;
+  inputs.resize(requests.size());
   for (size_t r = 0; r < requests.size(); ++r) {
     const TokenizedRequest& request = requests[r];
     const long n = (long)request.continuation_ids.size();
@@ -68,7 +78,7 @@ Result<std::vector<LoglikelihoodResult>> loglikelihood_score_requests(
     full.insert(full.end(), request.continuation_ids.begin(), request.continuation_ids.end());
     if ((long)full.size() > max_length + 1) {
       full.erase(full.begin(), full.end() - (max_length + 1));
-      truncated = true;
+      p.truncated = true;
     }
     full.pop_back();
     inputs[r].first_row = (int)(full.size() - n);
@@ -79,12 +89,6 @@ Result<std::vector<LoglikelihoodResult>> loglikelihood_score_requests(
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return inputs[a].ids.size() > inputs[b].ids.size(); });
-  struct Group {
-    size_t leader;
-    std::vector<size_t> members;
-    int first_row;  // first row any member needs
-  };
-  std::vector<Group> groups;
   std::vector<bool> grouped(requests.size(), false);
   for (size_t leader : order) {
     if (grouped[leader]) continue;
@@ -98,8 +102,30 @@ Result<std::vector<LoglikelihoodResult>> loglikelihood_score_requests(
       group.first_row = std::min(group.first_row, inputs[r].first_row);
       grouped[r] = true;
     }
-    groups.push_back(std::move(group));
+    p.groups.push_back(std::move(group));
   }
+  return p;
+}
+
+// The members' results from their group's rows: rows (T − group.first_row, V).
+void score_group(const PreparedRequests& p, const Group& group,
+                 const std::vector<TokenizedRequest>& requests, const float* rows, int V,
+                 std::vector<LoglikelihoodResult>& results) {
+  for (size_t r : group.members) {
+    const float* own_rows = rows + (long)(p.inputs[r].first_row - group.first_row) * V;
+    results[r] = continuation_loglikelihood(own_rows, V, requests[r].continuation_ids);
+  }
+}
+
+}  // namespace
+
+Result<std::vector<LoglikelihoodResult>> loglikelihood_score_requests(
+    const Model& model, const std::vector<TokenizedRequest>& requests, int max_length,
+    bool share_prefix) {
+  const int V = model.config.vocab_size;
+  GL_ASSIGN_OR_RETURN(const PreparedRequests prepared, prepare_requests(requests, max_length));
+  const std::vector<ModelInput>& inputs = prepared.inputs;
+  const std::vector<Group>& groups = prepared.groups;
   // The prefix every group's forward shares: all of the input before the first row any of them
   // needs. Shared only when that is every group's first row (the requests of one context), so
   // that each forward makes exactly the calls of the reference path: a shorter shared prefix
@@ -107,7 +133,7 @@ Result<std::vector<LoglikelihoodResult>> loglikelihood_score_requests(
   int shared = 0;
   std::vector<float> head_logits(V), rows;
   SequenceCache prefix = model_new_cache(model);
-  if (share_prefix && !truncated && groups.size() > 1) {
+  if (share_prefix && !prepared.truncated && groups.size() > 1) {
     const std::vector<int32_t>& first = inputs[groups[0].leader].ids;
     shared = groups[0].first_row;
     for (const Group& group : groups) {
@@ -136,10 +162,24 @@ Result<std::vector<LoglikelihoodResult>> loglikelihood_score_requests(
     rows.resize((long)(T - first_row) * V);
     model_forward_cached(model, cache, ids.data() + first_row, T - first_row, rows.data(),
                          /*last_only=*/false);
-    for (size_t r : group.members) {
-      const float* own_rows = rows.data() + (long)(inputs[r].first_row - first_row) * V;
-      results[r] = continuation_loglikelihood(own_rows, V, requests[r].continuation_ids);
-    }
+    score_group(prepared, group, requests, rows.data(), V, results);
+  }
+  return results;
+}
+
+Result<std::vector<LoglikelihoodResult>> loglikelihood_score_requests(
+    const RowsForward& forward, int vocab_size, const std::vector<TokenizedRequest>& requests,
+    int max_length) {
+  const int V = vocab_size;
+  GL_ASSIGN_OR_RETURN(const PreparedRequests prepared, prepare_requests(requests, max_length));
+  std::vector<LoglikelihoodResult> results(requests.size());
+  std::vector<float> rows;
+  for (const Group& group : prepared.groups) {
+    const std::vector<int32_t>& ids = prepared.inputs[group.leader].ids;
+    const int T = (int)ids.size();
+    rows.resize((long)(T - group.first_row) * V);
+    GL_TRY(forward(ids.data(), T, group.first_row, rows.data()));
+    score_group(prepared, group, requests, rows.data(), V, results);
   }
   return results;
 }

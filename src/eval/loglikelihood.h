@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "eval/likelihood_tasks.h"
@@ -56,5 +57,15 @@ LoglikelihoodResult continuation_loglikelihood(const float* rows, int V,
 Result<std::vector<LoglikelihoodResult>> loglikelihood_score_requests(
     const Model& model, const std::vector<TokenizedRequest>& requests, int max_length,
     bool share_prefix = true);
+
+// Logit rows [first_row, T) of T tokens read from position 0: rows (T − first_row, V). The
+// forward of another device (the GPU model), for loglikelihood_score_requests below.
+using RowsForward = std::function<Status(const int32_t* ids, int T, int first_row, float* rows)>;
+
+// The same requests, inputs and groups as above, each group's input in one `forward` from
+// position 0 (no prefix sharing across groups).
+Result<std::vector<LoglikelihoodResult>> loglikelihood_score_requests(
+    const RowsForward& forward, int vocab_size, const std::vector<TokenizedRequest>& requests,
+    int max_length);
 
 }  // namespace golinear::eval

@@ -319,3 +319,34 @@ TEST_F(Cli, InitStartsFromALinearizedCheckpoint) {
 }
 
 }  // namespace
+
+// --device cpu|cuda of generate, score, eval (ppl, likelihood and generation tasks) and analyze:
+// any other value is refused in one line; cuda is refused in one line by a build without CUDA,
+// and by a CUDA build for this fixture, whose head_dim 16 the CUDA kernels do not implement.
+TEST_F(Cli, DeviceOptionOfEveryCommandFailsInOneLine) {
+  const std::string data = std::string(GOLINEAR_TEST_DATA) + "/eval/";
+  const std::string text = std::string(GOLINEAR_TEST_DATA) + "/tokenizer/sample.txt";
+  const std::string input = write("in.jsonl", "{\"text\": \"Hello world\"}\n");
+  const std::string out = (dir_ / "analysis").string();
+  const std::vector<std::pair<std::string, std::string>> commands = {
+      {"generate", "generate " + kLlama + " --prompt hi --max-new-tokens 2"},
+      {"score", "score " + kLlama + " --input " + input},
+      {"eval ppl", "eval ppl " + kLlama + " --input " + data + "lambada_corpus_val.jsonl --limit 1"},
+      {"eval lambada", "eval lambada " + kLlama + " --data " + data + "lambada.jsonl --limit 2"},
+      {"eval piqa", "eval piqa " + kLlama + " --data " + data + "piqa.jsonl --limit 2"},
+      {"eval niah", "eval niah " + kLlama + " --length 512 --samples 1"},
+      {"eval ruler", "eval ruler " + kLlama + " --length 512 --samples 1 --subtask multikey"},
+      {"analyze", "analyze " + kLlama + " --data " + text + " --out " + out + " --tokens 64 --seq-len 32"},
+  };
+  for (const auto& [name, args] : commands) {
+    expect_one_line_error(run(args + " --device tpu"),
+                          "golinear " + name + ": --device must be cpu or cuda, got 'tpu'");
+    const CliRun cuda = run(args + " --device cuda");
+    expect_one_line_error(cuda, name);
+    const bool no_cuda_build = cuda.err.find("--device cuda needs the CUDA build") != std::string::npos;
+    const bool unsupported = cuda.err.find("--device cuda: gpu model: head_dim 16 is not supported") !=
+                             std::string::npos;
+    EXPECT_TRUE(no_cuda_build || unsupported) << name << ": " << cuda.err;
+    EXPECT_FALSE(fs::exists(out)) << name;
+  }
+}
