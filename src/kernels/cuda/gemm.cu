@@ -131,6 +131,18 @@ Status gemm_f32_nn(cublasHandle_t handle, float* C, float beta, const float* A, 
   return cublas_status(st, "cublasSgemm", "gemm_f32_nn");
 }
 
+Status gemm_bf16_tn_accumulate(cublasHandle_t handle, float* dW, const bf16* dout, const bf16* x,
+                               int T, int N, int C, cudaStream_t stream) {
+  // Row-major dW (N, C) is column-major (C, N) = x_cm (C, T) · dout_cm (N, T)ᵀ.
+  const float one = 1.0f;
+  cublasStatus_t st = cublasSetStream(handle, stream);
+  if (st == CUBLAS_STATUS_SUCCESS)
+    st = cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_T, C, N, T, &one, x, CUDA_R_16BF, C, dout,
+                      CUDA_R_16BF, N, &one, dW, CUDA_R_32F, C, CUBLAS_COMPUTE_32F,
+                      CUBLAS_GEMM_DEFAULT);
+  return cublas_status(st, "cublasGemmEx", "gemm_bf16_tn_accumulate");
+}
+
 Status gemm_f32_tn_accumulate(cublasHandle_t handle, float* dW, const float* dout, const float* x,
                               int T, int N, int C, cudaStream_t stream) {
   // Row-major dW (N, C) is column-major (C, N) = x_cm (C, T) · dout_cm (N, T)ᵀ.

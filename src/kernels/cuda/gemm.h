@@ -27,6 +27,10 @@ Status gemm_bf16_nn(cublasHandle_t handle, float* C, float beta, const bf16* A, 
 Status gemm_f32_nn(cublasHandle_t handle, float* C, float beta, const float* A, const float* B,
                    int M, int N, int K, cudaStream_t stream);
 
+// dW (N, C) fp32 += dOutᵀ x for dOut (T, N) and x (T, C) bf16, fp32 accumulation (cublasGemmEx).
+Status gemm_bf16_tn_accumulate(cublasHandle_t handle, float* dW, const bf16* dout, const bf16* x,
+                               int T, int N, int C, cudaStream_t stream);
+
 // dW (N, C) fp32 += dOutᵀ x for dOut (T, N) fp32 and x (T, C) fp32 (cublasSgemm, fp32).
 Status gemm_f32_tn_accumulate(cublasHandle_t handle, float* dW, const float* dout, const float* x,
                               int T, int N, int C, cudaStream_t stream);

@@ -52,30 +52,56 @@ __global__ void short_conv_forward_kernel(bf16* y, const bf16* x, const float* w
   }
 }
 
-// One thread per channel, looping over time: dw needs no atomics.
-__global__ void short_conv_backward_kernel(float* dx, float* dw, const float* dy, const bf16* x,
-                                           const float* w, int T, int N) {
+// Time-parallel: one thread per channel and run of kConvBwdRun tokens, the four dy values it
+// needs sliding along in registers. dx rows are written directly (null: skipped); the tap
+// gradients of each run go to partial[run][c][i] and a second kernel sums the runs in order
+// (deterministic, no atomics).
+constexpr int kConvBwdRun = 64;
+template <bool kWriteDx>
+__global__ void __launch_bounds__(256) short_conv_backward_runs_kernel(
+    float* __restrict__ dx, float* __restrict__ partial, const float* __restrict__ dy,
+    const bf16* __restrict__ x, const float* __restrict__ w, int T, int N) {
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  const int run = blockIdx.y;
   if (c >= N) return;
-  float wc[kConvWidth], dwc[kConvWidth] = {0, 0, 0, 0};
-#pragma unroll
-  for (int i = 0; i < kConvWidth; ++i) wc[i] = w[(long)c * kConvWidth + i];
-  for (int s = 0; s < T; ++s) {  // x_s feeds y_{s + 3 − i} through tap i
-    float acc = 0.0f;
+  const float4 wc = *reinterpret_cast<const float4*>(w + (long)c * kConvWidth);
+  const int s_begin = run * kConvBwdRun, s_end = min(T, s_begin + kConvBwdRun);
+  // d[j] = dy[s + j] (0 beyond T); x_s feeds y_{s + 3 − i} through tap i.
+  float d0 = dy[(long)s_begin * N + c];
+  float d1 = s_begin + 1 < T ? dy[(long)(s_begin + 1) * N + c] : 0.0f;
+  float d2 = s_begin + 2 < T ? dy[(long)(s_begin + 2) * N + c] : 0.0f;
+  float dw0 = 0.0f, dw1 = 0.0f, dw2 = 0.0f, dw3 = 0.0f;
+#pragma unroll 8
+  for (int s = s_begin; s < s_end; ++s) {
+    const float d3 = s + 3 < T ? dy[(long)(s + 3) * N + c] : 0.0f;
     const float xs = __bfloat162float(x[(long)s * N + c]);
-#pragma unroll
-    for (int i = 0; i < kConvWidth; ++i) {
-      const int t = s + (kConvWidth - 1) - i;
-      if (t < T) {
-        const float g = dy[(long)t * N + c];
-        acc += wc[i] * g;
-        dwc[i] += g * xs;
-      }
+    // the order of the unfused reference: taps i = 0 .. 3 ↔ t = s + 3 .. s
+    if constexpr (kWriteDx) {
+      float acc = 0.0f;
+      acc += wc.x * d3;
+      acc += wc.y * d2;
+      acc += wc.z * d1;
+      acc += wc.w * d0;
+      dx[(long)s * N + c] = acc;
     }
-    dx[(long)s * N + c] = acc;
+    dw0 += d3 * xs;
+    dw1 += d2 * xs;
+    dw2 += d1 * xs;
+    dw3 += d0 * xs;
+    d0 = d1, d1 = d2, d2 = d3;
   }
-#pragma unroll
-  for (int i = 0; i < kConvWidth; ++i) dw[(long)c * kConvWidth + i] += dwc[i];
+  *reinterpret_cast<float4*>(partial + ((long)run * N + c) * kConvWidth) = make_float4(dw0, dw1, dw2, dw3);
+}
+
+// dw (N, 4) += Σ_run partial[run] in run order.
+__global__ void short_conv_dw_reduce_kernel(float* __restrict__ dw, const float* __restrict__ partial,
+                                            int runs, int N) {
+  const long i = blockIdx.x * (long)blockDim.x + threadIdx.x;
+  const long n = (long)N * kConvWidth;
+  if (i >= n) return;
+  float acc = 0.0f;
+  for (int r = 0; r < runs; ++r) acc += partial[(long)r * n + i];
+  dw[i] += acc;
 }
 
 // One warp per row.
@@ -517,11 +543,49 @@ Status short_conv_forward(bf16* y, const bf16* x, const float* w, int T, int N, 
   return ok_status();
 }
 
+size_t short_conv_backward_workspace_bytes(int T, int N) {
+  const long runs = std::max(1, (T + kConvBwdRun - 1) / kConvBwdRun);
+  return (size_t)runs * N * kConvWidth * sizeof(float);
+}
+
 Status short_conv_backward(float* dx, float* dw, const float* dy, const bf16* x, const float* w,
-                           int T, int N, cudaStream_t stream) {
-  short_conv_backward_kernel<<<(N + 127) / 128, 128, 0, stream>>>(dx, dw, dy, x, w, T, N);
+                           int T, int N, void* workspace, size_t workspace_bytes,
+                           cudaStream_t stream) {
+  if (T < 1 || N < 1) return ok_status();
+  if (workspace_bytes < short_conv_backward_workspace_bytes(T, N))
+    return make_error("short_conv_backward: workspace too small");
+  const int runs = (T + kConvBwdRun - 1) / kConvBwdRun;
+  float* partial = static_cast<float*>(workspace);
+  const dim3 grid((N + 255) / 256, runs);
+  if (dx)
+    short_conv_backward_runs_kernel<true><<<grid, 256, 0, stream>>>(dx, partial, dy, x, w, T, N);
+  else
+    short_conv_backward_runs_kernel<false><<<grid, 256, 0, stream>>>(dx, partial, dy, x, w, T, N);
+  GL_CUDA_CHECK_LAUNCH();
+  const long n = (long)N * kConvWidth;
+  short_conv_dw_reduce_kernel<<<(unsigned)((n + 255) / 256), 256, 0, stream>>>(dw, partial, runs, N);
   GL_CUDA_CHECK_LAUNCH();
   return ok_status();
+}
+
+Status rope_table(float2* cs, const float* inv_freq, int T, int D, long pos0, cudaStream_t stream) {
+  rope_table_kernel<<<blocks_for((long)T * D / 2, 256), 256, 0, stream>>>(cs, inv_freq, T, D / 2, pos0);
+  GL_CUDA_CHECK_LAUNCH();
+  return ok_status();
+}
+
+Status conv_rope_unit_forward(bf16* conv_out, bf16* rope_out, bf16* unit_out, const bf16* x,
+                              const float* w, const float2* cs, int T, int heads, int D,
+                              cudaStream_t stream) {
+  if (rope_out && !cs) return make_error("conv_rope_unit_forward: RoPE needs the table");
+  const long runs = (T + kConvRun - 1) / kConvRun;
+  return dispatch_head_dim(D, [&](auto d) -> Status {
+    constexpr int Dc = decltype(d)::value;
+    conv_rope_unit_kernel<Dc><<<blocks_for(runs * heads * 32, 256), 256, 0, stream>>>(
+        conv_out, rope_out, unit_out, x, w, cs, T, heads);
+    GL_CUDA_CHECK_LAUNCH();
+    return ok_status();
+  });
 }
 
 Status unit_rows_forward(bf16* out, const bf16* in, long rows, int D, cudaStream_t stream) {

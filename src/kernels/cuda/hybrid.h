@@ -19,9 +19,23 @@ namespace golinear::kernels::cuda {
 // Causal depthwise conv of width 4: y, x (T, N) bf16, w (N, 4) fp32 (tap 3 = current token).
 Status short_conv_forward(bf16* y, const bf16* x, const float* w, int T, int N,
                           cudaStream_t stream);
-// dx (T, N) fp32 (=), dw (N, 4) fp32 (+=) from dy (T, N) fp32.
+// dx (T, N) fp32 (=; null: not computed), dw (N, 4) fp32 (+=) from dy (T, N) fp32. Parallel
+// over time: the tap gradients of each run of tokens go to the workspace, then are summed in
+// run order (deterministic).
+size_t short_conv_backward_workspace_bytes(int T, int N);
 Status short_conv_backward(float* dx, float* dw, const float* dy, const bf16* x, const float* w,
-                           int T, int N, cudaStream_t stream);
+                           int T, int N, void* workspace, size_t workspace_bytes,
+                           cudaStream_t stream);
+
+// cs (T, D/2) = (cos, sin) of (pos0 + t) · inv_freq[i] (fp32 angle, as rope_apply).
+Status rope_table(float2* cs, const float* inv_freq, int T, int D, long pos0, cudaStream_t stream);
+// short_conv_forward of x (T, heads·D) with taps w (heads·D, 4), then in the same pass any of
+// (each may be null): conv_out the conv output, rope_out its RoPE from position 0 (table cs of
+// rope_table), unit_out its unit-norm rows; bitwise the arithmetic of short_conv_forward →
+// rope_apply / unit_rows_forward. D 64 or 128.
+Status conv_rope_unit_forward(bf16* conv_out, bf16* rope_out, bf16* unit_out, const bf16* x,
+                              const float* w, const float2* cs, int T, int heads, int D,
+                              cudaStream_t stream);
 
 // out (rows, D) = in / sqrt(‖in‖² + 1e-6), bf16 → bf16.
 Status unit_rows_forward(bf16* out, const bf16* in, long rows, int D, cudaStream_t stream);

@@ -10,7 +10,7 @@ namespace golinear::kernels::cuda {
 
 namespace {
 
-constexpr int kReduceBlocks = 256;   // partial sums per reduction (fixed: deterministic order)
+constexpr int kReduceBlocks = 1024;  // partial sums per reduction (fixed: deterministic order)
 constexpr int kReduceThreads = 256;
 
 unsigned grid_for(long n, int threads) {
@@ -124,12 +124,78 @@ __global__ void nmse_partial_kernel(double* partial, const float* s, const bf16*
   if (threadIdx.x == 0) partial[2 * blockIdx.x] = err, partial[2 * blockIdx.x + 1] = ref;
 }
 
+// One warp: lane l sums the partials l, l + 32, … in order, then a fixed butterfly.
+__device__ double warp_sum_double(double x) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) x += __shfl_xor_sync(0xffffffffu, x, offset);
+  return x;
+}
+
 __global__ void nmse_final_kernel(double* sums, const double* partial, int blocks) {
-  if (threadIdx.x != 0) return;
   double err = 0.0, ref = 0.0;
-  for (int b = 0; b < blocks; ++b) err += partial[2 * b], ref += partial[2 * b + 1];
-  sums[0] = err;
-  sums[1] = ref;
+  for (int b = threadIdx.x; b < blocks; b += 32) err += partial[2 * b], ref += partial[2 * b + 1];
+  err = warp_sum_double(err);
+  ref = warp_sum_double(ref);
+  if (threadIdx.x == 0) sums[0] = err, sums[1] = ref;
+}
+
+// nmse_partial_kernel of y = (1 − λ) y_exact + λ y_lin, computed as mix_gate_forward_kernel.
+__global__ void mix_nmse_partial_kernel(double* partial, const bf16* y_exact, const bf16* y_lin,
+                                        const float* lambda, const bf16* t, long rows, int D) {
+  __shared__ double scratch[32];
+  double err = 0.0, ref = 0.0;
+  const long n = rows * D;
+  for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n;
+       i += (long)gridDim.x * blockDim.x) {
+    const float l = lambda[i / D];
+    const float y = (1.0f - l) * __bfloat162float(y_exact[i]) + l * __bfloat162float(y_lin[i]);
+    const double tv = __bfloat162float(t[i]);
+    const double d = (double)y - tv;
+    err += d * d;
+    ref += tv * tv;
+  }
+  err = block_sum_double(err, scratch);
+  ref = block_sum_double(ref, scratch);
+  if (threadIdx.x == 0) partial[2 * blockIdx.x] = err, partial[2 * blockIdx.x + 1] = ref;
+}
+
+// mix_gate_backward_kernel with dy = factor · (y − t) (nmse_grad_kernel) recomputed in place.
+__global__ void mix_gate_nmse_backward_kernel(float* dy_exact, bf16* dy_lin, float* dlogits,
+                                              const double* sums, float scale, const bf16* t,
+                                              const bf16* y_exact, const bf16* y_lin,
+                                              const float* lambda, long rows, int H, int D) {
+  const double ref_sum = fmax(sums[1], 1e-12);
+  const float factor = (float)(2.0 / ref_sum) * scale;
+  const int lane = threadIdx.x % 32;
+  for (long row = (blockIdx.x * (long)blockDim.x + threadIdx.x) / 32; row < rows;
+       row += (long)gridDim.x * blockDim.x / 32) {
+    const float l = lambda[row];
+    float dl = 0.0f;
+    for (int d = lane; d < D; d += 32) {
+      const long i = row * D + d;
+      const float ye = __bfloat162float(y_exact[i]), yl = __bfloat162float(y_lin[i]);
+      const float y = (1.0f - l) * ye + l * yl;
+      const float g = factor * (y - __bfloat162float(t[i]));
+      dl += g * (yl - ye);
+      dy_exact[i] = (1.0f - l) * g;
+      dy_lin[i] = __float2bfloat16(l * g);
+    }
+    dl = device::warp_sum(dl);
+    if (lane == 0) {
+      const long tt = row / H;
+      const int h = (int)(row % H);
+      dlogits[tt * 3 * H + 2 * H + h] = dl * l * (1.0f - l);
+    }
+  }
+}
+
+__global__ void split_bf16_pair_kernel(bf16* hi, bf16* lo, const float* x, long n) {
+  for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n;
+       i += (long)gridDim.x * blockDim.x) {
+    const bf16 h = __float2bfloat16(x[i]);
+    hi[i] = h;
+    lo[i] = __float2bfloat16(x[i] - __bfloat162float(h));
+  }
 }
 
 __global__ void nmse_grad_kernel(float* dy, const float* s, const bf16* t, long n,
@@ -193,10 +259,10 @@ __global__ void sum_squares_partial_kernel(double* partial, const float* x, long
 }
 
 __global__ void norm_final_kernel(float* norm, const double* partial, int blocks) {
-  if (threadIdx.x != 0) return;
   double acc = 0.0;
-  for (int b = 0; b < blocks; ++b) acc += partial[b];
-  *norm = (float)sqrt(acc);
+  for (int b = threadIdx.x; b < blocks; b += 32) acc += partial[b];
+  acc = warp_sum_double(acc);
+  if (threadIdx.x == 0) *norm = (float)sqrt(acc);
 }
 
 __global__ void adamw_kernel(float* value, float* grad, float* m, float* v, long n,
@@ -243,6 +309,35 @@ Status mix_gate_backward(float* dy_exact, bf16* dy_lin, float* dlogits, const fl
                          int D, cudaStream_t stream) {
   mix_gate_backward_kernel<<<grid_for((long)T * H * 32, 256), 256, 0, stream>>>(
       dy_exact, dy_lin, dlogits, dy, y_exact, y_lin, lambda, (long)T * H, H, D);
+  GL_CUDA_CHECK_LAUNCH();
+  return ok_status();
+}
+
+Status mix_gate_nmse_forward(double* sums, const bf16* y_exact, const bf16* y_lin,
+                             const float* lambda, const bf16* teacher, int T, int H, int D,
+                             void* workspace, size_t workspace_bytes, cudaStream_t stream) {
+  if (workspace_bytes < nmse_workspace_bytes()) return make_error("mix_gate_nmse_forward: workspace too small");
+  double* partial = static_cast<double*>(workspace);
+  mix_nmse_partial_kernel<<<kReduceBlocks, kReduceThreads, 0, stream>>>(partial, y_exact, y_lin,
+                                                                        lambda, teacher, (long)T * H, D);
+  GL_CUDA_CHECK_LAUNCH();
+  nmse_final_kernel<<<1, 32, 0, stream>>>(sums, partial, kReduceBlocks);
+  GL_CUDA_CHECK_LAUNCH();
+  return ok_status();
+}
+
+Status mix_gate_nmse_backward(float* dy_exact, bf16* dy_lin, float* dlogits, const double* sums,
+                              float scale, const bf16* teacher, const bf16* y_exact,
+                              const bf16* y_lin, const float* lambda, int T, int H, int D,
+                              cudaStream_t stream) {
+  mix_gate_nmse_backward_kernel<<<grid_for((long)T * H * 32, 256), 256, 0, stream>>>(
+      dy_exact, dy_lin, dlogits, sums, scale, teacher, y_exact, y_lin, lambda, (long)T * H, H, D);
+  GL_CUDA_CHECK_LAUNCH();
+  return ok_status();
+}
+
+Status split_f32_to_bf16_pair(bf16* hi, bf16* lo, const float* x, long n, cudaStream_t stream) {
+  split_bf16_pair_kernel<<<grid_for(n, 256), 256, 0, stream>>>(hi, lo, x, n);
   GL_CUDA_CHECK_LAUNCH();
   return ok_status();
 }

@@ -41,6 +41,20 @@ Status mix_gate_backward(float* dy_exact, bf16* dy_lin, float* dlogits, const fl
                          const bf16* y_exact, const bf16* y_lin, const float* lambda, int T, int H,
                          int D, cudaStream_t stream);
 
+// The mix gate fused with the attention-transfer loss (no y or dy buffer): for
+// y = (1 − λ) y_exact + λ y_lin (fp32, the arithmetic of mix_gate_forward_f32) against the bf16
+// teacher (T, H, D), sums[0] = Σ (y − t)², sums[1] = Σ t² as nmse_loss_forward_backward
+// (workspace: nmse_workspace_bytes).
+Status mix_gate_nmse_forward(double* sums, const bf16* y_exact, const bf16* y_lin,
+                             const float* lambda, const bf16* teacher, int T, int H, int D,
+                             void* workspace, size_t workspace_bytes, cudaStream_t stream);
+// mix_gate_backward of dy = scale · 2 (y − t) / max(sums[1], 1e-12) (nmse_loss_forward_backward's
+// gradient) with y recomputed as above: the same values as the unfused kernels.
+Status mix_gate_nmse_backward(float* dy_exact, bf16* dy_lin, float* dlogits, const double* sums,
+                              float scale, const bf16* teacher, const bf16* y_exact,
+                              const bf16* y_lin, const float* lambda, int T, int H, int D,
+                              cudaStream_t stream);
+
 // ---- loss ----------------------------------------------------------------------------------
 
 // Scratch the NMSE kernels need (per-block partial sums).
@@ -59,6 +73,9 @@ Status convert_f32_to_bf16(bf16* out, const float* in, long n, cudaStream_t stre
 Status convert_bf16_to_f32(float* out, const bf16* in, long n, cudaStream_t stream);
 // a (n) fp32 += b (n) fp32.
 Status add_f32(float* a, const float* b, long n, cudaStream_t stream);
+// x (n) fp32 → hi = bf16(x), lo = bf16(x − hi): hi + lo holds x to about 2^-16 relative (two
+// bf16 GEMMs then give an fp32-accurate product with bf16 tensor cores).
+Status split_f32_to_bf16_pair(bf16* hi, bf16* lo, const float* x, long n, cudaStream_t stream);
 
 // RoPE's backward on fp32 gradients: dst (T, N, D) fp32 += rotation of src (T, N, D) fp32 by
 // −θ (token t at position pos0 + t; the transpose of rope_apply's rotation).

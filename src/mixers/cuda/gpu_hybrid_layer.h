@@ -42,6 +42,35 @@ Status gpu_hybrid_check_recipe(const MixerOptions& options, const AttentionShape
 std::vector<GpuParamSlot> gpu_hybrid_layout(const AttentionShape& shape);
 long gpu_hybrid_parameter_count(const AttentionShape& shape);
 
+// Stage timing of the GPU trainers (GOLINEAR_TRANSFER_PROFILE=1): mark(stage) records a CUDA
+// event on the stream; the GPU time since the previous mark is charged to `stage`, so a stage's
+// time includes any idle gap before it (host work, synchronization). collect() after the stream
+// is idle folds the recorded intervals into the totals; report() is a table, one row per stage
+// in order of first appearance. Disabled (the default), mark and collect do nothing.
+class GpuStageProfile {
+ public:
+  GpuStageProfile() = default;
+  GpuStageProfile(const GpuStageProfile&) = delete;
+  GpuStageProfile& operator=(const GpuStageProfile&) = delete;
+  ~GpuStageProfile();
+  // Set when GOLINEAR_TRANSFER_PROFILE is set to anything but "" or "0".
+  static bool enabled_by_env();
+  void enable() { enabled_ = true; }
+  bool enabled() const { return enabled_; }
+  void mark(const char* stage, cudaStream_t stream);
+  Status collect();
+  // Rows: stage, total ms, ms per `unit` (e.g. per sequence), share of the total.
+  std::string report(const std::string& title, long units, const std::string& unit) const;
+
+ private:
+  bool enabled_ = false;
+  std::vector<cudaEvent_t> events_;
+  std::vector<const char*> pending_;  // stage of each recorded event
+  size_t used_ = 0;
+  std::vector<std::pair<std::string, double>> totals_;
+  std::vector<long> counts_;
+};
+
 // Device buffers of one training forward + backward for T tokens, shareable by every layer of
 // one shape (the layers run one after another).
 class GpuHybridScratch {
@@ -68,12 +97,15 @@ class GpuHybridScratch {
   float *dg = nullptr, *dbeta = nullptr;             // (T, H)
   float *dqr = nullptr, *dkr = nullptr, *dv = nullptr;      // (T, H, D), (T, G, D) ×2
   float *dqc = nullptr, *dkc = nullptr;              // (T, H, D), (T, G, D)
-  float* x_f32 = nullptr;                            // (T, C)
-  float* conv_dx = nullptr;                          // (T, H·D) input gradient of the conv (unused)
+  bf16 *dlogits_hi = nullptr, *dlogits_lo = nullptr;  // (T, 3H) dlogits as a bf16 pair
   double* loss_sums = nullptr;                       // (2) Σ(y − yᵀ)², Σ yᵀ²
+  float2* rope_cs = nullptr;                         // (T, D/2) RoPE table
   void *gdn_forward_ws = nullptr, *gdn_backward_ws = nullptr, *attn_backward_ws = nullptr,
-       *nmse_ws = nullptr;
-  size_t gdn_forward_bytes = 0, gdn_backward_bytes = 0, attn_backward_bytes = 0, nmse_bytes = 0;
+       *nmse_ws = nullptr, *conv_ws = nullptr;
+  size_t gdn_forward_bytes = 0, gdn_backward_bytes = 0, attn_backward_bytes = 0, nmse_bytes = 0,
+         conv_bytes = 0;
+  // Stage timing of forward/backward (null: none).
+  GpuStageProfile* profile = nullptr;
 
  private:
   int T_ = 0;
@@ -97,8 +129,10 @@ class GpuHybridLayer {
   Status refresh_gates(cudaStream_t stream);
 
   // s.y (T, H, D) fp32 from x (T, C), q (T, H, D), k, v (T, G, D) bf16 (before RoPE), T = s.T().
+  // mix_output false: everything but the final mix (s.y is not written; attention transfer
+  // fuses the mix with its loss, see backward_nmse).
   Status forward(GpuHybridScratch& s, const bf16* x, const bf16* q, const bf16* k, const bf16* v,
-                 cublasHandle_t cublas, cudaStream_t stream) const;
+                 cublasHandle_t cublas, cudaStream_t stream, bool mix_output = true) const;
   // Parameter gradients (+=) of Σ s.dy · s.y, after forward on the same scratch and inputs.
   Status backward(GpuHybridScratch& s, const bf16* x, const bf16* q, const bf16* k,
                   const bf16* v, cublasHandle_t cublas, cudaStream_t stream);
@@ -108,6 +142,15 @@ class GpuHybridLayer {
   Status backward(GpuHybridScratch& s, const bf16* x, const bf16* q, const bf16* k,
                   const bf16* v, cublasHandle_t cublas, cudaStream_t stream, float* dx,
                   float* dq, float* dk, float* dv);
+  // Attention transfer without y and dy buffers: after forward(mix_output = false), `sums`
+  // (device, 2 doubles) ← Σ (y − teacher)², Σ teacher² (kernels/cuda/hybrid_train.h,
+  // mix_gate_nmse_forward); then backward_nmse adds the parameter gradients of scale · nmse
+  // (the same as s.dy = nmse_loss_forward_backward's gradient, then backward).
+  Status loss_nmse(GpuHybridScratch& s, double* sums, const bf16* teacher,
+                   cudaStream_t stream) const;
+  Status backward_nmse(GpuHybridScratch& s, const double* sums, float scale, const bf16* teacher,
+                       const bf16* x, const bf16* q, const bf16* k, const bf16* v,
+                       cublasHandle_t cublas, cudaStream_t stream);
 
   const AttentionShape& shape() const { return shape_; }
   const std::vector<GpuParamSlot>& layout() const { return layout_; }
@@ -115,6 +158,11 @@ class GpuHybridLayer {
   float* grad() const { return grad_; }
 
  private:
+  // Everything below the mix gate (stages 3, 2, 1), after s.dy_exact, s.dy_lin and the λ columns
+  // of s.dlogits are set.
+  Status backward_below_mix(GpuHybridScratch& s, const bf16* x, const bf16* q, const bf16* k,
+                            const bf16* v, cublasHandle_t cublas, cudaStream_t stream, float* dx,
+                            float* dq, float* dk, float* dv);
   const float* param(const char* name) const;
   float* grad_of(const char* name) const;
 

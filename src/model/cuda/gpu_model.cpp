@@ -97,6 +97,11 @@ void DeviceArena::clear() {
 // ---- GpuModel -----------------------------------------------------------------------------------
 
 GpuModel::~GpuModel() {
+  for (int i = 0; i < 2; ++i) {  // nothing to report from a destructor
+    if (pinned_ids_[i]) cudaFreeHost(pinned_ids_[i]);
+    if (ids_copied_[i]) cudaEventDestroy(ids_copied_[i]);
+  }
+  trace_alt_memory_.clear();
   scratch_.clear();
   layers_.clear();
   weights_.clear();
@@ -326,6 +331,8 @@ void GpuModel::release_scratch() {
   scratch_T_ = 0;
   scratch_trace_ = false;
   trace_.clear();
+  trace_alt_memory_.clear();
+  trace_alt_.clear();
 }
 
 Status GpuModel::ensure_scratch(int T, bool trace) {
@@ -432,6 +439,8 @@ Status GpuModel::forward_device(const int32_t* ids, int T, float* logits, bool l
       GL_TRY(kc::rope_apply(kr, inv_freq_, T, G, D, 0, 1, s));
       GL_TRY(kc::attention_forward(Y, nullptr, qr_, kr, vv, T, H, G, D, kc::AttentionMaskSpec{}, s));
     }
+    // A trace alone (no logits, no cache) needs nothing after the last layer's mixer.
+    if (trace && !logits && !cache && l == c.num_layers - 1) break;
     for (int r0 = 0; r0 < T; r0 += kRowChunk) {
       const int n = std::min(kRowChunk, T - r0);
       float* h = h_ + (size_t)r0 * C;
@@ -478,6 +487,53 @@ Status gpu_model_trace(GpuModel& model, const int32_t* tokens, int T,
                                 model.stream_));
   GL_TRY(model.forward_device(model.ids_, T, nullptr, false, layers, nullptr));
   GL_CUDA_CHECK(cudaStreamSynchronize(model.stream_));
+  return ok_status();
+}
+
+Status gpu_model_trace_async(GpuModel& model, const int32_t* tokens, int T, int slot,
+                             cudaEvent_t wait, cudaEvent_t done,
+                             std::vector<GpuLayerTrace>* layers) {
+  if (slot != 0 && slot != 1) return make_error("gpu_model_trace_async: slot ", slot, " is not 0 or 1");
+  GL_TRY(model.ensure_scratch(T, true));
+  const ModelConfig& c = model.config_;
+  if (slot == 1 && model.trace_alt_.empty()) {  // as large as slot 0's (scratch_T_ ≥ T tokens)
+    const size_t n = model.scratch_T_, C = c.hidden_size, H = c.num_heads, G = c.num_kv_heads,
+                 D = c.head_dim;
+    DeviceArena& a = model.trace_alt_memory_;
+    std::vector<GpuLayerTrace> alt(c.num_layers);
+    for (auto& t : alt) {
+      GL_ASSIGN_OR_RETURN(bf16 * x, a.alloc<bf16>(n * C));
+      GL_ASSIGN_OR_RETURN(bf16 * q, a.alloc<bf16>(n * H * D));
+      GL_ASSIGN_OR_RETURN(bf16 * k, a.alloc<bf16>(n * G * D));
+      GL_ASSIGN_OR_RETURN(bf16 * v, a.alloc<bf16>(n * G * D));
+      GL_ASSIGN_OR_RETURN(bf16 * y, a.alloc<bf16>(n * H * D));
+      t = {x, q, k, v, y};
+    }
+    model.trace_alt_ = std::move(alt);
+  }
+  if (model.pinned_T_ < T) {
+    for (int i = 0; i < 2; ++i) {
+      if (model.ids_copied_[i]) GL_CUDA_CHECK(cudaEventSynchronize(model.ids_copied_[i]));
+      if (model.pinned_ids_[i]) GL_CUDA_CHECK(cudaFreeHost(model.pinned_ids_[i]));
+      model.pinned_ids_[i] = nullptr;
+      GL_CUDA_CHECK(cudaMallocHost(&model.pinned_ids_[i], (size_t)T * sizeof(int32_t)));
+      if (!model.ids_copied_[i])
+        GL_CUDA_CHECK(cudaEventCreateWithFlags(&model.ids_copied_[i], cudaEventDisableTiming));
+    }
+    model.pinned_T_ = T;
+  }
+  // The slot's staging buffer is free once its previous upload has run.
+  GL_CUDA_CHECK(cudaEventSynchronize(model.ids_copied_[slot]));
+  std::copy_n(tokens, T, model.pinned_ids_[slot]);
+  if (wait) GL_CUDA_CHECK(cudaStreamWaitEvent(model.stream_, wait, 0));
+  GL_CUDA_CHECK(cudaMemcpyAsync(model.ids_, model.pinned_ids_[slot], (size_t)T * 4,
+                                cudaMemcpyHostToDevice, model.stream_));
+  GL_CUDA_CHECK(cudaEventRecord(model.ids_copied_[slot], model.stream_));
+  if (slot == 1) std::swap(model.trace_, model.trace_alt_);
+  Status st = model.forward_device(model.ids_, T, nullptr, false, layers, nullptr);
+  if (slot == 1) std::swap(model.trace_, model.trace_alt_);
+  GL_TRY(st);
+  if (done) GL_CUDA_CHECK(cudaEventRecord(done, model.stream_));
   return ok_status();
 }
 

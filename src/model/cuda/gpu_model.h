@@ -54,6 +54,17 @@ using kernels::cuda::HybridCacheView;
 using kernels::cuda::HybridParams;
 using kernels::cuda::HybridShape;
 
+// Pipelined tracing (attention transfer runs the teacher of the next sequence while the students
+// train on this one): gpu_model_trace into the trace buffers of `slot` (0 or 1; slot 0 is
+// gpu_model_trace's, slot 1's are allocated on first use), enqueued on the model's stream behind
+// `wait` (an event, or null) and returned without waiting for the GPU; `done` (an event, or
+// null) is recorded once the traces are written. The tokens are staged in pinned memory before
+// it returns. A slot's traces stay valid until the next call on that slot, which the caller
+// orders after its reads through `wait`.
+Status gpu_model_trace_async(GpuModel& model, const int32_t* tokens, int T, int slot,
+                             cudaEvent_t wait, cudaEvent_t done,
+                             std::vector<GpuLayerTrace>* layers);
+
 // Device memory owned in pieces (plain cudaMalloc), freed together.
 class DeviceArena {
  public:
@@ -140,6 +151,8 @@ class GpuModel {
  private:
   friend class GpuSequenceCache;
   friend Status gpu_model_trace(GpuModel&, const int32_t*, int, std::vector<GpuLayerTrace>*);
+  friend Status gpu_model_trace_async(GpuModel&, const int32_t*, int, int, cudaEvent_t,
+                                      cudaEvent_t, std::vector<GpuLayerTrace>*);
   friend Status gpu_decode(GpuModel&, GpuSequenceCache&, int32_t, float*, int32_t*);
   friend Status gpu_prefill(GpuModel&, GpuSequenceCache&, const int32_t*, int, float*);
   friend Result<std::unique_ptr<GpuModel>> gpu_model_upload(const Model& model);
@@ -171,6 +184,12 @@ class GpuModel {
   void* hybrid_ws_ = nullptr;
   size_t hybrid_ws_bytes_ = 0;
   std::vector<GpuLayerTrace> trace_;          // per-layer buffers when tracing
+  // gpu_model_trace_async: slot 1's trace buffers, the pinned token staging of both slots.
+  DeviceArena trace_alt_memory_;
+  std::vector<GpuLayerTrace> trace_alt_;
+  int32_t* pinned_ids_[2] = {nullptr, nullptr};
+  cudaEvent_t ids_copied_[2] = {nullptr, nullptr};
+  int pinned_T_ = 0;
 };
 
 // Random bf16 weights of `config`'s shape built on the GPU (no host copy): matrices N(0, 0.02²),

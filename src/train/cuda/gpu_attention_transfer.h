@@ -11,7 +11,11 @@
 // softmax (kept full).
 #pragma once
 
+#include <cuda_runtime.h>
+
 #include <functional>
+#include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "model/cuda/gpu_model.h"
@@ -21,15 +25,44 @@ namespace golinear::train::cuda {
 
 // Fills one trace per layer (device pointers, valid until the next call) for one sequence of
 // T tokens from position 0.
-using GpuTeacher =
+using GpuTraceFn =
     std::function<Status(const int32_t* tokens, int T, std::vector<golinear::cuda::GpuLayerTrace>* layers)>;
+// The pipelined form (golinear::cuda::gpu_model_trace_async): enqueues the trace into `slot`
+// (0 or 1) behind the event `wait` (or null), records `done` when written, returns at once.
+using GpuTraceAsyncFn =
+    std::function<Status(const int32_t* tokens, int T, int slot, cudaEvent_t wait, cudaEvent_t done,
+                         std::vector<golinear::cuda::GpuLayerTrace>* layers)>;
+
+// A teacher: the synchronous trace, and optionally the pipelined one, with which the trainer
+// runs the teacher of the next sequence on the teacher's stream while the students of this one
+// train, when GOLINEAR_TRANSFER_PIPELINE=1 (opt-in, experimental: see gpu_attention_transfer.cpp).
+class GpuTeacher {
+ public:
+  GpuTeacher() = default;
+  template <class F, class = std::enable_if_t<!std::is_same_v<std::decay_t<F>, GpuTeacher> &&
+                                              std::is_constructible_v<GpuTraceFn, F>>>
+  GpuTeacher(F trace) : trace_(std::move(trace)) {}  // a plain trace function converts
+  GpuTeacher(GpuTraceFn trace, GpuTraceAsyncFn trace_async)
+      : trace_(std::move(trace)), trace_async_(std::move(trace_async)) {}
+  Status operator()(const int32_t* tokens, int T,
+                    std::vector<golinear::cuda::GpuLayerTrace>* layers) const {
+    return trace_(tokens, T, layers);
+  }
+  const GpuTraceAsyncFn& async() const { return trace_async_; }  // empty: not pipelined
+
+ private:
+  GpuTraceFn trace_;
+  GpuTraceAsyncFn trace_async_;
+};
 
 // The teacher as the CPU computes it (model_forward's trace, rounded to bf16 and uploaded):
 // the reference for tests, independent of the GPU model.
 Result<GpuTeacher> gpu_teacher_from_cpu(const Model& teacher);
 
-// The teacher on the GPU (model/cuda/gpu_model.h, bf16): `teacher` uploaded once.
+// The teacher on the GPU (model/cuda/gpu_model.h, bf16): `teacher` uploaded once. Pipelined.
 Result<GpuTeacher> gpu_teacher_from_model(const Model& teacher);
+// A model already on the GPU (e.g. gpu_model_random) as the teacher, pipelined.
+GpuTeacher gpu_teacher_from_gpu_model(std::shared_ptr<golinear::cuda::GpuModel> model);
 
 // Attention transfer with the given teacher trace; `teacher` supplies the config and RoPE
 // frequencies. Same result fields as train::attention_transfer.

@@ -21,6 +21,27 @@ Status CublasHandle::create() {
   return ok_status();
 }
 
+CudaStream::~CudaStream() {
+  if (stream_) cudaStreamDestroy(stream_);  // nothing to report from a destructor
+}
+
+Status CudaStream::create(bool highest_priority) {
+  int least = 0, greatest = 0;
+  GL_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+  GL_CUDA_CHECK(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking,
+                                             highest_priority ? greatest : 0));
+  return ok_status();
+}
+
+CudaEvent::~CudaEvent() {
+  if (event_) cudaEventDestroy(event_);
+}
+
+Status CudaEvent::create() {
+  GL_CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming));
+  return ok_status();
+}
+
 Result<std::vector<FlatPiece>> flat_pieces(MixerStack& students, const std::vector<int>& trained,
                                            const std::vector<long>& block_offset,
                                            const std::string& what) {

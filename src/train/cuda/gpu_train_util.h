@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cublas_v2.h>
+#include <cuda_runtime.h>
 
 #include <string>
 #include <vector>
@@ -25,6 +26,35 @@ class CublasHandle {
 
  private:
   cublasHandle_t handle_ = nullptr;
+};
+
+// A non-blocking CUDA stream owned (destroyed with the object).
+class CudaStream {
+ public:
+  CudaStream() = default;
+  CudaStream(const CudaStream&) = delete;
+  CudaStream& operator=(const CudaStream&) = delete;
+  ~CudaStream();
+  // priority: the device's highest (greatest) priority when true, else the default.
+  Status create(bool highest_priority);
+  cudaStream_t get() const { return stream_; }
+
+ private:
+  cudaStream_t stream_ = nullptr;
+};
+
+// A CUDA event without timing, owned.
+class CudaEvent {
+ public:
+  CudaEvent() = default;
+  CudaEvent(const CudaEvent&) = delete;
+  CudaEvent& operator=(const CudaEvent&) = delete;
+  ~CudaEvent();
+  Status create();
+  cudaEvent_t get() const { return event_; }
+
+ private:
+  cudaEvent_t event_ = nullptr;
 };
 
 // Where one trained tensor sits in the CPU AdamW's flat order and in the device buffer.

@@ -23,10 +23,7 @@ Result<Json> gpu_transfer_bench(const TransferBenchOptions& o) {
     GL_ASSIGN_OR_RETURN(auto made, golinear::cuda::gpu_model_random(shape.config, o.seed));
     gpu = std::move(made);
   }
-  GpuTeacher teacher = [gpu](const int32_t* tokens, int T,
-                             std::vector<golinear::cuda::GpuLayerTrace>* layers) {
-    return golinear::cuda::gpu_model_trace(*gpu, tokens, T, layers);
-  };
+  GpuTeacher teacher = gpu_teacher_from_gpu_model(gpu);
 
   mixers::MixerOptions recipe;  // the default: gdn, gate, conv
   recipe.sinks = o.sinks;

@@ -192,24 +192,73 @@ TEST(CudaAttention, DecodeMatchesCpu) {
   cudaFree(ws);
 }
 
-TEST(CudaElementwise, ShortConvForwardBackwardMatchCpu) {
-  REQUIRE_GPU();
-  const int T = 100, N = 96;
+// The conv backward is parallel over runs of 64 tokens (tap gradients summed per run, then over
+// the runs in order): T = 300 spans five runs, the last partial; T = 3 is shorter than the taps.
+// dw accumulates (+=) onto what it held; dx may be skipped (null).
+void run_short_conv(int T, int N) {
   auto x = random_floats((size_t)T * N, 1, -1, 1), w = random_floats((size_t)N * 4, 2, -1, 1),
-       dy = random_floats((size_t)T * N, 3, -1, 1);
+       dy = random_floats((size_t)T * N, 3, -1, 1), dw0 = random_floats((size_t)N * 4, 4, -1, 1);
   round_bf16(x);
-  std::vector<float> y_ref((size_t)T * N), dx_ref((size_t)T * N, 0.0f), dw_ref((size_t)N * 4, 0.0f);
+  std::vector<float> y_ref((size_t)T * N), dx_ref((size_t)T * N, 0.0f), dw_ref = dw0;
   cpu::short_conv_forward<float>(y_ref.data(), x.data(), w.data(), T, N);
   cpu::short_conv_backward<float>(dx_ref.data(), dw_ref.data(), dy.data(), x.data(), w.data(), T, N);
   DevB dx_in(x.size()), y(y_ref.size());
-  DevF dw_in(w.size()), ddy(dy.size()), dx(dx_ref.size()), dw(dw_ref.size());
-  dx_in.upload(x), dw_in.upload(w), ddy.upload(dy);
-  ASSERT_EQ(cudaMemset(dw.ptr, 0, dw_ref.size() * 4), cudaSuccess);
+  DevF dw_in(w.size()), ddy(dy.size()), dx(dx_ref.size()), dw(dw_ref.size()), dw_only(dw_ref.size());
+  dx_in.upload(x), dw_in.upload(w), ddy.upload(dy), dw.upload(dw0), dw_only.upload(dw0);
+  const size_t ws_bytes = short_conv_backward_workspace_bytes(T, N);
+  DevF ws(ws_bytes / 4);
   ASSERT_OK(short_conv_forward(y.ptr, dx_in.ptr, dw_in.ptr, T, N, nullptr));
-  ASSERT_OK(short_conv_backward(dx.ptr, dw.ptr, ddy.ptr, dx_in.ptr, dw_in.ptr, T, N, nullptr));
+  ASSERT_OK(short_conv_backward(dx.ptr, dw.ptr, ddy.ptr, dx_in.ptr, dw_in.ptr, T, N, ws.ptr, ws_bytes, nullptr));
+  ASSERT_OK(short_conv_backward(nullptr, dw_only.ptr, ddy.ptr, dx_in.ptr, dw_in.ptr, T, N, ws.ptr, ws_bytes, nullptr));
+  EXPECT_FALSE(short_conv_backward(dx.ptr, dw.ptr, ddy.ptr, dx_in.ptr, dw_in.ptr, T, N, ws.ptr, ws_bytes - 4, nullptr).ok());
   expect_close(y.download(), y_ref, 1e-4, "short conv y");
   expect_close(dx.download(), dx_ref, 1e-10, "short conv dx");
-  expect_close(dw.download(), dw_ref, 1e-10, "short conv dw");
+  expect_close(dw.download(), dw_ref, 1e-10, "short conv dw (+=)");
+  expect_close(dw_only.download(), dw_ref, 1e-10, "short conv dw, no dx");
+}
+
+TEST(CudaElementwise, ShortConvForwardBackwardMatchCpu) {
+  REQUIRE_GPU();
+  run_short_conv(100, 96);
+  run_short_conv(300, 260);
+  run_short_conv(3, 40);
+}
+
+// The fused input stage (conv → RoPE / unit rows) against the CPU conv, rope_forward and unit
+// rows of the bf16 conv output, and against the unfused GPU stages (the conv bitwise; RoPE and
+// the unit rows within bf16 rounding: the norm's sum runs in another order).
+TEST(CudaElementwise, ConvRopeUnitMatchesCpuAndTheUnfusedStages) {
+  REQUIRE_GPU();
+  for (int D : {64, 128}) {
+    const int T = 150, heads = 3, N = heads * D;
+    auto x = random_floats((size_t)T * N, 11, -1, 1), w = random_floats((size_t)N * 4, 12, -1, 1),
+         inv = random_floats(D / 2, 13, 1e-4f, 1.0f);
+    round_bf16(x);
+    std::vector<float> conv((size_t)T * N);
+    cpu::short_conv_forward<float>(conv.data(), x.data(), w.data(), T, N);
+    round_bf16(conv);
+    std::vector<float> rope_ref = conv, unit_ref = conv;
+    cpu::rope_forward(rope_ref.data(), inv.data(), T, heads, D, 0);
+    unit_rows(unit_ref, D);
+    DevB dx(x.size()), c(conv.size()), r(conv.size()), u(conv.size()), c2(conv.size()), r2(conv.size()),
+        u2(conv.size());
+    DevF dw(w.size()), dinv(inv.size()), cs((size_t)T * D);
+    dx.upload(x), dw.upload(w), dinv.upload(inv);
+    ASSERT_OK(rope_table(reinterpret_cast<float2*>(cs.ptr), dinv.ptr, T, D, 0, nullptr));
+    ASSERT_OK(conv_rope_unit_forward(c.ptr, r.ptr, u.ptr, dx.ptr, dw.ptr,
+                                     reinterpret_cast<const float2*>(cs.ptr), T, heads, D, nullptr));
+    expect_close(c.download(), conv, 1e-6, "fused conv");
+    expect_close(r.download(), rope_ref, 1e-4, "fused rope");
+    expect_close(u.download(), unit_ref, 1e-4, "fused unit rows");
+    // The unfused stages the training forward used before.
+    ASSERT_OK(short_conv_forward(c2.ptr, dx.ptr, dw.ptr, T, N, nullptr));
+    ASSERT_EQ(cudaMemcpy(r2.ptr, c2.ptr, conv.size() * 2, cudaMemcpyDeviceToDevice), cudaSuccess);
+    ASSERT_OK(rope_apply(r2.ptr, dinv.ptr, T, heads, D, 0, 1, nullptr));
+    ASSERT_OK(unit_rows_forward(u2.ptr, c2.ptr, (long)T * heads, D, nullptr));
+    EXPECT_EQ(c.raw(), c2.raw());  // the same conv arithmetic and rounding
+    expect_close(r.download(), r2.download(), 1e-5, "fused vs unfused rope");
+    expect_close(u.download(), u2.download(), 1e-5, "fused vs unfused unit");
+  }
 }
 
 TEST(CudaElementwise, RopeMatchesCpu) {

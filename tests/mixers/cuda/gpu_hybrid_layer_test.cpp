@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "kernels/cuda/cuda_test_util.h"
+#include "kernels/cuda/gemm.h"
 #include "kernels/cuda/hybrid_train.h"
 #include "mixers/cuda/gpu_hybrid_layer.h"
 #include "mixers/hybrid_mixer.h"
@@ -225,6 +226,156 @@ TEST(HybridTrainKernels, NmseLossAndGradientMatchTheCpuFormula) {
   // Deterministic: a second call gives the same bits.
   ASSERT_OK(kc::nmse_loss_forward_backward(sums.ptr, nullptr, ds.ptr, dt.ptr, n, 0.5f, ws.ptr, ws.n, 0));
   EXPECT_EQ(sums.download(), got);
+}
+
+
+// The mix gate fused with the loss (mix_gate_nmse_forward / _backward) against the CPU formula:
+// y = (1 − λ) y_exact + λ y_lin, sums Σ(y − t)², Σt²; dy = scale · 2 (y − t) / Σt², then
+// dy_exact = (1 − λ) dy, dy_lin = λ dy (bf16), the λ-logit gradient Σ_d dy (y_lin − y_exact) λ(1 − λ).
+TEST(HybridTrainKernels, FusedMixAndNmseMatchTheCpuFormula) {
+  REQUIRE_GPU();
+  const int T = 301, H = 3, D = 64;
+  const long n = (long)T * H * D, rows = (long)T * H;
+  auto ye = random_floats(n, 21, -1.0f, 1.0f), yl = random_floats(n, 22, -1.0f, 1.0f),
+       t = random_floats(n, 23, -1.0f, 1.0f), lam = random_floats(rows, 24, 0.05f, 0.95f);
+  round_bf16(ye), round_bf16(yl), round_bf16(t);
+  const float scale = 0.25f;
+  double err = 0, ref = 0;
+  std::vector<double> y(n);
+  for (long i = 0; i < n; ++i) {
+    const double l = lam[i / D];
+    y[i] = (1 - l) * ye[i] + l * yl[i];
+    err += (y[i] - t[i]) * (y[i] - t[i]), ref += (double)t[i] * t[i];
+  }
+  std::vector<float> want_e(n), want_l(n), want_dl(rows);
+  for (long r = 0; r < rows; ++r) {
+    const double l = lam[r];
+    double dl = 0;
+    for (int d = 0; d < D; ++d) {
+      const long i = r * D + d;
+      const double g = scale * 2.0 * (y[i] - t[i]) / ref;
+      want_e[i] = (float)((1 - l) * g), want_l[i] = (float)(l * g);
+      dl += g * ((double)yl[i] - ye[i]);
+    }
+    want_dl[r] = (float)(dl * l * (1 - l));
+  }
+  DeviceArray<bf16> dye(to_bf16(ye)), dyl(to_bf16(yl)), dt(to_bf16(t)), dy_lin(n);
+  DeviceArray<float> dlam(lam), dy_exact(n), dlogits((size_t)rows * 3);
+  DeviceArray<double> sums(2);
+  DeviceArray<char> ws(kc::nmse_workspace_bytes());
+  cudaMemset(dlogits.ptr, 0, rows * 3 * 4);
+  ASSERT_OK(kc::mix_gate_nmse_forward(sums.ptr, dye.ptr, dyl.ptr, dlam.ptr, dt.ptr, T, H, D, ws.ptr, ws.n, 0));
+  ASSERT_OK(kc::mix_gate_nmse_backward(dy_exact.ptr, dy_lin.ptr, dlogits.ptr, sums.ptr, scale, dt.ptr,
+                                       dye.ptr, dyl.ptr, dlam.ptr, T, H, D, 0));
+  const auto got = sums.download();
+  EXPECT_NEAR(got[0], err, 1e-6 * err);
+  EXPECT_NEAR(got[1], ref, 1e-9 * ref);
+  const std::vector<float> ge = dy_exact.download(), gdl = dlogits.download();
+  const std::vector<bf16> gl_raw = dy_lin.download();
+  std::vector<float> gl(n), glam(rows);
+  for (long i = 0; i < n; ++i) gl[i] = __bfloat162float(gl_raw[i]);
+  for (long r = 0; r < rows; ++r) glam[r] = gdl[(r / H) * 3 * H + 2 * H + r % H];
+  ASSERT_TRUE(all_finite(ge) && all_finite(gl) && all_finite(glam));
+  std::printf("fused mix+nmse: dy_exact %.2e dy_lin %.2e dλ %.2e\n", nmse(ge, want_e), nmse(gl, want_l),
+              nmse(glam, want_dl));
+  EXPECT_LT(nmse(ge, want_e), 1e-10);
+  EXPECT_LT(nmse(gl, want_l), 1e-4);  // bf16 storage
+  EXPECT_LT(nmse(glam, want_dl), 1e-8);
+  for (long r = 0; r < rows; ++r)  // the a, b columns are not the mix's
+    ASSERT_EQ(gdl[(r / H) * 3 * H + r % H], 0.0f);
+}
+
+// The gate-weight gradient as the layer computes it: dlogits (T, 3H) fp32 split into a bf16 pair,
+// two bf16 GEMMs accumulating (+=) into dW (3H, C), against the CPU in double.
+TEST(HybridTrainKernels, GateWeightGradientFromABf16PairMatchesTheCpu) {
+  REQUIRE_GPU();
+  const int T = 517, N = 12, C = 136;
+  auto dl = random_floats((size_t)T * N, 31, -1.0f, 1.0f), x = random_floats((size_t)T * C, 32, -1.0f, 1.0f),
+       w0 = random_floats((size_t)N * C, 33, -1.0f, 1.0f);
+  round_bf16(x);
+  std::vector<float> want = w0;
+  for (int i = 0; i < N; ++i)
+    for (int c = 0; c < C; ++c) {
+      double acc = 0;
+      for (int t = 0; t < T; ++t) acc += (double)dl[(size_t)t * N + i] * x[(size_t)t * C + c];
+      want[(size_t)i * C + c] = (float)(w0[(size_t)i * C + c] + acc);
+    }
+  DeviceArray<float> ddl(dl), dw(w0);
+  DeviceArray<bf16> dx(to_bf16(x)), hi((size_t)T * N), lo((size_t)T * N);
+  cublasHandle_t cublas;
+  ASSERT_EQ(cublasCreate(&cublas), CUBLAS_STATUS_SUCCESS);
+  ASSERT_OK(kc::split_f32_to_bf16_pair(hi.ptr, lo.ptr, ddl.ptr, (long)T * N, 0));
+  ASSERT_OK(kc::gemm_bf16_tn_accumulate(cublas, dw.ptr, hi.ptr, dx.ptr, T, N, C, 0));
+  ASSERT_OK(kc::gemm_bf16_tn_accumulate(cublas, dw.ptr, lo.ptr, dx.ptr, T, N, C, 0));
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  cublasDestroy(cublas);
+  const auto got = dw.download();
+  ASSERT_TRUE(all_finite(got));
+  std::printf("gate-weight gradient (bf16 pair): nmse %.2e\n", nmse(got, want));
+  EXPECT_LT(nmse(got, want), 1e-9);
+}
+
+// The attention-transfer path of the layer (forward without the mix, loss_nmse, backward_nmse)
+// against the unfused one (forward, nmse_loss_forward_backward into s.dy, backward): the same
+// loss sums and parameter gradients up to rounding.
+TEST(GpuHybridLayer, FusedNmsePathEqualsTheUnfusedOne) {
+  REQUIRE_GPU();
+  const int T = 300, C = 128, H = 4, G = 2, D = 64;
+  const AttentionShape shape{C, H, G, D};
+  MixerOptions options;
+  options.sinks = 4, options.window = 28;
+  HybridMixer cpu(options, shape, 5);
+  uint64_t seed = 300;
+  for (Parameter* p : cpu.parameters()) {
+    const auto noise = random_floats(p->value.size(), ++seed, -1.0f, 1.0f);
+    for (size_t i = 0; i < p->value.size(); ++i) {
+      if (p->name.rfind("conv_", 0) == 0) p->value[i] += 0.2f * noise[i];
+      else if (p->name == "w_lambda" || p->name == "w_a" || p->name == "w_b") p->value[i] = 0.1f * noise[i];
+      else if (p->name == "b_lambda") p->value[i] = -0.5f + 0.5f * noise[i];
+    }
+  }
+  auto x = random_floats((size_t)T * C, 1, -1.0f, 1.0f), q = random_floats((size_t)T * H * D, 2, -1.0f, 1.0f),
+       k = random_floats((size_t)T * G * D, 3, -1.0f, 1.0f), v = random_floats((size_t)T * G * D, 4, -1.0f, 1.0f),
+       t = random_floats((size_t)T * H * D, 6, -0.5f, 0.5f);
+  std::vector<float> inv_freq(D / 2);
+  for (int i = 0; i < D / 2; ++i) inv_freq[i] = std::pow(10000.0f, -2.0f * i / D);
+  const long P = gpu_hybrid_parameter_count(shape), n = (long)T * H * D;
+  DeviceArray<float> value(P), grad_a(P), grad_b(P);
+  cudaMemset(grad_a.ptr, 0, P * 4), cudaMemset(grad_b.ptr, 0, P * 4);
+  auto la = GpuHybridLayer::create(options, shape, inv_freq, value.ptr, grad_a.ptr);
+  auto lb = GpuHybridLayer::create(options, shape, inv_freq, value.ptr, grad_b.ptr);
+  ASSERT_OK(la);
+  ASSERT_OK(lb);
+  ASSERT_OK(la->upload(cpu, 0));
+  ASSERT_OK(lb->upload(cpu, 0));
+  GpuHybridScratch scratch;
+  ASSERT_OK(scratch.allocate(shape, options, T));
+  cublasHandle_t cublas;
+  ASSERT_EQ(cublasCreate(&cublas), CUBLAS_STATUS_SUCCESS);
+  DeviceArray<bf16> dx(to_bf16(x)), dq(to_bf16(q)), dk(to_bf16(k)), dv(to_bf16(v)), dt(to_bf16(t));
+  DeviceArray<double> sums_a(2), sums_b(2);
+  const float scale = 0.5f;
+  ASSERT_OK(la->forward(scratch, dx.ptr, dq.ptr, dk.ptr, dv.ptr, cublas, 0));
+  ASSERT_OK(kc::nmse_loss_forward_backward(sums_a.ptr, scratch.dy, scratch.y, dt.ptr, n, scale,
+                                           scratch.nmse_ws, scratch.nmse_bytes, 0));
+  ASSERT_OK(la->backward(scratch, dx.ptr, dq.ptr, dk.ptr, dv.ptr, cublas, 0));
+  ASSERT_OK(lb->forward(scratch, dx.ptr, dq.ptr, dk.ptr, dv.ptr, cublas, 0, false));
+  ASSERT_OK(lb->loss_nmse(scratch, sums_b.ptr, dt.ptr, 0));
+  ASSERT_OK(lb->backward_nmse(scratch, sums_b.ptr, scale, dt.ptr, dx.ptr, dq.ptr, dk.ptr, dv.ptr, cublas, 0));
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  cublasDestroy(cublas);
+  const auto a = sums_a.download(), b = sums_b.download();
+  EXPECT_NEAR(b[0], a[0], 1e-6 * a[0]);
+  EXPECT_EQ(b[1], a[1]);
+  const auto ga = grad_a.download(), gb = grad_b.download();
+  ASSERT_TRUE(all_finite(gb));
+  for (const GpuParamSlot& slot : la->layout()) {
+    std::vector<float> pa(ga.begin() + slot.offset, ga.begin() + slot.offset + slot.count),
+        pb(gb.begin() + slot.offset, gb.begin() + slot.offset + slot.count);
+    const double e = nmse(pb, pa);
+    std::printf("  fused vs unfused d%-9s nmse %.2e\n", slot.name.c_str(), e);
+    EXPECT_LT(e, 1e-8) << slot.name;
+  }
 }
 
 }  // namespace
