@@ -496,17 +496,6 @@ __global__ void __launch_bounds__(BV * 2, 1) gdn_state_pass_kernel(
   const int wc = warp * 16;                // this warp's columns inside the slice
   bf16* Os = reinterpret_cast<bf16*>(smem + L::ostage) + warp * 64 * LDO;
 
-  // Sᵀ: n-tile nt holds key rows d = 8nt + 2ti + {0,1}; registers {0,1} value column gi,
-  // {2,3} value column gi + 8.
-  float S[ND][4];
-#pragma unroll
-  for (int nt = 0; nt < ND; ++nt)
-#pragma unroll
-    for (int r = 0; r < 4; ++r) {
-      const int d = 8 * nt + 2 * ti + (r & 1), e = col0 + wc + gi + 8 * (r >> 1);
-      S[nt][r] = state_init ? state_init[((size_t)h * D + d) * D + e] : 0.0f;
-    }
-
   auto load_stage = [&](int c, int st) {
     unsigned char* base = smem + st * L::stage_bytes;
     bf16* Ws = reinterpret_cast<bf16*>(base + L::w);
@@ -566,6 +555,17 @@ __global__ void __launch_bounds__(BV * 2, 1) gdn_state_pass_kernel(
     if (c_begin + s < c_end) load_stage(c_begin + s, s);
     cp_async_commit();
   }
+  // The state, read after the first stages' loads are issued (a pipelined segment starts with
+  // both). Sᵀ: n-tile nt holds key rows d = 8nt + 2ti + {0,1}; registers {0,1} value column gi,
+  // {2,3} value column gi + 8.
+  float S[ND][4];
+#pragma unroll
+  for (int nt = 0; nt < ND; ++nt)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const int d = 8 * nt + 2 * ti + (r & 1), e = col0 + wc + gi + 8 * (r >> 1);
+      S[nt][r] = state_init ? state_init[((size_t)h * D + d) * D + e] : 0.0f;
+    }
   // ldmatrix lane addressing: matrix mi = lane / 8, row lr = lane % 8.
   const int mi = lane / 8, lr = lane % 8;
   for (int c = c_begin; c < c_end; ++c) {
@@ -723,6 +723,357 @@ __global__ void __launch_bounds__(BV * 2, 1) gdn_state_pass_kernel(
   }
 }
 
+// ---- kernel 2 on Hopper's warpgroup MMA (value_block 64) ------------------------------------
+//
+// The chain of gdn_state_pass_kernel for one warpgroup (4 warps, 64 value columns), its products
+// on wgmma: A = the warp's registers (the mma.sync m16n8k16 A fragment of its 16 rows, so Sᵀ and
+// ũᵀ feed it as they are), B from shared memory by descriptor, read once per warpgroup instead
+// of once per warp (meant to remove the mma.sync kernel's ldmatrix traffic, 4 warps × W, Q, K;
+// measured slower, see wgmma_state_pass):
+//   [Xᵀ Yᵀ] = Sᵀ [W; Q]ᵀ (m64n128k16 × D/16),  Oᵀ = Yᵀ + ũᵀ Pᵀ (m64n64k16 × 4),
+//   Sᵀ ← e^{γL} Sᵀ + (ũ e^{γL−γ})ᵀ K (m64nDk16 × 4, K read MN-major).
+// The accumulators are the mma.sync m16n8 C layout per 8 columns, so the epilogues are kernel 2's.
+// W, Q, K and P live in the canonical no-swizzle layout: core matrices of 8 rows × 16 bytes, 128
+// contiguous bytes each; row r, 16-byte vector v of a tile of V vectors per row at byte
+// (r / 8)·128V + 128v + 16 (r % 8) (cp.async writes whole core matrices: no bank conflicts).
+
+__device__ __forceinline__ int canon_off(int r, int v, int V) {
+  return (r >> 3) * (V * 128) + v * 128 + (r & 7) * 16;
+}
+// Shared-memory matrix descriptor, no swizzle: lbo = byte stride between core matrices along K,
+// sbo = along M / N.
+__device__ __forceinline__ uint64_t wg_desc(uint32_t saddr, uint32_t lbo, uint32_t sbo) {
+  return (uint64_t)((saddr & 0x3FFFF) >> 4) | ((uint64_t)(lbo >> 4) << 16) |
+         ((uint64_t)(sbo >> 4) << 32);
+}
+__device__ __forceinline__ void wg_fence() {
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void wg_commit() {
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ void wg_wait_all() {
+  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+}
+// Generic-proxy shared-memory writes (cp.async, st.shared) made visible to wgmma's reads.
+__device__ __forceinline__ void fence_proxy_async() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
+#define GDN_WG_ACC8(d)                                                                          \
+  "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),     \
+      "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), \
+      "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), \
+      "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), \
+      "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), \
+      "+f"(d[7][2]), "+f"(d[7][3])
+#define GDN_WG_R32                                                                             \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
+  "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
+#define GDN_WG_R64                                                                             \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
+  "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, "  \
+  "%38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, "  \
+  "%56, %57, %58, %59, %60, %61, %62, %63}"
+
+// d (64 × 64) += a (64 × 16, registers) · B (16 × 64, descriptor); TB: B stored MN-major.
+template <int TB>
+__device__ __forceinline__ void wg_m64n64(float (&d)[8][4], const uint32_t (&a)[4], uint64_t desc) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %38, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " GDN_WG_R32
+      ", {%32, %33, %34, %35}, %36, p, 1, 1, %37;\n}\n"
+      : GDN_WG_ACC8(d)
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "n"(TB), "r"(1));
+}
+// [d0 d1] (64 × 128, columns 0–63 in d0) += a · B (16 × 128).
+template <int TB>
+__device__ __forceinline__ void wg_m64n128(float (&d0)[8][4], float (&d1)[8][4],
+                                           const uint32_t (&a)[4], uint64_t desc) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %70, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " GDN_WG_R64
+      ", {%64, %65, %66, %67}, %68, p, 1, 1, %69;\n}\n"
+      : GDN_WG_ACC8(d0), GDN_WG_ACC8(d1)
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "n"(TB), "r"(1));
+}
+
+#define GDN_WG_ACC8_AT(d, o)                                                                   \
+  "+f"(d[o][0]), "+f"(d[o][1]), "+f"(d[o][2]), "+f"(d[o][3]), "+f"(d[o + 1][0]),               \
+      "+f"(d[o + 1][1]), "+f"(d[o + 1][2]), "+f"(d[o + 1][3]), "+f"(d[o + 2][0]),              \
+      "+f"(d[o + 2][1]), "+f"(d[o + 2][2]), "+f"(d[o + 2][3]), "+f"(d[o + 3][0]),              \
+      "+f"(d[o + 3][1]), "+f"(d[o + 3][2]), "+f"(d[o + 3][3]), "+f"(d[o + 4][0]),              \
+      "+f"(d[o + 4][1]), "+f"(d[o + 4][2]), "+f"(d[o + 4][3]), "+f"(d[o + 5][0]),              \
+      "+f"(d[o + 5][1]), "+f"(d[o + 5][2]), "+f"(d[o + 5][3]), "+f"(d[o + 6][0]),              \
+      "+f"(d[o + 6][1]), "+f"(d[o + 6][2]), "+f"(d[o + 6][3]), "+f"(d[o + 7][0]),              \
+      "+f"(d[o + 7][1]), "+f"(d[o + 7][2]), "+f"(d[o + 7][3])
+// d (64 × 128) += a · B (16 × 128).
+template <int TB>
+__device__ __forceinline__ void wg_m64n128(float (&d)[16][4], const uint32_t (&a)[4],
+                                           uint64_t desc) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %70, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " GDN_WG_R64
+      ", {%64, %65, %66, %67}, %68, p, 1, 1, %69;\n}\n"
+      : GDN_WG_ACC8_AT(d, 0), GDN_WG_ACC8_AT(d, 8)
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "n"(TB), "r"(1));
+}
+
+
+template <int D>
+struct WgStateLayout {
+  static constexpr int STAGES = 3, LDU = 64 + 8, LDO = 16 + 8;
+  static constexpr size_t wq = 0;               // [W; Q] (128, D), canonical
+  static constexpr size_t k = wq + 128 * D * 2;  // K (64, D), canonical
+  static constexpr size_t p = k + 64 * D * 2;    // P (64, 64), canonical
+  static constexpr size_t u = p + 64 * 64 * 2;   // U slice (64, 64), padded rows
+  static constexpr size_t gm = u + 64 * LDU * 2;
+  static constexpr size_t stage_bytes = (gm + 128 * 4 + 127) / 128 * 128;
+  static constexpr size_t ostage = STAGES * stage_bytes;  // per warp (64, 16) bf16
+  static constexpr size_t total = ostage + 4 * 64 * LDO * 2;
+};
+
+// grid (D / 64, H), 128 threads: head h, value columns [64·slice, 64·slice + 64). Arguments as
+// gdn_state_pass_kernel's.
+template <int D, bool CK_BF16>
+__global__ void __launch_bounds__(128, 1) gdn_state_pass_wg_kernel(
+    bf16* __restrict__ o, float* __restrict__ state_final, const float* __restrict__ state_init,
+    void* __restrict__ checkpoints, const bf16* __restrict__ q, const bf16* __restrict__ k,
+    const bf16* __restrict__ W, const bf16* __restrict__ U, const bf16* __restrict__ P,
+    const float* __restrict__ gexp, int N, int H, int G, int c_begin, int c_end) {
+  using L = WgStateLayout<D>;
+  constexpr int BV = 64, NT = 128, LDU = L::LDU, LDO = L::LDO, STAGES = L::STAGES;
+  constexpr int VPR = D / 8, ND = D / 8, KD = D / 16;
+  extern __shared__ __align__(128) unsigned char smem[];
+
+  const int slice = blockIdx.x, h = blockIdx.y, col0 = slice * BV;
+  const int NC = (N + kChunk - 1) / kChunk, hk = h / (H / G);
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int gi = lane / 4, ti = lane % 4;
+  const int wc = warp * 16;
+  bf16* Os = reinterpret_cast<bf16*>(smem + L::ostage) + warp * 64 * LDO;
+  const uint32_t smem0 = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+
+  float S[ND][4];  // Sᵀ as in gdn_state_pass_kernel
+#pragma unroll
+  for (int nt = 0; nt < ND; ++nt)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const int d = 8 * nt + 2 * ti + (r & 1), e = col0 + wc + gi + 8 * (r >> 1);
+      S[nt][r] = state_init ? state_init[((size_t)h * D + d) * D + e] : 0.0f;
+    }
+
+  auto load_stage = [&](int c, int st) {
+    unsigned char* base = smem + st * L::stage_bytes;
+    const int c0 = c * kChunk;
+    const size_t chunk_row = ((size_t)h * NC + c) * 64;
+    const bool full = c0 + 64 <= N;
+    // W, Q, K: 8 consecutive threads fill one core matrix (8 rows of one 16-byte column).
+#pragma unroll
+    for (int it = 0; it < 64 * VPR / NT; ++it) {
+      const int idx = tid + it * NT, v = (idx >> 3) % VPR, r = (idx >> 3) / VPR * 8 + (idx & 7);
+      const int so = canon_off(r, v, VPR);
+      const bool valid = full || c0 + r < N;
+      cp_async16(base + L::wq + so, W + (chunk_row + r) * D + v * 8, true);
+      cp_async16(base + L::wq + 64 * D * 2 + so,
+                 valid ? q + ((size_t)(c0 + r) * H + h) * D + v * 8 : q, valid);
+      cp_async16(base + L::k + so, valid ? k + ((size_t)(c0 + r) * G + hk) * D + v * 8 : k,
+                 valid);
+    }
+#pragma unroll
+    for (int it = 0; it < 64 * 8 / NT; ++it) {
+      const int idx = tid + it * NT, v = (idx >> 3) & 7, r = (idx >> 6) * 8 + (idx & 7);
+      cp_async16(base + L::p + canon_off(r, v, 8), P + (chunk_row + r) * 64 + v * 8, true);
+    }
+    {
+      bf16* Us = reinterpret_cast<bf16*>(base + L::u);
+      const int ru = tid / 8, vu = (tid % 8) * 8;
+#pragma unroll
+      for (int it = 0; it < 64 / (NT / 8); ++it) {
+        const int r = ru + it * (NT / 8);
+        cp_async16(Us + r * LDU + vu, U + (chunk_row + r) * D + col0 + vu, true);
+      }
+    }
+    if (tid < 32) {
+      float* gs = reinterpret_cast<float*>(base + L::gm);
+      cp_async16(gs + tid * 4, gexp + chunk_row * 2 + tid * 4, true);
+    }
+  };
+
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (c_begin + s < c_end) load_stage(c_begin + s, s);
+    cp_async_commit();
+  }
+  const int mi = lane / 8, lr = lane % 8;
+  // K descriptor strides: along K (tokens) 8 rows = 128·VPR bytes, along N (d) 128 bytes.
+  constexpr uint32_t k_lbo = 128 * VPR, k_sbo = 128;
+  for (int c = c_begin; c < c_end; ++c) {
+    cp_async_wait<STAGES - 2>();
+    fence_proxy_async();
+    __syncthreads();  // chunk c visible to all (and to wgmma); chunk c − 1's stage is free
+    if (c + STAGES - 1 < c_end) load_stage(c + STAGES - 1, (c - c_begin + STAGES - 1) % STAGES);
+    cp_async_commit();
+    const uint32_t sb = smem0 + ((c - c_begin) % STAGES) * (uint32_t)L::stage_bytes;
+    unsigned char* base = smem + ((c - c_begin) % STAGES) * L::stage_bytes;
+    const bf16* Us = reinterpret_cast<const bf16*>(base + L::u);
+    const float* gs = reinterpret_cast<const float*>(base + L::gm);
+
+    if (checkpoints) {
+      if constexpr (CK_BF16) {
+        bf16* cp = static_cast<bf16*>(checkpoints) + ((size_t)h * NC + c) * D * D;
+        const int e = col0 + wc + gi;
+#pragma unroll
+        for (int nt = 0; nt < ND; ++nt) {
+          const int d = 8 * nt + 2 * ti;
+          *reinterpret_cast<uint32_t*>(cp + (size_t)e * D + d) = pack_bf16(S[nt][0], S[nt][1]);
+          *reinterpret_cast<uint32_t*>(cp + (size_t)(e + 8) * D + d) =
+              pack_bf16(S[nt][2], S[nt][3]);
+        }
+      } else {
+        float* cp = static_cast<float*>(checkpoints) + ((size_t)h * NC + c) * D * D;
+#pragma unroll
+        for (int nt = 0; nt < ND; ++nt)
+#pragma unroll
+          for (int r = 0; r < 4; ++r)
+            cp[(size_t)(8 * nt + 2 * ti + (r & 1)) * D + col0 + wc + gi + 8 * (r >> 1)] = S[nt][r];
+      }
+    }
+
+    // [Xᵀ Yᵀ] = Sᵀ [W; Q]ᵀ.
+    float X[8][4], Y[8][4];
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) X[nt][r] = Y[nt][r] = 0.0f;
+    // All A fragments first: no register the wgmma chain reads is written inside it (ptxas
+    // would otherwise serialize the chain with waits).
+    uint32_t sa[KD][4];
+#pragma unroll
+    for (int kk = 0; kk < KD; ++kk) {
+      sa[kk][0] = pack_bf16(S[2 * kk][0], S[2 * kk][1]);
+      sa[kk][1] = pack_bf16(S[2 * kk][2], S[2 * kk][3]);
+      sa[kk][2] = pack_bf16(S[2 * kk + 1][0], S[2 * kk + 1][1]);
+      sa[kk][3] = pack_bf16(S[2 * kk + 1][2], S[2 * kk + 1][3]);
+    }
+    wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < KD; ++kk)
+      wg_m64n128<0>(X, Y, sa[kk], wg_desc(sb + L::wq + kk * 256, 128, 128 * VPR));
+    wg_commit();
+    wg_wait_all();
+    const float decay_last = gs[63];
+    // ũᵀ = Uᵀ − Xᵀ (into X); Yᵀ column i scaled by e^{γ_i}.
+#pragma unroll
+    for (int np = 0; np < 4; ++np) {
+      uint32_t u4[4];
+      ldsm_x4_trans(u4, Us + (16 * np + 8 * (mi >> 1) + lr) * LDU + wc + 8 * (mi & 1));
+#pragma unroll
+      for (int hn = 0; hn < 2; ++hn) {
+        const int nt = 2 * np + hn, m0 = 8 * nt + 2 * ti;
+        const float e0 = gs[m0], e1 = gs[m0 + 1];
+        Y[nt][0] *= e0, Y[nt][1] *= e1, Y[nt][2] *= e0, Y[nt][3] *= e1;
+        const float2 ulo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u4[2 * hn]));
+        const float2 uhi =
+            __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u4[2 * hn + 1]));
+        X[nt][0] = ulo.x - X[nt][0], X[nt][1] = ulo.y - X[nt][1];
+        X[nt][2] = uhi.x - X[nt][2], X[nt][3] = uhi.y - X[nt][3];
+      }
+    }
+    uint32_t ua[4][4], ud[4][4];
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      const int m0 = 16 * kk + 2 * ti;
+      const float d0 = gs[64 + m0], d1 = gs[64 + m0 + 1];
+      const float d8 = gs[64 + m0 + 8], d9 = gs[64 + m0 + 9];
+      const float* x0 = X[2 * kk];
+      const float* x1 = X[2 * kk + 1];
+      ua[kk][0] = pack_bf16(x0[0], x0[1]);
+      ua[kk][1] = pack_bf16(x0[2], x0[3]);
+      ua[kk][2] = pack_bf16(x1[0], x1[1]);
+      ua[kk][3] = pack_bf16(x1[2], x1[3]);
+      ud[kk][0] = pack_bf16(x0[0] * d0, x0[1] * d1);
+      ud[kk][1] = pack_bf16(x0[2] * d0, x0[3] * d1);
+      ud[kk][2] = pack_bf16(x1[0] * d8, x1[1] * d9);
+      ud[kk][3] = pack_bf16(x1[2] * d8, x1[3] * d9);
+    }
+#pragma unroll
+    for (int nt = 0; nt < ND; ++nt)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) S[nt][r] *= decay_last;
+    // Oᵀ = Yᵀ + ũᵀ Pᵀ and Sᵀ += (ũ e^{γL−γ})ᵀ K, one wgmma group.
+    wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk)
+      wg_m64n64<0>(Y, ua[kk], wg_desc(sb + L::p + kk * 256, 128, 1024));
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      const uint64_t dk = wg_desc(sb + L::k + kk * 2 * 128 * VPR, k_lbo, k_sbo);
+      if constexpr (D == 128)
+        wg_m64n128<1>(S, ud[kk], dk);
+      else
+        wg_m64n64<1>(S, ud[kk], dk);
+    }
+    wg_commit();
+    wg_wait_all();
+    // Output: Oᵀ (16 columns × 64 tokens) through this warp's staging tile to global.
+#pragma unroll
+    for (int np = 0; np < 4; ++np) {
+      const uint32_t r4[4] = {pack_bf16(Y[2 * np][0], Y[2 * np][1]),
+                              pack_bf16(Y[2 * np][2], Y[2 * np][3]),
+                              pack_bf16(Y[2 * np + 1][0], Y[2 * np + 1][1]),
+                              pack_bf16(Y[2 * np + 1][2], Y[2 * np + 1][3])};
+      stsm_x4_trans(Os + (16 * np + 8 * (mi >> 1) + lr) * LDO + 8 * (mi & 1), r4);
+    }
+    __syncwarp();
+    const int c0 = c * kChunk;
+#pragma unroll
+    for (int x = 0; x < 4; ++x) {
+      const int idx = lane + 32 * x, r = idx / 2, half = idx % 2, n = c0 + r;
+      if (n < N)
+        *reinterpret_cast<uint4*>(o + ((size_t)n * H + h) * D + col0 + wc + 8 * half) =
+            *reinterpret_cast<const uint4*>(Os + r * LDO + 8 * half);
+    }
+    __syncwarp();
+  }
+  if (state_final) {
+#pragma unroll
+    for (int nt = 0; nt < ND; ++nt)
+#pragma unroll
+      for (int r = 0; r < 4; ++r)
+        state_final[((size_t)h * D + 8 * nt + 2 * ti + (r & 1)) * D + col0 + wc + gi + 8 * (r >> 1)] =
+            S[nt][r];
+  }
+}
+
+int env_int(const char* name, int fallback) {
+  const char* e = std::getenv(name);
+  return e ? std::atoi(e) : fallback;
+}
+// The state pass at value_block 64 on wgmma (gdn_state_pass_wg_kernel) with GOLINEAR_GDN_WGMMA=1.
+// Off by default: correct (the same values as the mma.sync kernel) but slower, H200, H = 32,
+// G = 8, D = 128, 32K: the state pass alone 1.77 ms against 1.13 (3.5 µs a chunk against 2.2:
+// latency, not the shared-memory traffic it removes, bounds the chain), pipelined 1.99 against
+// 1.41. (A warp-specialized variant, warps 4–7 computing Y and the output from Sᵀ and ũᵀ handed
+// over through shared memory while warps 0–3 keep the X → ũ → S chain, two stages: 1.32 ms alone,
+// pipelined 1.58; removed.)
+bool wgmma_state_pass() { return env_int("GOLINEAR_GDN_WGMMA", 0) != 0; }
+template <int D, bool CK_BF16>
+Status launch_state_pass_wg(bf16* o, float* state_final, const float* state_init,
+                            void* checkpoints, const bf16* q, const bf16* k,
+                            const ForwardWorkspace& ws, int N, int H, int G, int c_begin,
+                            int c_end, cudaStream_t stream) {
+  using L = WgStateLayout<D>;
+  auto kernel = gdn_state_pass_wg_kernel<D, CK_BF16>;
+  GL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     (int)L::total));
+  kernel<<<dim3(D / 64, H), 128, L::total, stream>>>(
+      o, state_final, state_init, checkpoints, q, k, ws.W, ws.U, ws.P, ws.gexp, N, H, G, c_begin,
+      c_end);
+  GL_CUDA_CHECK_LAUNCH();
+  return ok_status();
+}
+
 // (A two-stage state pass for D = 128, 64 value columns, 151 KB of shared memory so that one
 // prepare block fits beside it, was slower pipelined: H200, 32K 1.41 → 1.55 ms.)
 template <int D, int BV>
@@ -730,6 +1081,13 @@ Status launch_state_pass(bf16* o, float* state_final, const float* state_init, v
                          bool ck_bf16, const bf16* q, const bf16* k, const ForwardWorkspace& ws,
                          int N, int H, int G, int c_begin, int c_end, cudaStream_t stream) {
   using L = StateLayout<D, BV>;
+  if constexpr (BV == 64) {
+    if (wgmma_state_pass())
+      return ck_bf16 ? launch_state_pass_wg<D, true>(o, state_final, state_init, checkpoints, q, k,
+                                                     ws, N, H, G, c_begin, c_end, stream)
+                     : launch_state_pass_wg<D, false>(o, state_final, state_init, checkpoints, q,
+                                                      k, ws, N, H, G, c_begin, c_end, stream);
+  }
   auto kernel = ck_bf16 ? gdn_state_pass_kernel<D, BV, true> : gdn_state_pass_kernel<D, BV, false>;
   GL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      (int)L::total));
@@ -766,10 +1124,6 @@ Status state_pass(int value_block, bf16* o, float* state_final, const float* sta
   }
 }
 
-int env_int(const char* name, int fallback) {
-  const char* e = std::getenv(name);
-  return e ? std::atoi(e) : fallback;
-}
 template <int D>
 Status launch_prepare(const bf16* q, const bf16* k, const bf16* v, const float* g,
                       const float* beta, int N, int H, int G, const ForwardWorkspace& ws,
@@ -821,31 +1175,81 @@ int segment_bounds(int NC, int NS, int (&b)[kMaxSegments + 1]) {
   for (int s = 0; s <= NS; ++s) b[s] = (int)((long)NC * s / NS);
   return NS;
 }
+// The pipeline's side streams and events: `stream` (high priority) runs the state passes,
+// `prep` (default priority; with GOLINEAR_GDN_PREP_STREAMS=2) every other segment's prepare, so
+// that a prepare starts while the one before it drains instead of after it; `ready[s % 2]`
+// marks segment s prepared, `fork` the caller's stream at entry, `join` the state passes done.
+// One event per purpose suffices: cudaStreamWaitEvent waits on the record current at the time of
+// the call, so re-recording an event for a later segment does not disturb an earlier wait.
+// Streams the pipelined forward spreads its prepares over (1 or 2; GOLINEAR_GDN_PREP_STREAMS).
+// One by default: two (a prepare starting while the previous one drains) were slower (H200,
+// H = 32, G = 8, D = 128: 16K 0.716 → 0.738–0.760 ms, 32K 1.410 → 1.433–1.447).
+constexpr int kDefaultPrepStreams = 1;
+int prep_streams() {
+  return env_int("GOLINEAR_GDN_PREP_STREAMS", kDefaultPrepStreams) == 1 ? 1 : 2;
+}
 struct SideStream {
   int device = -1;
-  cudaStream_t stream = nullptr;
-  cudaEvent_t events[kMaxSegments + 1] = {};
+  cudaStream_t stream = nullptr, prep = nullptr;
+  cudaEvent_t fork = nullptr, join = nullptr, ready[2] = {};
 };
-// This thread's high-priority side stream and events for the current device, created on first
-// use; null while the caller's stream is being captured and they do not exist yet (creating
-// them then would break the capture).
+// The side streams of one host thread, one per device, created on first use and released when
+// the thread exits (for the main thread: at exit(), before the CUDA runtime's own teardown).
+// Errors on release are ignored (a device reset may already have destroyed them).
+struct SideStreams {
+  static constexpr int kMaxDevices = 16;  // beyond: unpipelined
+  SideStream per_device[kMaxDevices];
+  SideStreams() = default;
+  SideStreams(const SideStreams&) = delete;
+  SideStreams& operator=(const SideStreams&) = delete;
+  ~SideStreams() {
+    int current = -1;
+    const bool have_current = cudaGetDevice(&current) == cudaSuccess;
+    for (SideStream& s : per_device) {
+      if (s.device < 0) continue;
+      if (cudaSetDevice(s.device) == cudaSuccess) {
+        for (cudaEvent_t e : {s.fork, s.join, s.ready[0], s.ready[1]})
+          if (e) cudaEventDestroy(e);
+        if (s.stream) cudaStreamDestroy(s.stream);
+        if (s.prep) cudaStreamDestroy(s.prep);
+      }
+      s = SideStream{};
+    }
+    if (have_current) cudaSetDevice(current);
+    cudaGetLastError();  // leave no sticky error from a torn-down runtime behind
+  }
+};
+// This thread's side streams for the current device, created on first use; null while the
+// caller's stream is being captured and they do not exist yet (creating them then would break
+// the capture).
 Result<SideStream*> side_stream(cudaStream_t stream) {
-  constexpr int kMaxDevices = 16;  // beyond: unpipelined
-  thread_local SideStream streams[kMaxDevices];
+  thread_local SideStreams streams;
   int dev = 0;
   GL_CUDA_CHECK(cudaGetDevice(&dev));
-  if (dev < 0 || dev >= kMaxDevices) return static_cast<SideStream*>(nullptr);
-  SideStream& s = streams[dev];
+  if (dev < 0 || dev >= SideStreams::kMaxDevices) return static_cast<SideStream*>(nullptr);
+  SideStream& s = streams.per_device[dev];
   if (s.device == dev) return &s;
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   GL_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
   if (capture != cudaStreamCaptureStatusNone) return static_cast<SideStream*>(nullptr);
   int least = 0, greatest = 0;
   GL_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-  GL_CUDA_CHECK(cudaStreamCreateWithPriority(&s.stream, cudaStreamNonBlocking, greatest));
-  for (cudaEvent_t& e : s.events)
-    GL_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-  s.device = dev;
+  SideStream made;
+  bool ok = cudaStreamCreateWithPriority(&made.stream, cudaStreamNonBlocking, greatest) ==
+                cudaSuccess &&
+            cudaStreamCreateWithFlags(&made.prep, cudaStreamNonBlocking) == cudaSuccess;
+  for (cudaEvent_t* e : {&made.fork, &made.join, &made.ready[0], &made.ready[1]})
+    ok = ok && cudaEventCreateWithFlags(e, cudaEventDisableTiming) == cudaSuccess;
+  if (!ok) {
+    for (cudaEvent_t e : {made.fork, made.join, made.ready[0], made.ready[1]})
+      if (e) cudaEventDestroy(e);
+    if (made.stream) cudaStreamDestroy(made.stream);
+    if (made.prep) cudaStreamDestroy(made.prep);
+    cudaGetLastError();
+    return make_error("gated_delta_chunked_forward: creating the pipeline's streams failed");
+  }
+  made.device = dev;
+  s = made;
   return &s;
 }
 
@@ -869,21 +1273,26 @@ Status chunked_forward(bf16* o, float* state_final, const float* state_init, con
     return state_pass<D>(value_block, o, state_final, state_init, checkpoints, ck_bf16, q, k, ws,
                          N, H, G, 0, NC, stream);
   }
-  cudaEvent_t* ev = side->events;
-  GL_CUDA_CHECK(cudaEventRecord(ev[NS], stream));
-  GL_CUDA_CHECK(cudaStreamWaitEvent(side->stream, ev[NS], 0));
+  // Every prepare on `stream` (one after another), or with two streams alternately.
+  const bool two_prep = prep_streams() > 1;
+  if (two_prep) {
+    GL_CUDA_CHECK(cudaEventRecord(side->fork, stream));
+    GL_CUDA_CHECK(cudaStreamWaitEvent(side->prep, side->fork, 0));
+  }
   float* carry[2] = {ws.carry, ws.carry + (size_t)H * D * D};
   for (int s = 0; s < NS; ++s) {
     const int cb = bounds[s], ce = bounds[s + 1];
-    GL_TRY(launch_prepare<D>(q, k, v, g, beta, N, H, G, ws, cb, ce, nullptr, stream));
-    GL_CUDA_CHECK(cudaEventRecord(ev[s], stream));
-    GL_CUDA_CHECK(cudaStreamWaitEvent(side->stream, ev[s], 0));
+    cudaStream_t ps = two_prep && s % 2 ? side->prep : stream;
+    GL_TRY(launch_prepare<D>(q, k, v, g, beta, N, H, G, ws, cb, ce, nullptr, ps));
+    GL_CUDA_CHECK(cudaEventRecord(side->ready[s % 2], ps));
+    GL_CUDA_CHECK(cudaStreamWaitEvent(side->stream, side->ready[s % 2], 0));
     GL_TRY(state_pass<D>(value_block, o, s == NS - 1 ? state_final : carry[s % 2],
                          s == 0 ? state_init : carry[(s + 1) % 2], nullptr, false, q, k, ws, N,
                          H, G, cb, ce, side->stream));
   }
-  GL_CUDA_CHECK(cudaEventRecord(ev[NS], side->stream));
-  GL_CUDA_CHECK(cudaStreamWaitEvent(stream, ev[NS], 0));
+  // Every prepare precedes a state pass: joining the state passes joins them too.
+  GL_CUDA_CHECK(cudaEventRecord(side->join, side->stream));
+  GL_CUDA_CHECK(cudaStreamWaitEvent(stream, side->join, 0));
   return ok_status();
 }
 

@@ -21,10 +21,14 @@
 //     2–3 stages, one barrier per chunk).
 // Without checkpoints the forward is pipelined: the chunks split into segments (one per 32
 // chunks, at most 16; GOLINEAR_GDN_SEGMENTS overrides, 1 turns it off) and the state pass of
-// segment s runs on a high-priority side stream (one per host thread and device, created on
-// first use outside stream capture: until then a captured forward runs unpipelined) while the
-// prepare of segment s + 1 runs on `stream`; the side stream is joined back into `stream` before
-// returning, the state carried between segments in the workspace.
+// segment s runs on a high-priority side stream while the prepares of the next segments run on
+// `stream` (GOLINEAR_GDN_PREP_STREAMS=2 alternates them with a second side stream: slower); the
+// state is carried between segments in the workspace, and the side streams are joined back into
+// `stream` before returning. The side streams and their 4 events belong to the calling host
+// thread and device: created on first use outside stream capture (until then a captured forward
+// runs unpipelined), destroyed when the thread exits.
+// GOLINEAR_GDN_WGMMA=1 runs the value_block-64 state pass on wgmma (same values; slower on H200,
+// see gated_delta.cu).
 #pragma once
 
 #include <cuda_runtime.h>
