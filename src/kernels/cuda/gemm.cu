@@ -2,6 +2,9 @@
 #include "kernels/cuda/gemm.h"
 
 #include <algorithm>
+#include <mutex>
+#include <unordered_map>
+#include <utility>
 
 #include "kernels/cuda/device_utils.cuh"
 
@@ -70,7 +73,45 @@ Status cublas_status(cublasStatus_t s, const char* call, const char* name) {
   return make_error(cublas_name(s), " in ", call, " (", name, ")");
 }
 
+// The handles given a workspace of their own (gemm_use_workspace).
+std::mutex workspaces_mutex;
+std::unordered_map<cublasHandle_t, std::pair<void*, size_t>>& workspaces() {
+  static auto* map = new std::unordered_map<cublasHandle_t, std::pair<void*, size_t>>;
+  return *map;
+}
+
 }  // namespace
+
+Status gemm_use_workspace(cublasHandle_t handle, void* workspace, size_t bytes) {
+  {
+    std::lock_guard<std::mutex> lock(workspaces_mutex);
+    workspaces()[handle] = {workspace, bytes};
+  }
+  return cublas_status(cublasSetWorkspace(handle, workspace, bytes), "cublasSetWorkspace",
+                       "gemm_use_workspace");
+}
+
+void gemm_release_workspace(cublasHandle_t handle) {
+  std::lock_guard<std::mutex> lock(workspaces_mutex);
+  workspaces().erase(handle);
+}
+
+Status gemm_bind_stream(cublasHandle_t handle, cudaStream_t stream) {
+  cudaStream_t current = nullptr;
+  cublasStatus_t st = cublasGetStream(handle, &current);
+  if (st == CUBLAS_STATUS_SUCCESS && current == stream) return ok_status();
+  if (st == CUBLAS_STATUS_SUCCESS) st = cublasSetStream(handle, stream);
+  if (st != CUBLAS_STATUS_SUCCESS) return cublas_status(st, "cublasSetStream", "gemm_bind_stream");
+  std::pair<void*, size_t> own{nullptr, 0};
+  {
+    std::lock_guard<std::mutex> lock(workspaces_mutex);
+    auto it = workspaces().find(handle);
+    if (it != workspaces().end()) own = it->second;
+  }
+  if (!own.first) return ok_status();
+  return cublas_status(cublasSetWorkspace(handle, own.first, own.second), "cublasSetWorkspace",
+                       "gemm_bind_stream");
+}
 
 Status gemm_nt(cublasHandle_t handle, void* C, bool c_is_bf16, const bf16* A, const bf16* B,
                long M, int N, int K, float beta, cudaStream_t stream) {
@@ -93,11 +134,11 @@ Status gemm_nt(cublasHandle_t handle, void* C, bool c_is_bf16, const bf16* A, co
     return ok_status();
   }
   const float one = 1.0f;
-  cublasStatus_t s = cublasSetStream(handle, stream);
-  if (s == CUBLAS_STATUS_SUCCESS)
-    s = cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, N, (int)M, K, &one, B, CUDA_R_16BF, K, A,
-                     CUDA_R_16BF, K, &beta, C, c_is_bf16 ? CUDA_R_16BF : CUDA_R_32F, N,
-                     CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+  GL_TRY(gemm_bind_stream(handle, stream));
+  const cublasStatus_t s =
+      cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, N, (int)M, K, &one, B, CUDA_R_16BF, K, A,
+                   CUDA_R_16BF, K, &beta, C, c_is_bf16 ? CUDA_R_16BF : CUDA_R_32F, N,
+                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
   if (s != CUBLAS_STATUS_SUCCESS)
     return make_error(cublas_name(s), " in cublasGemmEx (M=", M, " N=", N, " K=", K, ") at ",
                       __FILE__, ":", __LINE__);
@@ -114,20 +155,20 @@ Status gemm_bf16_nn(cublasHandle_t handle, float* C, float beta, const bf16* A, 
                     int M, int N, int K, cudaStream_t stream) {
   // Row-major C (M, N) is column-major (N, M) = B_cm (N, K) · A_cm (K, M).
   const float one = 1.0f;
-  cublasStatus_t st = cublasSetStream(handle, stream);
-  if (st == CUBLAS_STATUS_SUCCESS)
-    st = cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &one, B, CUDA_R_16BF, N, A,
-                      CUDA_R_16BF, K, &beta, C, CUDA_R_32F, N, CUBLAS_COMPUTE_32F,
-                      CUBLAS_GEMM_DEFAULT);
+  GL_TRY(gemm_bind_stream(handle, stream));
+  const cublasStatus_t st =
+      cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &one, B, CUDA_R_16BF, N, A,
+                   CUDA_R_16BF, K, &beta, C, CUDA_R_32F, N, CUBLAS_COMPUTE_32F,
+                   CUBLAS_GEMM_DEFAULT);
   return cublas_status(st, "cublasGemmEx", "gemm_bf16_nn");
 }
 
 Status gemm_f32_nn(cublasHandle_t handle, float* C, float beta, const float* A, const float* B,
                    int M, int N, int K, cudaStream_t stream) {
   const float one = 1.0f;
-  cublasStatus_t st = cublasSetStream(handle, stream);
-  if (st == CUBLAS_STATUS_SUCCESS)
-    st = cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &one, B, N, A, K, &beta, C, N);
+  GL_TRY(gemm_bind_stream(handle, stream));
+  const cublasStatus_t st =
+      cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &one, B, N, A, K, &beta, C, N);
   return cublas_status(st, "cublasSgemm", "gemm_f32_nn");
 }
 
@@ -135,11 +176,11 @@ Status gemm_bf16_tn_accumulate(cublasHandle_t handle, float* dW, const bf16* dou
                                int T, int N, int C, cudaStream_t stream) {
   // Row-major dW (N, C) is column-major (C, N) = x_cm (C, T) · dout_cm (N, T)ᵀ.
   const float one = 1.0f;
-  cublasStatus_t st = cublasSetStream(handle, stream);
-  if (st == CUBLAS_STATUS_SUCCESS)
-    st = cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_T, C, N, T, &one, x, CUDA_R_16BF, C, dout,
-                      CUDA_R_16BF, N, &one, dW, CUDA_R_32F, C, CUBLAS_COMPUTE_32F,
-                      CUBLAS_GEMM_DEFAULT);
+  GL_TRY(gemm_bind_stream(handle, stream));
+  const cublasStatus_t st =
+      cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_T, C, N, T, &one, x, CUDA_R_16BF, C, dout,
+                   CUDA_R_16BF, N, &one, dW, CUDA_R_32F, C, CUBLAS_COMPUTE_32F,
+                   CUBLAS_GEMM_DEFAULT);
   return cublas_status(st, "cublasGemmEx", "gemm_bf16_tn_accumulate");
 }
 
@@ -147,9 +188,9 @@ Status gemm_f32_tn_accumulate(cublasHandle_t handle, float* dW, const float* dou
                               int T, int N, int C, cudaStream_t stream) {
   // Row-major dW (N, C) is column-major (C, N) = x_cm (C, T) · dout_cm (N, T)ᵀ.
   const float one = 1.0f;
-  cublasStatus_t st = cublasSetStream(handle, stream);
-  if (st == CUBLAS_STATUS_SUCCESS)
-    st = cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_T, C, N, T, &one, x, C, dout, N, &one, dW, C);
+  GL_TRY(gemm_bind_stream(handle, stream));
+  const cublasStatus_t st =
+      cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_T, C, N, T, &one, x, C, dout, N, &one, dW, C);
   return cublas_status(st, "cublasSgemm", "gemm_f32_tn_accumulate");
 }
 

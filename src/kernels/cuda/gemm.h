@@ -10,6 +10,19 @@
 
 namespace golinear::kernels::cuda {
 
+// cuBLAS workspaces. cublasSetStream resets a handle to cuBLAS's default workspace pool, which
+// the streams of the process share; while several streams run at once cuBLAS may then pick other
+// kernels, so results differ from run to run (cuBLAS docs, "Results reproducibility": measured
+// here as the pipelined attention transfer's loss drifting 1% from run to run). A handle given a
+// workspace of its own keeps it: every product below binds its stream with gemm_bind_stream,
+// which puts the handle's workspace back after a stream change. The caller keeps the memory
+// alive until gemm_release_workspace(handle), which must come before cublasDestroy(handle).
+inline constexpr size_t kCublasWorkspaceBytes = 32u << 20;  // the size NVIDIA gives for Hopper
+Status gemm_use_workspace(cublasHandle_t handle, void* workspace, size_t bytes);
+void gemm_release_workspace(cublasHandle_t handle);
+// Makes `stream` the handle's stream (a no-op when it already is), with its own workspace.
+Status gemm_bind_stream(cublasHandle_t handle, cudaStream_t stream);
+
 // C (M, N) = A (M, K) · Bᵀ + beta · C, B (N, K) row-major; A, B bf16, C fp32 (c_is_bf16 false) or
 // bf16; fp32 compute. beta = 1 with fp32 C adds into the residual stream. M = 1 (a decode step)
 // runs our own bandwidth-bound GEMV when K % 8 == 0 and K ≤ 24576, cuBLAS otherwise.

@@ -22,7 +22,6 @@ namespace kc = kernels::cuda;
 namespace {
 
 constexpr int kRowChunk = 16384;  // rows of the per-token stages per pass
-constexpr size_t kCublasWorkspace = 32u << 20;
 
 #define GL_CUBLAS_OK(expr)                                                             \
   do {                                                                                 \
@@ -104,8 +103,11 @@ GpuModel::~GpuModel() {
   trace_alt_memory_.clear();
   scratch_.clear();
   layers_.clear();
-  weights_.clear();
-  if (cublas_) cublasDestroy(cublas_);
+  if (cublas_) {
+    kc::gemm_release_workspace(cublas_);
+    cublasDestroy(cublas_);
+  }
+  weights_.clear();  // after the handle that used its workspace
   if (stream_) cudaStreamDestroy(stream_);
 }
 
@@ -121,9 +123,11 @@ Status GpuModel::init(const ModelConfig& config) {
   }
   GL_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   GL_CUBLAS_OK(cublasCreate(&cublas_));
-  GL_ASSIGN_OR_RETURN(void* ws, weights_.alloc_bytes(kCublasWorkspace));
-  GL_CUBLAS_OK(cublasSetWorkspace(cublas_, ws, kCublasWorkspace));  // graph capture safe
   GL_CUBLAS_OK(cublasSetStream(cublas_, stream_));
+  // A workspace of its own (kernels/cuda/gemm.h): graph-capture safe, and deterministic while
+  // other streams run (the pipelined attention transfer).
+  GL_ASSIGN_OR_RETURN(void* ws, weights_.alloc_bytes(kc::kCublasWorkspaceBytes));
+  GL_TRY(kc::gemm_use_workspace(cublas_, ws, kc::kCublasWorkspaceBytes));
   const std::vector<float> inv = rope_inverse_frequencies(config.rope, config.head_dim);
   GL_ASSIGN_OR_RETURN(inv_freq_, upload_f32(weights_, inv, stream_));
   layers_.resize(config.num_layers);
@@ -131,7 +135,7 @@ Status GpuModel::init(const ModelConfig& config) {
 }
 
 size_t GpuModel::weight_bytes() const {
-  size_t total = weights_.bytes() - kCublasWorkspace;
+  size_t total = weights_.bytes() - kc::kCublasWorkspaceBytes;
   for (const GpuLayer& l : layers_)
     if (l.mixer_memory) total += l.mixer_memory->bytes();
   return total;
@@ -422,7 +426,7 @@ Status GpuModel::forward_device(const int32_t* ids, int T, float* logits, bool l
       // the rest of the cache is filled from the same inputs (the hybrid prefill).
       GL_TRY(kc::hybrid_forward(Y, cache ? cache->hybrid_[l].state : nullptr, L.hshape, L.hparams,
                                 X, Q, K, Vv, T, hybrid_ws_, hybrid_ws_bytes_, cublas_, s));
-      GL_CUBLAS_OK(cublasSetStream(cublas_, s));
+      GL_TRY(kc::gemm_bind_stream(cublas_, s));
       if (cache)
         GL_TRY(kc::hybrid_cache_fill(cache->hybrid_[l], L.hshape, L.hparams, X, Q, K, Vv, T, s));
     } else {

@@ -106,15 +106,16 @@ Result<TrainReport> gpu_attention_transfer(const GpuTeacher& teacher_trace, cons
   GL_CUDA_CHECK(cudaMemset(grad.get(), 0, P * 4));
   GL_CUDA_CHECK(cudaMemset(m.get(), 0, P * 4));
   GL_CUDA_CHECK(cudaMemset(v.get(), 0, P * 4));
-  // GOLINEAR_TRANSFER_PIPELINE=1 with a pipelined teacher (opt-in, experimental): the students
-  // train on a stream of their own at the highest priority (their many small kernels take SMs as
-  // the teacher's GEMM tiles free them) while the teacher of the next sequence runs on its
-  // stream. Measured on the 8B shape: 21.4K vs 19.6K tokens/s; the loss curve follows the
-  // synchronous run only to rounding (cuBLAS may pick other kernels while two streams are
-  // active, and AdamW amplifies rounding on near-zero gradients), hence not the default.
-  // Otherwise the students run on the legacy default stream after each synchronous trace.
+  // With a teacher that can trace ahead (gpu_teacher_from_model) the teacher is pipelined: the
+  // students train on a stream of their own at the highest priority (their many small kernels
+  // take SMs as the teacher's GEMM tiles free them) while the teacher of the next sequence runs
+  // on its stream, into the other of two trace slots. Same kernels, same order of every sum:
+  // the loss curve equals the synchronous run's bit for bit (tests/train/cuda). Measured on the
+  // 8B shape (H200): 21.4K vs 19.7K tokens/s. GOLINEAR_TRANSFER_PIPELINE=0 turns it off: the
+  // students then run on the legacy default stream after each synchronous trace.
   const char* pipeline_env = std::getenv("GOLINEAR_TRANSFER_PIPELINE");
-  const bool pipelined = (bool)teacher_trace.async() && pipeline_env && std::strcmp(pipeline_env, "1") == 0;
+  const bool pipelined =
+      (bool)teacher_trace.async() && !(pipeline_env && std::strcmp(pipeline_env, "0") == 0);
   CudaStream student_stream;
   CudaEvent teacher_done[2], students_done[2];
   if (pipelined) {
@@ -196,6 +197,10 @@ Result<TrainReport> gpu_attention_transfer(const GpuTeacher& teacher_trace, cons
         profile.mark("teacher trace: exposed wait (pipelined)", stream);
         io_traces = &slot_traces[seq % 2];
       } else {
+        // The teacher overwrites the one trace the students of the previous sequence read, on
+        // a stream of its own that does not wait for theirs: let them finish first (a race with
+        // batch > 1 until session 3, which made runs differ from one another).
+        GL_CUDA_CHECK(cudaStreamSynchronize(stream));
         profile.mark("host: before the teacher", stream);
         GL_TRY(teacher_trace(sequence_tokens(seq), T, &traces));
         GL_CUDA_CHECK(cudaDeviceSynchronize());  // the teacher may have used its own stream

@@ -35,7 +35,7 @@ using GpuTraceAsyncFn =
 
 // A teacher: the synchronous trace, and optionally the pipelined one, with which the trainer
 // runs the teacher of the next sequence on the teacher's stream while the students of this one
-// train, when GOLINEAR_TRANSFER_PIPELINE=1 (opt-in, experimental: see gpu_attention_transfer.cpp).
+// train (the default; GOLINEAR_TRANSFER_PIPELINE=0 turns it off: see gpu_attention_transfer.cpp).
 class GpuTeacher {
  public:
   GpuTeacher() = default;

@@ -6,6 +6,7 @@
 
 #include "common/file.h"
 #include "kernels/cuda/cuda_common.h"
+#include "kernels/cuda/gemm.h"
 
 #include "mixers/cuda/gpu_hybrid_layer.h"
 #include "mixers/hybrid_mixer.h"
@@ -13,12 +14,20 @@
 namespace golinear::train::cuda {
 
 CublasHandle::~CublasHandle() {
-  if (handle_) cublasDestroy(handle_);
+  if (handle_) {
+    kernels::cuda::gemm_release_workspace(handle_);
+    cublasDestroy(handle_);
+  }
+  if (workspace_) cudaFree(workspace_);
 }
 
 Status CublasHandle::create() {
   if (cublasCreate(&handle_) != CUBLAS_STATUS_SUCCESS) return make_error("cublasCreate failed");
-  return ok_status();
+  // A workspace of its own (kernels/cuda/gemm.h): the pipelined transfer runs the teacher's
+  // products on another stream at the same time, and cuBLAS's shared pool would then make the
+  // results differ from run to run.
+  GL_CUDA_CHECK(cudaMalloc(&workspace_, kernels::cuda::kCublasWorkspaceBytes));
+  return kernels::cuda::gemm_use_workspace(handle_, workspace_, kernels::cuda::kCublasWorkspaceBytes);
 }
 
 CudaStream::~CudaStream() {

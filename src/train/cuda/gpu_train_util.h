@@ -15,6 +15,7 @@
 
 namespace golinear::train::cuda {
 
+// A cuBLAS handle with a workspace of its own (kernels/cuda/gemm.h), destroyed with the object.
 class CublasHandle {
  public:
   CublasHandle() = default;
@@ -26,6 +27,7 @@ class CublasHandle {
 
  private:
   cublasHandle_t handle_ = nullptr;
+  void* workspace_ = nullptr;  // kernels::cuda::kCublasWorkspaceBytes, its own (gemm.h)
 };
 
 // A non-blocking CUDA stream owned (destroyed with the object).
