@@ -17,24 +17,6 @@ constexpr int kConvWidth = 4;
 
 size_t align_up(size_t x) { return (x + 255) / 256 * 256; }
 
-const char* cublas_status_name(cublasStatus_t s) {
-  switch (s) {
-    case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
-    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
-    case CUBLAS_STATUS_ARCH_MISMATCH: return "CUBLAS_STATUS_ARCH_MISMATCH";
-    case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
-    case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
-    default: return "cuBLAS error";
-  }
-}
-#define GL_CUBLAS_CHECK(expr)                                                                   \
-  do {                                                                                          \
-    const cublasStatus_t gl_cublas_code_ = (expr);                                              \
-    if (gl_cublas_code_ != CUBLAS_STATUS_SUCCESS)                                               \
-      return make_error(cublas_status_name(gl_cublas_code_), " in ", #expr, " at ", __FILE__, \
-                        ":", __LINE__);                                                         \
-  } while (0)
-
 unsigned blocks_for(long n, int threads) { return (unsigned)std::min<long>((n + threads - 1) / threads, 1L << 20); }
 
 __global__ void short_conv_forward_kernel(bf16* y, const bf16* x, const float* w, int T, int N) {
