@@ -16,7 +16,7 @@
 #include "analysis/cuda/gpu_trace.h"
 #include "kernels/cuda/cuda_test_util.h"
 #include "model/cuda/gpu_model.h"
-#include "runtime/cuda/test_random_model.h"
+#include "model/cuda/random_models.h"
 
 namespace golinear {
 namespace {

@@ -14,7 +14,7 @@
 #include "eval/loglikelihood.h"
 #include "kernels/cuda/cuda_test_util.h"
 #include "model/cuda/gpu_model.h"
-#include "runtime/cuda/test_random_model.h"
+#include "model/cuda/random_models.h"
 
 namespace golinear {
 namespace {

@@ -27,6 +27,7 @@
 #include "mixers/mixer_factory.h"
 #include "mixers/softmax_mixer.h"
 #include "model/cuda/gpu_model.h"
+#include "model/cuda/random_models.h"
 #include "model/linearization.h"
 #include "model/transformer.h"
 
@@ -45,8 +46,6 @@ std::string fixtures_dir() {
   if (const char* env = std::getenv("GOLINEAR_GPU_FIXTURES")) return env;
   return std::string(GOLINEAR_TEST_DATA) + "/fixtures";
 }
-
-int argmax(const float* x, int n) { return (int)(std::max_element(x, x + n) - x); }
 
 // A fixture family's config at head_dim 64: C 256, H 4, G 2, F 512, V 1024, L 2.
 ModelConfig family_config(const std::string& fixture) {
@@ -74,96 +73,17 @@ ModelConfig family_config(const std::string& fixture) {
   return c;
 }
 
-// Random fp32 weights with O(1) activations; every layer softmax.
-std::unique_ptr<Model> random_model(const ModelConfig& c, uint64_t seed) {
-  auto m = std::make_unique<Model>();
-  m->config = c;
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
-  auto mat = [&](long rows, long cols) {
-    std::vector<float> w(rows * cols);
-    const float s = 1.0f / std::sqrt((float)cols);
-    for (auto& x : w) x = s * normal(rng);
-    return w;
-  };
-  auto norm = [&](long n) {
-    std::vector<float> w(n);
-    for (auto& x : w) x = 1.0f + 0.2f * uni(rng);
-    return w;
-  };
-  auto bias = [&](long n) {
-    std::vector<float> w(n);
-    for (auto& x : w) x = 0.1f * uni(rng);
-    return w;
-  };
-  const long C = c.hidden_size, H = c.num_heads, G = c.num_kv_heads, D = c.head_dim,
-             F = c.intermediate_size, V = c.vocab_size;
-  m->embed.resize(V * C);
-  for (auto& x : m->embed) x = normal(rng);
-  if (!c.tie_word_embeddings) m->lm_head = mat(V, C);
-  m->final_norm = norm(C);
-  m->layers.resize(c.num_layers);
-  for (auto& w : m->layers) {
-    w.input_norm = norm(C);
-    w.q_proj = mat(H * D, C);
-    w.k_proj = mat(G * D, C);
-    w.v_proj = mat(G * D, C);
-    if (c.qkv_bias) {
-      w.q_bias = bias(H * D);
-      w.k_bias = bias(G * D);
-      w.v_bias = bias(G * D);
-    }
-    if (c.qk_norm) {
-      w.q_norm = norm(D);
-      w.k_norm = norm(D);
-    }
-    w.o_proj = mat(C, H * D);
-    w.post_norm = norm(C);
-    w.gate_proj = mat(F, C);
-    w.up_proj = mat(F, C);
-    w.down_proj = mat(C, F);
-  }
-  m->inv_freq = rope_inverse_frequencies(c.rope, (int)D);
-  for (int l = 0; l < c.num_layers; ++l)
-    m->mixers.push_back(std::make_unique<mixers::SoftmaxMixer>(m->attention_shape()));
-  return m;
-}
-
-// Layers not in keep_full become default-recipe hybrids (sinks 4, window 12, so the linear
-// branch is active from token 16) with every parameter perturbed away from its init.
-void linearize(Model& m, const std::vector<int>& keep_full, uint64_t seed) {
-  mixers::MixerOptions o;
-  o.sinks = 4;
-  o.window = 12;
-  auto stack = linearized_mixers(m, o, keep_full, seed);
-  ASSERT_TRUE(stack.ok()) << stack.error();
-  m.mixers = std::move(*stack);
-  std::mt19937_64 rng(seed + 99);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  for (auto& mixer : m.mixers)
-    for (mixers::Parameter* p : mixer->parameters()) {
-      const float scale = p->name == "b_lambda" ? 1.0f : p->name.rfind("w_", 0) == 0 ? 0.05f : 0.1f;
-      for (auto& x : p->value) x += scale * normal(rng);
-    }
-}
-
-std::vector<int32_t> tokens(int T, int V, uint64_t seed) {
-  std::vector<int32_t> ids(T);
-  for (int t = 0; t < T; ++t) ids[t] = (int32_t)((t * 7919 + seed * 104729 + 3) % V);
-  return ids;
-}
-
 void expect_logits_match(const Model& cpu, GpuModel& gpu, int T, double tol, const char* what) {
   const int V = cpu.config.vocab_size;
-  const auto ids = tokens(T, V, 1);
+  const auto ids = test::test_tokens(T, V, 1);
   std::vector<float> want((size_t)T * V), got((size_t)T * V);
   model_forward(cpu, ids.data(), T, want.data());
   ASSERT_TRUE(gpu.forward(ids.data(), T, got.data(), false).ok());
   ASSERT_TRUE(all_finite(got)) << what;
   const Comparison e = compare(got.data(), want.data(), got.size());
   int agree = 0;
-  for (int t = 0; t < T; ++t) agree += argmax(&got[(size_t)t * V], V) == argmax(&want[(size_t)t * V], V);
+  for (int t = 0; t < T; ++t)
+    agree += test::argmax_of(&got[(size_t)t * V], V) == test::argmax_of(&want[(size_t)t * V], V);
   std::printf("  %-34s logits nmse %.3e  max abs %.3e  argmax %d/%d\n", what, e.nmse, e.max_abs,
               agree, T);
   EXPECT_LT(e.nmse, tol) << what;
@@ -178,7 +98,7 @@ class GpuModelFamily : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(GpuModelFamily, LogitsMatchCpu) {
   REQUIRE_GPU();
-  const auto cpu = random_model(family_config(GetParam()), 11);
+  const auto cpu = test::random_model(family_config(GetParam()), 11);
   auto gpu = cuda::gpu_model_upload(*cpu);
   ASSERT_TRUE(gpu.ok()) << gpu.error();
   expect_logits_match(*cpu, **gpu, 100, 2e-3, GetParam().c_str());
@@ -197,7 +117,7 @@ TEST(GpuModel, TiedEmbeddingsLlama3Rope) {
   c.rope.low_freq_factor = 1.0;
   c.rope.high_freq_factor = 4.0;
   c.rope.original_max_position = 64;  // small, so the scaled bands matter at these lengths
-  const auto cpu = random_model(c, 12);
+  const auto cpu = test::random_model(c, 12);
   auto gpu = cuda::gpu_model_upload(*cpu);
   ASSERT_TRUE(gpu.ok()) << gpu.error();
   expect_logits_match(*cpu, **gpu, 100, 2e-3, "llama tied + llama3 rope");
@@ -206,8 +126,8 @@ TEST(GpuModel, TiedEmbeddingsLlama3Rope) {
 TEST(GpuModel, LinearizedLlamaMatchesCpu) {
   REQUIRE_GPU();
   for (const std::vector<int>& keep : {std::vector<int>{}, std::vector<int>{1}}) {
-    auto cpu = random_model(family_config("random-llama"), 13);
-    linearize(*cpu, keep, 21);
+    auto cpu = test::random_model(family_config("random-llama"), 13);
+    cpu->mixers = test::linearized_stack(*cpu, keep, 21);
     auto gpu = cuda::gpu_model_upload(*cpu);
     ASSERT_TRUE(gpu.ok()) << gpu.error();
     EXPECT_TRUE((*gpu)->has_hybrid_layers());
@@ -219,8 +139,8 @@ TEST(GpuModel, LinearizedLlamaMatchesCpu) {
 
 TEST(GpuModel, LinearizedQwen3MatchesCpu) {
   REQUIRE_GPU();
-  auto cpu = random_model(family_config("random-qwen3"), 14);
-  linearize(*cpu, {}, 22);
+  auto cpu = test::random_model(family_config("random-qwen3"), 14);
+  cpu->mixers = test::linearized_stack(*cpu, {}, 22);
   auto gpu = cuda::gpu_model_upload(*cpu);
   ASSERT_TRUE(gpu.ok()) << gpu.error();
   expect_logits_match(*cpu, **gpu, 90, 3e-3, "linearized qwen3");
@@ -238,7 +158,7 @@ void expect_greedy_matches(Model& cpu, const char* what) {
   auto cache_r = GpuSequenceCache::create(gpu, P + steps + 1);
   ASSERT_TRUE(cache_r.ok()) << cache_r.error();
   GpuSequenceCache& cache = **cache_r;
-  std::vector<int32_t> seq = tokens(P, V, 5);
+  std::vector<int32_t> seq = test::test_tokens(P, V, 5);
   std::vector<float> logits(V), full((size_t)V), cpu_last(V);
   ASSERT_TRUE(cuda::gpu_prefill(gpu, cache, seq.data(), P, logits.data()).ok());
   double worst = 0;
@@ -248,13 +168,13 @@ void expect_greedy_matches(Model& cpu, const char* what) {
     ASSERT_TRUE(gpu.forward(seq.data(), T, full.data(), true).ok());
     model_forward(cpu, seq.data(), T, cpu_last.data(), true);
     worst = std::max(worst, compare(logits.data(), cpu_last.data(), V).nmse);
-    const int pick = argmax(logits.data(), V), best = argmax(full.data(), V);
+    const int pick = test::argmax_of(logits.data(), V), best = test::argmax_of(full.data(), V);
     const auto [lo, hi] = std::minmax_element(full.begin(), full.end());
     EXPECT_GE(full[pick], full[best] - 0.01f * (*hi - *lo)) << what << " step " << step;
     exact += pick == best;
     int32_t next = -1;
     ASSERT_TRUE(cuda::gpu_decode(gpu, cache, pick, logits.data(), &next).ok());
-    EXPECT_EQ(next, argmax(logits.data(), V));
+    EXPECT_EQ(next, test::argmax_of(logits.data(), V));
     seq.push_back(pick);
   }
   EXPECT_EQ(cache.position(), (long)seq.size());
@@ -269,14 +189,14 @@ void expect_greedy_matches(Model& cpu, const char* what) {
 TEST(GpuModel, HybridPrefillFillsCacheAsSteps) {
   REQUIRE_GPU();
   for (const std::vector<int>& keep : {std::vector<int>{}, std::vector<int>{0}}) {
-    auto cpu = random_model(family_config("random-llama"), 31);
-    linearize(*cpu, keep, 32);
+    auto cpu = test::random_model(family_config("random-llama"), 31);
+    cpu->mixers = test::linearized_stack(*cpu, keep, 32);
     auto gpu_r = cuda::gpu_model_upload(*cpu);
     ASSERT_TRUE(gpu_r.ok()) << gpu_r.error();
     GpuModel& gpu = **gpu_r;
     const int V = cpu->config.vocab_size, steps = 8;
     for (int P : {2, 3, 15, 17, 53}) {  // around the sinks + window = 16 boundary and beyond
-      const auto seq = tokens(P + steps, V, 7);
+      const auto seq = test::test_tokens(P + steps, V, 7);
       auto fast = GpuSequenceCache::create(gpu, P + steps);
       auto slow = GpuSequenceCache::create(gpu, P + steps);
       ASSERT_TRUE(fast.ok() && slow.ok());
@@ -303,21 +223,21 @@ TEST(GpuModel, HybridPrefillFillsCacheAsSteps) {
 
 TEST(GpuModel, GreedyDecodeSoftmax) {
   REQUIRE_GPU();
-  auto cpu = random_model(family_config("random-qwen2"), 15);
+  auto cpu = test::random_model(family_config("random-qwen2"), 15);
   expect_greedy_matches(*cpu, "qwen2 (KV cache, flash prefill)");
 }
 
 TEST(GpuModel, GreedyDecodeHybridGraph) {
   REQUIRE_GPU();
-  auto cpu = random_model(family_config("random-llama"), 16);
-  linearize(*cpu, {}, 23);
+  auto cpu = test::random_model(family_config("random-llama"), 16);
+  cpu->mixers = test::linearized_stack(*cpu, {}, 23);
   expect_greedy_matches(*cpu, "linearized llama (graph step)");
 }
 
 TEST(GpuModel, GreedyDecodeMixed) {
   REQUIRE_GPU();
-  auto cpu = random_model(family_config("random-qwen3"), 17);
-  linearize(*cpu, {0}, 24);
+  auto cpu = test::random_model(family_config("random-qwen3"), 17);
+  cpu->mixers = test::linearized_stack(*cpu, {0}, 24);
   expect_greedy_matches(*cpu, "qwen3, layer 0 full, layer 1 hybrid");
 }
 
@@ -325,12 +245,12 @@ TEST(GpuModel, GreedyDecodeMixed) {
 TEST(GpuModel, TraceMatchesCpu) {
   REQUIRE_GPU();
   for (const char* fam : {"random-qwen2", "random-qwen3", "random-llama"}) {
-    auto cpu = random_model(family_config(fam), 18);
-    if (std::string(fam) == "random-llama") linearize(*cpu, {1}, 25);
+    auto cpu = test::random_model(family_config(fam), 18);
+    if (std::string(fam) == "random-llama") cpu->mixers = test::linearized_stack(*cpu, {1}, 25);
     auto gpu = cuda::gpu_model_upload(*cpu);
     ASSERT_TRUE(gpu.ok()) << gpu.error();
     const int T = 70;
-    const auto ids = tokens(T, cpu->config.vocab_size, 3);
+    const auto ids = test::test_tokens(T, cpu->config.vocab_size, 3);
     ForwardTrace trace;
     trace.capture_mixer_io = true;
     model_forward(*cpu, ids.data(), T, nullptr, false, &trace);
@@ -357,7 +277,7 @@ TEST(GpuModel, TraceMatchesCpu) {
 TEST(GpuModel, RefusesWhatTheKernelsDoNotImplement) {
   REQUIRE_GPU();
   {  // a recipe other than the default
-    auto cpu = random_model(family_config("random-llama"), 19);
+    auto cpu = test::random_model(family_config("random-llama"), 19);
     mixers::MixerOptions o;
     o.mix = mixers::MixKind::add;
     auto stack = linearized_mixers(*cpu, o, {}, 1);
@@ -388,7 +308,7 @@ TEST(GpuModel, RandomConfigModelRuns) {
   auto gpu = cuda::gpu_model_random(c, 3);
   ASSERT_TRUE(gpu.ok()) << gpu.error();
   const int T = 40, V = c.vocab_size;
-  const auto ids = tokens(T, V, 9);
+  const auto ids = test::test_tokens(T, V, 9);
   std::vector<float> logits((size_t)T * V);
   Status st = (*gpu)->forward(ids.data(), T, logits.data(), false);
   ASSERT_TRUE(st.ok()) << st.error();

@@ -17,7 +17,7 @@
 #include "kernels/cuda/cuda_test_util.h"
 #include "model/cuda/gpu_model.h"
 #include "runtime/cuda/gpu_sequences.h"
-#include "runtime/cuda/test_random_model.h"
+#include "model/cuda/random_models.h"
 #include "runtime/generate.h"
 
 namespace golinear {

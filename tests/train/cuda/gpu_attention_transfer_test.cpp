@@ -264,8 +264,8 @@ TEST(GpuAttentionTransfer, PipelinedTeacherEqualsTheSynchronousOne) {
 // Resume: a run stopped after 3 of 6 steps and resumed in a "new process" (fresh students)
 // ends where an uninterrupted run ends. What is asserted: max |Δparameter| ≤ 1e-5 (parameters
 // move by ~1e-2 over the run): the checkpoint round trip is exact (fp32 parameters and moments,
-// the step), and every reduction of ours runs in a fixed order, so only kernels that may sum in
-// a varying order (atomics in the attention / GDN backward) can make the runs differ, by
+// the step), and every reduction of ours runs in a fixed order (the attention and GDN backwards
+// included), so only a kernel summing in a varying order could make the runs differ, by
 // rounding. The state written by the GPU also resumes on the CPU trainer (same format).
 TEST(GpuAttentionTransfer, ResumeEqualsAnUninterruptedRun) {
   REQUIRE_GPU();

@@ -1,7 +1,8 @@
-// A small random model of the Llama fixture family at head_dim 64 (the CUDA attention kernels
-// compile 64 and 128), built in-process with the same host weights for the CPU model and its
-// GPU upload, as tests/model/cuda/gpu_model_test.cpp builds them: C 256, H 4, G 2, D 64, F 512,
-// V 1024, L 2. Shared by the GPU tests of runtime, eval and analysis.
+// Small random models for the GPU tests (model, runtime, eval, analysis): built in-process at
+// head_dim 64 (the CUDA attention kernels compile 64 and 128; the fixtures' own head dims are 16
+// and 32), the same host weights feeding the CPU model and its GPU upload. small_llama_config:
+// C 256, H 4, G 2, D 64, F 512, V 1024, L 2; random_model honours the config's family switches
+// (Qwen2's qkv bias, Qwen3's q/k norm).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -55,6 +56,11 @@ inline std::unique_ptr<Model> random_model(const ModelConfig& c, uint64_t seed) 
     for (auto& x : w) x = 1.0f + 0.2f * uni(rng);
     return w;
   };
+  auto bias = [&](long n) {
+    std::vector<float> w(n);
+    for (auto& x : w) x = 0.1f * uni(rng);
+    return w;
+  };
   const long C = c.hidden_size, H = c.num_heads, G = c.num_kv_heads, D = c.head_dim,
              F = c.intermediate_size, V = c.vocab_size;
   m->embed.resize(V * C);
@@ -67,6 +73,15 @@ inline std::unique_ptr<Model> random_model(const ModelConfig& c, uint64_t seed) 
     w.q_proj = mat(H * D, C);
     w.k_proj = mat(G * D, C);
     w.v_proj = mat(G * D, C);
+    if (c.qkv_bias) {
+      w.q_bias = bias(H * D);
+      w.k_bias = bias(G * D);
+      w.v_bias = bias(G * D);
+    }
+    if (c.qk_norm) {
+      w.q_norm = norm(D);
+      w.k_norm = norm(D);
+    }
     w.o_proj = mat(C, H * D);
     w.post_norm = norm(C);
     w.gate_proj = mat(F, C);
