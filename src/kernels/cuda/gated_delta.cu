@@ -6,6 +6,7 @@
 #include <mma.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstdint>
 #include <cstdlib>
 #include <type_traits>
@@ -23,6 +24,7 @@ using device::cp_async_commit;
 using device::cp_async_wait;
 
 constexpr int kChunk = kGatedDeltaChunk;  // 64
+constexpr int kMaxSegments = 64;  // of the pipelined forward
 using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major>;
 using FragAT = wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::col_major>;
 using FragB = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major>;
@@ -39,6 +41,7 @@ struct ForwardWorkspace {
   float* gamma;      // (H, NC, 64)
   float* gexp;       // (H, NC, 2, 64): e^{γ_m}, then e^{γ_last − γ_m}
   float* carry;      // 2 × (H, D, D): the state between the segments of a pipelined forward
+  unsigned* ready;   // kMaxSegments counters, last: prepare blocks done per segment (persistent)
   size_t bytes;
 };
 ForwardWorkspace forward_workspace(void* base, int N, int H, int D) {
@@ -52,6 +55,7 @@ ForwardWorkspace forward_workspace(void* base, int N, int H, int D) {
   w.gamma = reinterpret_cast<float*>(p + off), off += align_up(H * NC * kChunk * sizeof(float));
   w.gexp = reinterpret_cast<float*>(p + off), off += align_up(H * NC * 2 * kChunk * sizeof(float));
   w.carry = reinterpret_cast<float*>(p + off), off += align_up(2 * (size_t)H * D * D * sizeof(float));
+  w.ready = reinterpret_cast<unsigned*>(p + off), off += align_up(kMaxSegments * sizeof(unsigned));
   w.bytes = off;
   return w;
 }
@@ -151,17 +155,21 @@ struct PrepareLayout {
 
 // grid (H, chunks), kPrepareThreads threads; chunk c = c_begin + blockIdx.y (chunk-major launch
 // order). Writes W, U (64, D), P (64, 64), γ (64), e^γ and e^{γL−γ} (2 × 64) of chunk c, head h,
-// and with T_out, T = (I + A)⁻¹ (bf16 64 × 64).
+// and with T_out, T = (I + A)⁻¹ (bf16 64 × 64). SIGNAL (the persistent state pass: the chunks in
+// done_groups even groups, group j = chunks ⌊NC·j/done_groups⌋ ..): each block then adds 1 to its
+// chunk's group counter done[j], its writes made visible at gpu scope first (barrier, fence,
+// atomic: the release half of cooperative groups' grid barrier).
 constexpr int kPrepareThreads = 256;
 
 // STAGED: W, U and P leave through per-warp shared staging tiles (in T's buffer, free then) as
 // 16-byte row vectors instead of 4-byte fragment stores (fewer L1 store wavefronts).
-template <int D, bool STAGED = false>
+template <int D, bool STAGED = false, bool SIGNAL = false>
 __global__ void __launch_bounds__(kPrepareThreads, 3) gdn_prepare_kernel(
     bf16* __restrict__ W_out, bf16* __restrict__ U_out, bf16* __restrict__ P_out,
     float* __restrict__ gamma_out, float* __restrict__ gexp_out, const bf16* __restrict__ q,
     const bf16* __restrict__ k, const bf16* __restrict__ v, const float* __restrict__ g,
-    const float* __restrict__ beta, int N, int H, int G, int c_begin, bf16* __restrict__ T_out) {
+    const float* __restrict__ beta, int N, int H, int G, int c_begin, bf16* __restrict__ T_out,
+    unsigned* done, int done_groups) {
   using L = PrepareLayout<D>;
   constexpr int LDB = L::LDB, LDA = L::LDA, LDF = L::LDF, LDT = L::LDT;
   extern __shared__ __align__(128) unsigned char smem[];
@@ -446,6 +454,13 @@ __global__ void __launch_bounds__(kPrepareThreads, 3) gdn_prepare_kernel(
       }
     }
   }
+  if constexpr (SIGNAL) {
+    __syncthreads();
+    if (tid == 0) {
+      __threadfence();  // the largest j with ⌊NC·j/groups⌋ ≤ c:
+      atomicAdd(done + (int)(((long)(c + 1) * done_groups + NC - 1) / NC - 1), 1u);
+    }
+  }
 }
 
 
@@ -476,14 +491,50 @@ struct StateLayout {
   static constexpr size_t total = ostage + NW * 64 * LDO * 2;
 };
 
+// What the persistent state pass waits for: segment s (chunks b[s] .. b[s + 1] − 1) is prepared
+// once ready[s] counts blocks_per_chunk · (b[s + 1] − b[s]) prepare blocks (gdn_prepare_kernel's
+// `done`). Passed by value (kernel parameter space); unused without WAIT.
+struct SegmentWait {
+  const unsigned* ready = nullptr;
+  int n = 0, blocks_per_chunk = 0;
+  int b[kMaxSegments + 1] = {};
+};
+// Spins (one thread) until *p ≥ target; the acquire load orders this thread's later reads after
+// the producers' writes, and the block barrier that follows extends that to the block (the
+// acquire half of cooperative groups' grid barrier). A watchdog turns a wait of more than ~8.6 s
+// (the producers never ran: a runtime that serialized the launches) into a trap, an error the
+// caller sees at its next synchronization, instead of a hang.
+__device__ __forceinline__ unsigned ld_acquire_gpu(const unsigned* p) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ unsigned long long global_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;\n" : "=l"(t));
+  return t;
+}
+__device__ __forceinline__ void wait_at_least(const unsigned* p, unsigned target) {
+  if (ld_acquire_gpu(p) >= target) return;
+  const unsigned long long t0 = global_ns();
+  while (ld_acquire_gpu(p) < target) {
+    __nanosleep(128);
+    if (global_ns() - t0 > (1ull << 33)) __trap();
+  }
+}
+
 // grid (D / BV, H), 32·BV/16 threads: head h, value columns [slice·BV, slice·BV + BV).
 // checkpoints: fp32 (H, NC, D, D) as S, or with CK_BF16 bf16 (H, NC, D, D) as Sᵀ (backward).
-template <int D, int BV, bool CK_BF16 = false>
+// WAIT (the persistent pass, c_begin = wait.b[0]): before staging the first chunk of segment s,
+// thread 0 waits until the segment's prepares are done (W, U, P and e^γ arrive by cp.async.cg,
+// which reads L2, never a stale L1 line); the arithmetic is the same as without.
+template <int D, int BV, bool CK_BF16 = false, bool WAIT = false>
 __global__ void __launch_bounds__(BV * 2, 1) gdn_state_pass_kernel(
     bf16* __restrict__ o, float* __restrict__ state_final, const float* __restrict__ state_init,
     void* __restrict__ checkpoints, const bf16* __restrict__ q, const bf16* __restrict__ k,
     const bf16* __restrict__ W, const bf16* __restrict__ U, const bf16* __restrict__ P,
-    const float* __restrict__ gexp, int N, int H, int G, int c_begin, int c_end) {
+    const float* __restrict__ gexp, int N, int H, int G, int c_begin, int c_end,
+    const SegmentWait wait) {
   using L = StateLayout<D, BV>;
   constexpr int LDB = L::LDB, LDP = L::LDP, LDU = L::LDU, LDO = L::LDO, NT = L::NW * 32;
   constexpr int VPR = D / 8, ND = D / 8, KD = D / 16, STAGES = L::STAGES;
@@ -550,6 +601,22 @@ __global__ void __launch_bounds__(BV * 2, 1) gdn_state_pass_kernel(
     if (tid < 32) cp_async16(gs + tid * 4, gexp + chunk_row * 2 + tid * 4, true);
   };
 
+  // WAIT: the next segment to wait for and its first chunk (all threads keep them alike);
+  // wait_through(c): thread 0 waits for every segment that starts at or before chunk c.
+  int wait_seg = 0, wait_chunk = WAIT ? wait.b[0] : 0;
+  auto wait_through = [&](int c) {
+    while (wait_chunk <= c) {
+      if (tid == 0)
+        wait_at_least(wait.ready + wait_seg, (unsigned)(wait.blocks_per_chunk *
+                                                        (wait.b[wait_seg + 1] - wait.b[wait_seg])));
+      ++wait_seg;
+      wait_chunk = wait_seg < wait.n ? wait.b[wait_seg] : INT_MAX;
+    }
+  };
+  if constexpr (WAIT) {  // the segments of the first STAGES − 1 chunks
+    wait_through(c_begin + STAGES - 2);
+    __syncthreads();
+  }
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
     if (c_begin + s < c_end) load_stage(c_begin + s, s);
@@ -570,6 +637,7 @@ __global__ void __launch_bounds__(BV * 2, 1) gdn_state_pass_kernel(
   const int mi = lane / 8, lr = lane % 8;
   for (int c = c_begin; c < c_end; ++c) {
     cp_async_wait<STAGES - 2>();
+    if constexpr (WAIT) wait_through(c + STAGES - 1);  // chunk c + STAGES − 1 is staged below
     __syncthreads();  // chunk c visible to all; every warp is done with chunk c − 1's stage
     if (c + STAGES - 1 < c_end) load_stage(c + STAGES - 1, (c - c_begin + STAGES - 1) % STAGES);
     cp_async_commit();
@@ -1076,11 +1144,26 @@ Status launch_state_pass_wg(bf16* o, float* state_final, const float* state_init
 
 // (A two-stage state pass for D = 128, 64 value columns, 151 KB of shared memory so that one
 // prepare block fits beside it, was slower pipelined: H200, 32K 1.41 → 1.55 ms.)
+// wait: the persistent pass (value_block 32 or 64, no checkpoints, not on wgmma).
 template <int D, int BV>
 Status launch_state_pass(bf16* o, float* state_final, const float* state_init, void* checkpoints,
                          bool ck_bf16, const bf16* q, const bf16* k, const ForwardWorkspace& ws,
-                         int N, int H, int G, int c_begin, int c_end, cudaStream_t stream) {
+                         int N, int H, int G, int c_begin, int c_end, cudaStream_t stream,
+                         const SegmentWait* wait = nullptr) {
   using L = StateLayout<D, BV>;
+  if (wait) {
+    if constexpr (BV == 32 || BV == 64) {
+      auto kernel = gdn_state_pass_kernel<D, BV, false, true>;
+      GL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         (int)L::total));
+      kernel<<<dim3(D / BV, H), L::NW * 32, L::total, stream>>>(
+          o, state_final, state_init, nullptr, q, k, ws.W, ws.U, ws.P, ws.gexp, N, H, G, c_begin,
+          c_end, *wait);
+      GL_CUDA_CHECK_LAUNCH();
+      return ok_status();
+    }
+    return make_error("gated_delta_chunked_forward: no persistent state pass at value_block ", BV);
+  }
   if constexpr (BV == 64) {
     if (wgmma_state_pass())
       return ck_bf16 ? launch_state_pass_wg<D, true>(o, state_final, state_init, checkpoints, q, k,
@@ -1093,30 +1176,35 @@ Status launch_state_pass(bf16* o, float* state_final, const float* state_init, v
                                      (int)L::total));
   kernel<<<dim3(D / BV, H), L::NW * 32, L::total, stream>>>(o, state_final, state_init,
                                                              checkpoints, q, k, ws.W, ws.U, ws.P,
-                                                             ws.gexp, N, H, G, c_begin, c_end);
+                                                             ws.gexp, N, H, G, c_begin, c_end,
+                                                             SegmentWait{});
   GL_CUDA_CHECK_LAUNCH();
   return ok_status();
 }
 
 template <int D>
+int resolved_value_block(int value_block) {
+  return value_block == 0 ? (D == 128 ? 64 : 32) : value_block;
+}
+template <int D>
 Status state_pass(int value_block, bf16* o, float* state_final, const float* state_init,
                   void* checkpoints, bool ck_bf16, const bf16* q, const bf16* k,
                   const ForwardWorkspace& ws, int N, int H, int G, int c_begin, int c_end,
-                  cudaStream_t stream) {
-  switch (value_block == 0 ? (D == 128 ? 64 : 32) : value_block) {
+                  cudaStream_t stream, const SegmentWait* wait = nullptr) {
+  switch (resolved_value_block<D>(value_block)) {
     case 16:
       return launch_state_pass<D, 16>(o, state_final, state_init, checkpoints, ck_bf16, q, k, ws,
-                                      N, H, G, c_begin, c_end, stream);
+                                      N, H, G, c_begin, c_end, stream, wait);
     case 32:
       return launch_state_pass<D, 32>(o, state_final, state_init, checkpoints, ck_bf16, q, k, ws,
-                                      N, H, G, c_begin, c_end, stream);
+                                      N, H, G, c_begin, c_end, stream, wait);
     case 64:
       return launch_state_pass<D, 64>(o, state_final, state_init, checkpoints, ck_bf16, q, k, ws,
-                                      N, H, G, c_begin, c_end, stream);
+                                      N, H, G, c_begin, c_end, stream, wait);
     case 128:
       if constexpr (D == 128)
         return launch_state_pass<D, 128>(o, state_final, state_init, checkpoints, ck_bf16, q, k,
-                                         ws, N, H, G, c_begin, c_end, stream);
+                                         ws, N, H, G, c_begin, c_end, stream, wait);
       [[fallthrough]];
     default:
       return make_error("gated_delta_chunked_forward: value_block ", value_block,
@@ -1124,19 +1212,27 @@ Status state_pass(int value_block, bf16* o, float* state_final, const float* sta
   }
 }
 
-template <int D>
-Status launch_prepare(const bf16* q, const bf16* k, const bf16* v, const float* g,
-                      const float* beta, int N, int H, int G, const ForwardWorkspace& ws,
-                      int c_begin, int c_end, bf16* T_out, cudaStream_t stream) {
+// The prepare kernel, its shared memory allowed (SIGNAL: the persistent pass's).
+template <int D, bool SIGNAL = false>
+Result<decltype(&gdn_prepare_kernel<D, true, SIGNAL>)> prepare_kernel() {
   using L = PrepareLayout<D>;
   static_assert(8 * 16 * (D / 2) * 2 <= 64 * L::LDF * 4, "W/U staging tiles must fit in T's buffer");
   // GOLINEAR_GDN_PREP_STAGED=0 picks the fragment stores.
   const bool staged = env_int("GOLINEAR_GDN_PREP_STAGED", 1) != 0;
-  auto prepare = staged ? gdn_prepare_kernel<D, true> : gdn_prepare_kernel<D, false>;
+  auto prepare =
+      staged ? gdn_prepare_kernel<D, true, SIGNAL> : gdn_prepare_kernel<D, false, SIGNAL>;
   GL_CUDA_CHECK(cudaFuncSetAttribute(prepare, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      (int)L::total));
-  prepare<<<dim3(H, c_end - c_begin), kPrepareThreads, L::total, stream>>>(
-      ws.W, ws.U, ws.P, ws.gamma, ws.gexp, q, k, v, g, beta, N, H, G, c_begin, T_out);
+  return prepare;
+}
+template <int D>
+Status launch_prepare(const bf16* q, const bf16* k, const bf16* v, const float* g,
+                      const float* beta, int N, int H, int G, const ForwardWorkspace& ws,
+                      int c_begin, int c_end, bf16* T_out, cudaStream_t stream) {
+  GL_ASSIGN_OR_RETURN(auto prepare, prepare_kernel<D>());
+  prepare<<<dim3(H, c_end - c_begin), kPrepareThreads, PrepareLayout<D>::total, stream>>>(
+      ws.W, ws.U, ws.P, ws.gamma, ws.gexp, q, k, v, g, beta, N, H, G, c_begin, T_out, nullptr,
+      0);
   GL_CUDA_CHECK_LAUNCH();
   return ok_status();
 }
@@ -1147,7 +1243,6 @@ Status launch_prepare(const bf16* q, const bf16* k, const bf16* v, const float* 
 // Segments of the pipelined forward: GOLINEAR_GDN_SEGMENTS, else one per 32 chunks, at most 16
 // (H200, H = 32, G = 8, D = 128, one segment → auto: 8K 0.49 → 0.42 ms, 16K 0.96 → 0.79,
 // 32K 1.90 → 1.50; with the prepare's staged stores 32K 1.70 → 1.41).
-constexpr int kMaxSegments = 64;
 int forward_segments(int NC) {
   const int env = env_int("GOLINEAR_GDN_SEGMENTS", 0);
   const int n = env > 0 ? env : std::clamp(NC / 32, 1, 16);
@@ -1190,6 +1285,7 @@ int prep_streams() {
 }
 struct SideStream {
   int device = -1;
+  int sms = 0;  // the device's multiprocessors
   cudaStream_t stream = nullptr, prep = nullptr;
   cudaEvent_t fork = nullptr, join = nullptr, ready[2] = {};
 };
@@ -1248,9 +1344,91 @@ Result<SideStream*> side_stream(cudaStream_t stream) {
     cudaGetLastError();
     return make_error("gated_delta_chunked_forward: creating the pipeline's streams failed");
   }
+  if (cudaDeviceGetAttribute(&made.sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+    made.sms = 0;  // unknown: no persistent state pass
+    cudaGetLastError();
+  }
   made.device = dev;
   s = made;
   return &s;
+}
+
+// The persistent state pass (by default from 256 chunks on, T ≥ 16K; GOLINEAR_GDN_PERSISTENT=0
+// never, =1 or =2 at every length): ONE state-pass launch
+// on the side stream for all segments, its state in registers throughout. The segments here are
+// even (⌊NC·s/NS⌋, NS as the pipeline's, GOLINEAR_GDN_TAPER ignored) and only mark where the
+// state pass waits: before staging the first chunk of segment s (gdn_state_pass_kernel's WAIT)
+// until all H·(its chunks) prepare blocks have counted themselves in ws.ready[s] (zeroed on
+// `stream` first). The prepares run on `stream` in GOLINEAR_GDN_PERSISTENT_LAUNCHES launches of
+// whole segments (default: one per segment, as the pipeline; fewer launches drain less often).
+// No relaunch of the state pass, so no state-pass block waits for an SM to drain of prepare
+// blocks except once at the start.
+// Deadlock freedom: the prepares never wait; they are queued before the state pass (so even
+// serialized execution, CUDA_LAUNCH_BLOCKING=1 or streams sharing a hardware queue, runs them
+// first), and the spinning grid leaves at least kPersistentFreeSms multiprocessors free, so the
+// prepares always find room. Used only when that holds (value_block 32 or 64: (D / vb)·H blocks
+// ≤ SMs − kPersistentFreeSms), outside stream capture (a graph gives no concurrency guarantee)
+// and not with GOLINEAR_GDN_WGMMA; otherwise the pipeline below runs. Assumes no other spinning
+// work holds the remaining SMs (two persistent forwards at once from different host threads on
+// one device still leave 4 SMs at H = 32; more could starve their prepares).
+constexpr int kPersistentFreeSms = 8;
+// GOLINEAR_GDN_PERSISTENT=2: the state pass is queued right after the first prepare launch (not
+// after all of them), so that it is resident sooner when the host is not ahead of the GPU; with
+// serialized launches it would wait for prepares not yet launched (the watchdog traps), so
+// CUDA_LAUNCH_BLOCKING=1 turns it into 1.
+// Measured on the H200 (H = 32, G = 8, D = 128; mixer bench, GDN forward, 15:37 UTC): 8K 0.385
+// → 0.392 ms (slower: a single segment's prepare hides less), 16K 0.718 → 0.703, 32K 1.399 →
+// 1.343; hence the default threshold.
+constexpr int kPersistentMinChunks = 256;
+int persistent_mode(int NC) {
+  const int m = env_int("GOLINEAR_GDN_PERSISTENT", -1);
+  if (m < 0) return NC >= kPersistentMinChunks ? 1 : 0;
+  if (m == 0) return 0;
+  return m == 2 && env_int("CUDA_LAUNCH_BLOCKING", 0) == 0 ? 2 : 1;
+}
+template <int D>
+Result<bool> persistent_usable(const SideStream& side, int H, int value_block,
+                               cudaStream_t stream) {
+  const int vb = resolved_value_block<D>(value_block);
+  if (vb != 32 && vb != 64) return false;
+  if (vb == 64 && wgmma_state_pass()) return false;
+  if ((long)(D / vb) * H > side.sms - kPersistentFreeSms) return false;
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  GL_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
+  return capture == cudaStreamCaptureStatusNone;
+}
+template <int D>
+Status persistent_forward(bf16* o, float* state_final, const float* state_init, const bf16* q,
+                          const bf16* k, const bf16* v, const float* g, const float* beta, int N,
+                          int H, int G, const ForwardWorkspace& ws, cudaStream_t stream,
+                          int value_block, int NS, SideStream& side, int mode) {
+  const int NC = (N + kChunk - 1) / kChunk;
+  SegmentWait wait;
+  wait.ready = ws.ready;
+  wait.n = NS;
+  wait.blocks_per_chunk = H;
+  for (int s = 0; s <= NS; ++s) wait.b[s] = (int)((long)NC * s / NS);
+  const int launches = std::clamp(env_int("GOLINEAR_GDN_PERSISTENT_LAUNCHES", NS), 1, NS);
+  GL_CUDA_CHECK(cudaMemsetAsync(ws.ready, 0, NS * sizeof(unsigned), stream));
+  GL_CUDA_CHECK(cudaEventRecord(side.fork, stream));
+  GL_CUDA_CHECK(cudaStreamWaitEvent(side.stream, side.fork, 0));
+  GL_ASSIGN_OR_RETURN(auto prepare, (prepare_kernel<D, true>()));
+  auto state = [&] {
+    return state_pass<D>(value_block, o, state_final, state_init, nullptr, false, q, k, ws, N, H,
+                         G, 0, NC, side.stream, &wait);
+  };
+  for (int i = 0; i < launches; ++i) {
+    if (i == 1 && mode == 2) GL_TRY(state());
+    const int cb = wait.b[NS * i / launches], ce = wait.b[NS * (i + 1) / launches];
+    prepare<<<dim3(H, ce - cb), kPrepareThreads, PrepareLayout<D>::total, stream>>>(
+        ws.W, ws.U, ws.P, ws.gamma, ws.gexp, q, k, v, g, beta, N, H, G, cb, nullptr, ws.ready,
+        NS);
+    GL_CUDA_CHECK_LAUNCH();
+  }
+  if (mode != 2 || launches == 1) GL_TRY(state());
+  GL_CUDA_CHECK(cudaEventRecord(side.join, side.stream));
+  GL_CUDA_CHECK(cudaStreamWaitEvent(stream, side.join, 0));
+  return ok_status();
 }
 
 // checkpoints: fp32 S (ck_bf16 false) or bf16 Sᵀ (true) entering every chunk, or null; T_out:
@@ -1272,6 +1450,12 @@ Status chunked_forward(bf16* o, float* state_final, const float* state_init, con
     GL_TRY(launch_prepare<D>(q, k, v, g, beta, N, H, G, ws, 0, NC, T_out, stream));
     return state_pass<D>(value_block, o, state_final, state_init, checkpoints, ck_bf16, q, k, ws,
                          N, H, G, 0, NC, stream);
+  }
+  if (const int mode = persistent_mode(NC)) {
+    GL_ASSIGN_OR_RETURN(const bool usable, persistent_usable<D>(*side, H, value_block, stream));
+    if (usable)
+      return persistent_forward<D>(o, state_final, state_init, q, k, v, g, beta, N, H, G, ws,
+                                   stream, value_block, forward_segments(NC), *side, mode);
   }
   // Every prepare on `stream` (one after another), or with two streams alternately.
   const bool two_prep = prep_streams() > 1;

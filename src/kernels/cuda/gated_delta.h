@@ -27,6 +27,14 @@
 // `stream` before returning. The side streams and their 4 events belong to the calling host
 // thread and device: created on first use outside stream capture (until then a captured forward
 // runs unpipelined), destroyed when the thread exits.
+// From T ≥ 16K (256 chunks; GOLINEAR_GDN_PERSISTENT=0 never, =1 at every length) a persistent
+// state pass replaces the per-segment state passes by ONE launch that
+// carries the state in registers across all segments: its blocks (at most SMs − 8 of them: value
+// block 32 or 64; else the pipeline runs) wait in the kernel, before each (even) segment, for a
+// counter that every prepare block of the segment increments when done; the same arithmetic, so
+// the same bits as the pipeline. Not under stream capture, nor with GOLINEAR_GDN_WGMMA=1. The
+// prepares (GOLINEAR_GDN_PERSISTENT_LAUNCHES launches, default one per segment) are queued before
+// it (=2: only the first launch, the rest after it; see gated_delta.cu).
 // GOLINEAR_GDN_WGMMA=1 runs the value_block-64 state pass on wgmma (same values; slower on H200,
 // see gated_delta.cu).
 #pragma once
@@ -42,8 +50,10 @@ namespace golinear::kernels::cuda {
 inline constexpr int kGatedDeltaChunk = 64;
 
 // Bytes of scratch gated_delta_chunked_forward needs (W, U, P, γ, e^γ per chunk and head, two
-// fp32 states for the pipeline); with `checkpoints`, also the fp32 state entering every chunk
-// (what the backward reads).
+// fp32 states for the pipeline, then 256 bytes that end the size without checkpoints: 64 uint32
+// counters of the persistent state pass, one per segment, each left at H × the segment's chunks
+// by a persistent forward and untouched otherwise); with `checkpoints`, also the
+// fp32 state entering every chunk (what the backward reads).
 size_t gated_delta_forward_workspace_bytes(int N, int H, int D, bool checkpoints);
 
 // o (N, H, D) bf16. state_init (H, D, D) fp32 or null (zero); state_final (H, D, D) fp32 or null.

@@ -12,17 +12,20 @@
 // on H200 (largest for g near 0 over many chunks; values are printed). Threshold kNmseTol = 1e-4:
 // about 4× the worst measured.
 // The forward tests below (CudaGatedDeltaForward) cover what the ones of cuda_kernels_test.cpp do
-// not reach: the pipelined segments (their streams, per host thread), and the opt-in wgmma state
-// pass against the mma.sync one. Against the CPU recurrence they keep the forward tests' NMSE
+// not reach: the pipelined segments (their streams, per host thread), the opt-in wgmma state
+// pass against the mma.sync one, and the persistent state pass (GOLINEAR_GDN_PERSISTENT; the
+// default from T ≥ 16K) bit for bit against the pipeline. Against the CPU recurrence they keep the forward tests' NMSE
 // threshold, 5e-3 (measured on H200: at most 1.4e-5).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
@@ -285,6 +288,241 @@ TEST(CudaGatedDeltaForward, PipelineStreamsPerThreadReleased) {
     EXPECT_TRUE(a.o == b.o && a.state == b.state) << "same input, another thread, other result";
   }
 }
+// ---- forward: the persistent state pass (GOLINEAR_GDN_PERSISTENT; default from 256 chunks) --
+
+// The persistent pass's 64 counters: the 256 bytes that end the forward's workspace
+// (gated_delta.h), uint32 each.
+std::vector<uint32_t> ready_counters(const void* ws, size_t ws_bytes) {
+  std::vector<uint32_t> c(64);
+  EXPECT_EQ(cudaMemcpy(c.data(), static_cast<const char*>(ws) + ws_bytes - 256, 256,
+                       cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  return c;
+}
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// Under `segments` (GOLINEAR_GDN_SEGMENTS; null: auto), value_block vb: the forward with
+// GOLINEAR_GDN_PERSISTENT=0, then =1 twice on the same workspace (first on other values of v, so
+// that a counter left over from the previous call, which would let the state pass read that
+// call's stale W and U, shows as a difference). The persistent outputs and final state must
+// equal the default's bit for bit (the same kernels per chunk; the state carried in registers
+// instead of through fp32 workspace copies, which are exact), and match the CPU recurrence on
+// `ref_heads` query heads (all when empty; the forward tests' NMSE tolerance 5e-3). With
+// `persistent`, the counters show that the persistent pass ran (one per even segment, H per
+// chunk, H·NC in all); without, that it fell back to the pipeline (counters untouched).
+void persistent_vs_default(const Case& cs, int vb, bool with_init, const char* segments,
+                           uint64_t seed, bool persistent, std::vector<int> ref_heads = {},
+                           const char* mode = "1") {
+  const int N = cs.N, H = cs.H, G = cs.G, D = cs.D;
+  const int NC = (N + kGatedDeltaChunk - 1) / kGatedDeltaChunk;
+  ScopedEnv seg("GOLINEAR_GDN_SEGMENTS", segments);
+  std::printf("persistent=%s N=%d H=%d G=%d D=%d vb=%d init=%d segments=%s expect %s\n", mode,
+              N, H, G, D, vb, (int)with_init, segments ? segments : "auto",
+              persistent ? "persistent" : "fallback");
+  std::vector<float> q = random_floats((size_t)N * H * D, seed, -1, 1);
+  std::vector<float> k = random_floats((size_t)N * G * D, seed + 1, -1, 1);
+  std::vector<float> v = random_floats((size_t)N * G * D, seed + 2, -1, 1);
+  std::vector<float> v_other = random_floats((size_t)N * G * D, seed + 6, -1, 1);
+  std::vector<float> g = random_floats((size_t)N * H, seed + 3, cs.g_lo, cs.g_hi);
+  std::vector<float> beta = random_floats((size_t)N * H, seed + 4, 0.02f, 0.98f);
+  std::vector<float> init = random_floats((size_t)H * D * D, seed + 5, -0.1f, 0.1f);
+  unit_rows(q, D), unit_rows(k, D);
+  round_bf16(q), round_bf16(k), round_bf16(v), round_bf16(v_other);
+
+  DevB dq(q.size()), dk(k.size()), dv(v.size()), o((size_t)N * H * D);
+  DevF dg(g.size()), db(beta.size()), s0(init.size()), s1((size_t)H * D * D);
+  dq.upload(q), dk.upload(k), dv.upload(v), dg.upload(g), db.upload(beta), s0.upload(init);
+  const size_t ws_bytes = gated_delta_forward_workspace_bytes(N, H, D, false);
+  void* ws = nullptr;
+  ASSERT_EQ(cudaMalloc(&ws, ws_bytes), cudaSuccess);
+  ASSERT_EQ(cudaMemset(ws, 0xFF, ws_bytes), cudaSuccess);
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  auto forward = [&](const char* persistent_env) -> ForwardResult {
+    ScopedEnv p("GOLINEAR_GDN_PERSISTENT", persistent_env);
+    const Status st = gated_delta_chunked_forward(o.ptr, s1.ptr, with_init ? s0.ptr : nullptr,
+                                                  dq.ptr, dk.ptr, dv.ptr, dg.ptr, db.ptr, N, H, G,
+                                                  D, ws, ws_bytes, stream, nullptr, vb);
+    EXPECT_TRUE(st.ok()) << st.error();
+    EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    return {o.download(), s1.download()};
+  };
+  const ForwardResult base = forward("0");
+  for (uint32_t c : ready_counters(ws, ws_bytes)) ASSERT_EQ(c, 0xFFFFFFFFu) << "default path";
+  dv.upload(v_other);
+  const ForwardResult other = forward(mode);
+  dv.upload(v);
+  const ForwardResult r = forward(mode);
+  EXPECT_FALSE(same_bits(other.o, r.o)) << "other values of v, same output";
+  EXPECT_TRUE(same_bits(r.o, base.o)) << "o differs from the default path's";
+  EXPECT_TRUE(same_bits(r.state, base.state)) << "state_final differs from the default path's";
+  const Comparison eo = compare(r.o, base.o), es = compare(r.state, base.state);
+  std::printf("  persistent vs default: o nmse %.3e, state nmse %.3e\n", eo.nmse, es.nmse);
+
+  const std::vector<uint32_t> ready = ready_counters(ws, ws_bytes);
+  if (persistent) {
+    int used = 0;
+    long total = 0;
+    while (used < 64 && ready[used] != 0xFFFFFFFFu) total += ready[used++];
+    EXPECT_GE(used, 2) << "segments counted";
+    for (int s = 0; s < used; ++s)
+      EXPECT_TRUE(ready[s] > 0 && ready[s] % H == 0) << "segment " << s << ": " << ready[s];
+    for (int s = used; s < 64; ++s) EXPECT_EQ(ready[s], 0xFFFFFFFFu) << "counter " << s;
+    EXPECT_EQ(total, (long)H * NC) << "prepare blocks counted";
+    if (segments && std::atoi(segments) > 0) {  // even segments (the taper does not apply)
+      const int ns = std::min(std::atoi(segments), NC);
+      EXPECT_EQ(used, ns);
+      for (int s = 0; s < std::min(used, ns); ++s)
+        EXPECT_EQ(ready[s], (uint32_t)H * (uint32_t)((long)NC * (s + 1) / ns - (long)NC * s / ns))
+            << "segment " << s;
+    }
+    std::printf("  %d segments, %ld prepare blocks counted\n", used, total);
+  } else {
+    for (uint32_t c : ready) ASSERT_EQ(c, 0xFFFFFFFFu) << "expected the pipeline (fallback)";
+  }
+
+  // The CPU recurrence on the chosen query heads, packed as heads 0..R−1.
+  if (ref_heads.empty())
+    for (int h = 0; h < H; ++h) ref_heads.push_back(h);
+  const int R = (int)ref_heads.size();
+  std::vector<float> qr((size_t)N * R * D), kr(qr.size()), vr(qr.size()), gr((size_t)N * R),
+      br(gr.size()), ir((size_t)R * D * D), o_ref(qr.size()), s_ref(ir.size()), o_got(qr.size()),
+      s_got(ir.size());
+  for (int j = 0; j < R; ++j) {
+    const int h = ref_heads[j], hk = h / (H / G);
+    for (int n = 0; n < N; ++n) {
+      const size_t dst = ((size_t)n * R + j) * D;
+      std::copy_n(q.begin() + ((size_t)n * H + h) * D, D, qr.begin() + dst);
+      std::copy_n(k.begin() + ((size_t)n * G + hk) * D, D, kr.begin() + dst);
+      std::copy_n(v.begin() + ((size_t)n * G + hk) * D, D, vr.begin() + dst);
+      std::copy_n(r.o.begin() + ((size_t)n * H + h) * D, D, o_got.begin() + dst);
+      gr[(size_t)n * R + j] = g[(size_t)n * H + h];
+      br[(size_t)n * R + j] = beta[(size_t)n * H + h];
+    }
+    std::copy_n(init.begin() + (size_t)h * D * D, (size_t)D * D, ir.begin() + (size_t)j * D * D);
+    std::copy_n(r.state.begin() + (size_t)h * D * D, (size_t)D * D,
+                s_got.begin() + (size_t)j * D * D);
+  }
+  cpu::gated_delta_recurrent_forward<float>(o_ref.data(), s_ref.data(),
+                                            with_init ? ir.data() : nullptr, qr.data(), kr.data(),
+                                            vr.data(), gr.data(), br.data(), N, R, D, D);
+  expect_close(o_got, o_ref, 5e-3, "o (persistent)");
+  expect_close(s_got, s_ref, 5e-3, "state_final (persistent)");
+  cudaStreamDestroy(stream);
+  cudaFree(ws);
+}
+
+// 16 segments: 1061 tokens (17 chunks: 16 segments of 1 chunk and one of 2, a ragged last
+// chunk), about 8K and 32K tokens, H = 32, G = 8, D = 128 (value_block 64, 64 blocks) and
+// D = 64 (value_block 32, 64 blocks); an initial state and a final state throughout.
+TEST(CudaGatedDeltaForward, PersistentD128) {
+  REQUIRE_GPU();
+  persistent_vs_default({64 * 16 + 37, 32, 8, 128, -0.1f, 0.0f}, 0, true, "16", 90, true);
+  persistent_vs_default({8192 + 13, 32, 8, 128, -0.05f, 0.0f}, 0, true, "16", 91, true,
+                        {0, 9, 31});
+  persistent_vs_default({32768 - 5, 32, 8, 128, -0.02f, 0.0f}, 0, true, "16", 92, true,
+                        {0, 17, 31});
+}
+TEST(CudaGatedDeltaForward, PersistentD64) {
+  REQUIRE_GPU();
+  persistent_vs_default({64 * 16 + 37, 32, 8, 64, -0.1f, 0.0f}, 0, true, "16", 93, true);
+  persistent_vs_default({8192, 32, 8, 64, -0.05f, 0.0f}, 0, false, "16", 94, true, {1, 12, 30});
+  persistent_vs_default({32768 - 29, 32, 8, 64, -0.02f, 0.0f}, 0, true, "16", 95, true,
+                        {3, 20, 31});
+}
+// Other segmentations and slices: the automatic count, more segments than chunks (2 chunks:
+// the state pass waits for both before its first chunk), GOLINEAR_GDN_TAPER (ignored: even
+// segments) against the tapered pipeline, the prepares in fewer launches than segments (1, and 3
+// over 16 segments: launches of 5, 5 and 6 segments), value_block 32 at D = 128 (H = 16: 64
+// blocks) and 64 at D = 64, fewer heads, no initial state.
+TEST(CudaGatedDeltaForward, PersistentSegmentsAndSlices) {
+  REQUIRE_GPU();
+  persistent_vs_default({8192 + 13, 32, 8, 128, -0.05f, 0.0f}, 0, false, nullptr, 96, true,
+                        {5});
+  persistent_vs_default({100, 4, 1, 128, -0.1f, 0.0f}, 0, true, "16", 97, true);
+  {
+    ScopedEnv taper("GOLINEAR_GDN_TAPER", "1");
+    persistent_vs_default({64 * 16 + 37, 8, 2, 128, -0.1f, 0.0f}, 0, true, "4", 98, true);
+  }
+  for (const char* launches : {"1", "3"}) {
+    ScopedEnv l("GOLINEAR_GDN_PERSISTENT_LAUNCHES", launches);
+    persistent_vs_default({4096 + 100, 32, 8, 128, -0.05f, 0.0f}, 0, true, "16", 106, true,
+                          {2, 30});
+    persistent_vs_default({64 * 16 + 37, 32, 8, 128, -0.1f, 0.0f}, 0, true, "16", 107, true,
+                          {0}, "2");
+  }
+  persistent_vs_default({2100, 16, 4, 128, -0.1f, 0.0f}, 32, true, "16", 99, true, {0, 15});
+  persistent_vs_default({2100, 4, 2, 64, -0.1f, 0.0f}, 64, true, "7", 100, true);
+}
+// GOLINEAR_GDN_PERSISTENT=2: the state pass queued after the first prepare launch.
+TEST(CudaGatedDeltaForward, PersistentQueuedEarly) {
+  REQUIRE_GPU();
+  persistent_vs_default({64 * 16 + 37, 32, 8, 128, -0.1f, 0.0f}, 0, true, "16", 104, true,
+                        {0, 31}, "2");
+  persistent_vs_default({8192 + 13, 32, 8, 64, -0.05f, 0.0f}, 0, true, "16", 105, true, {7},
+                        "2");
+}
+// Where the persistent pass must not run, the pipeline does (same bits, counters untouched):
+// value_block 16 (256 blocks: more than SMs − 8), 128, and the wgmma state pass.
+TEST(CudaGatedDeltaForward, PersistentFallbacks) {
+  REQUIRE_GPU();
+  persistent_vs_default({64 * 16 + 37, 32, 8, 128, -0.1f, 0.0f}, 16, true, "16", 101, false,
+                        {0, 31});
+  persistent_vs_default({64 * 16 + 37, 4, 1, 128, -0.1f, 0.0f}, 128, true, "16", 102, false);
+  ScopedEnv wg("GOLINEAR_GDN_WGMMA", "1");
+  persistent_vs_default({64 * 16 + 37, 4, 1, 128, -0.1f, 0.0f}, 64, true, "16", 103, false);
+}
+// Under stream capture the persistent pass is not used (a graph gives no guarantee that its
+// branches run concurrently): a captured persistent-mode forward replays to the uncaptured
+// default's bits and leaves the counters untouched.
+TEST(CudaGatedDeltaForward, PersistentNotCaptured) {
+  REQUIRE_GPU();
+  const int N = 64 * 16 + 37, H = 8, G = 2, D = 128;
+  ScopedEnv seg("GOLINEAR_GDN_SEGMENTS", "16");
+  std::vector<float> q = random_floats((size_t)N * H * D, 110, -1, 1);
+  std::vector<float> k = random_floats((size_t)N * G * D, 111, -1, 1);
+  std::vector<float> v = random_floats((size_t)N * G * D, 112, -1, 1);
+  std::vector<float> g = random_floats((size_t)N * H, 113, -0.1f, 0.0f);
+  std::vector<float> beta = random_floats((size_t)N * H, 114, 0.02f, 0.98f);
+  unit_rows(q, D), unit_rows(k, D);
+  DevB dq(q.size()), dk(k.size()), dv(v.size()), o((size_t)N * H * D);
+  DevF dg(g.size()), db(beta.size()), s1((size_t)H * D * D);
+  dq.upload(q), dk.upload(k), dv.upload(v), dg.upload(g), db.upload(beta);
+  const size_t ws_bytes = gated_delta_forward_workspace_bytes(N, H, D, false);
+  void* ws = nullptr;
+  ASSERT_EQ(cudaMalloc(&ws, ws_bytes), cudaSuccess);
+  ASSERT_EQ(cudaMemset(ws, 0xFF, ws_bytes), cudaSuccess);
+  cudaStream_t stream;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  auto call = [&] {
+    return gated_delta_chunked_forward(o.ptr, s1.ptr, nullptr, dq.ptr, dk.ptr, dv.ptr, dg.ptr,
+                                       db.ptr, N, H, G, D, ws, ws_bytes, stream);
+  };
+  ASSERT_OK(call());  // default, uncaptured (creates this thread's side streams)
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  const std::vector<float> o_base = o.download(), s_base = s1.download();
+  ScopedEnv p("GOLINEAR_GDN_PERSISTENT", "1");
+  ASSERT_EQ(cudaMemset(o.ptr, 0, o.n * sizeof(__nv_bfloat16)), cudaSuccess);
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  const Status st = call();
+  cudaGraph_t graph = nullptr;
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  ASSERT_OK(st);
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  EXPECT_TRUE(same_bits(o.download(), o_base));
+  EXPECT_TRUE(same_bits(s1.download(), s_base));
+  for (uint32_t c : ready_counters(ws, ws_bytes)) EXPECT_EQ(c, 0xFFFFFFFFu);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+  cudaFree(ws);
+}
+
 // The backward with the forward's state pass at value_block 64, mma.sync and wgmma.
 TEST(CudaGatedDeltaBackward, ForwardSlice64) {
   REQUIRE_GPU();
