@@ -34,7 +34,7 @@ struct GdnInputs {
   std::vector<float> q, k, v, g, beta;
 };
 GdnInputs gdn_inputs(int N, int H, int G, int D, uint64_t seed) {
-  GdnInputs in{N, H, G, D};
+  GdnInputs in{N, H, G, D, {}, {}, {}, {}, {}};
   in.q = random_floats((size_t)N * H * D, seed, -1, 1);
   in.k = random_floats((size_t)N * G * D, seed + 1, -1, 1);
   in.v = random_floats((size_t)N * G * D, seed + 2, -1, 1);
