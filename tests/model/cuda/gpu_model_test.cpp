@@ -62,14 +62,7 @@ ModelConfig family_config(const std::string& fixture) {
     c.rope.theta = fixture == "random-llama" ? 1e4 : 1e6;
     c.rms_norm_eps = fixture == "random-llama" ? 1e-5 : 1e-6;
   }
-  c.hidden_size = 256;
-  c.num_heads = 4;
-  c.num_kv_heads = 2;
-  c.head_dim = 64;
-  c.intermediate_size = 512;
-  c.vocab_size = 1024;
-  c.num_layers = 2;
-  c.max_position_embeddings = 4096;
+  test::set_small_shape(c);
   return c;
 }
 

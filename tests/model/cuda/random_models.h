@@ -20,11 +20,9 @@
 
 namespace golinear::test {
 
-inline ModelConfig small_llama_config() {
-  ModelConfig c;
-  c.family = ModelFamily::llama;
-  c.rope.theta = 1e4;
-  c.rms_norm_eps = 1e-5;
+// The small shape, keeping the config's family switches: C 256, H 4, G 2, D 64, F 512, V 1024,
+// L 2, 4096 positions.
+inline void set_small_shape(ModelConfig& c) {
   c.hidden_size = 256;
   c.num_heads = 4;
   c.num_kv_heads = 2;
@@ -33,6 +31,14 @@ inline ModelConfig small_llama_config() {
   c.vocab_size = 1024;
   c.num_layers = 2;
   c.max_position_embeddings = 4096;
+}
+
+inline ModelConfig small_llama_config() {
+  ModelConfig c;
+  c.family = ModelFamily::llama;
+  c.rope.theta = 1e4;
+  c.rms_norm_eps = 1e-5;
+  set_small_shape(c);
   c.bos_token_id = 1;
   c.eos_token_ids = {2};
   return c;
