@@ -121,8 +121,8 @@ int cmd_analyze(const Argv& argv) {
   Result<analysis::AnalysisResult> result = make_error("analyze: not run");
 #ifdef GOLINEAR_HAVE_CUDA
   if (*device == "cuda") {
-    auto gpu = cuda::gpu_model_upload(model);
-    if (!gpu.ok()) return fail("golinear analyze --device cuda: " + gpu.error());
+    auto gpu = upload_to_gpu(model, "analyze");
+    if (!gpu.ok()) return fail(gpu.error());
     if (!students.empty())
       std::fprintf(stderr, "golinear analyze: --device cuda: the teacher runs on the GPU (bf16); "
                            "the students' mixers run on the CPU on its traced inputs\n");

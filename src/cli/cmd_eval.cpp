@@ -54,8 +54,8 @@ int eval_ppl(const Argv& argv) {
   Result<eval::PerplexityResult> result = make_error("eval ppl: not run");
 #ifdef GOLINEAR_HAVE_CUDA
   if (device == "cuda") {  // eval::perplexity's windows, the forward on the GPU (bf16)
-    auto gpu = cuda::gpu_model_upload(model);
-    if (!gpu.ok()) return fail("golinear eval ppl --device cuda: " + gpu.error());
+    auto gpu = upload_to_gpu(model, "eval ppl");
+    if (!gpu.ok()) return fail(gpu.error());
     auto forward = [&gpu](const int32_t* ids, int T, float* logits) {
       return (*gpu)->forward(ids, T, logits, false);
     };
@@ -154,8 +154,8 @@ int eval_likelihood(eval::LikelihoodTask task, const Argv& argv) {
 #ifdef GOLINEAR_HAVE_CUDA
   std::unique_ptr<cuda::GpuModel> gpu;
   if (*device == "cuda") {
-    auto uploaded = cuda::gpu_model_upload(model);
-    if (!uploaded.ok()) return fail("golinear " + command + " --device cuda: " + uploaded.error());
+    auto uploaded = upload_to_gpu(model, command);
+    if (!uploaded.ok()) return fail(uploaded.error());
     gpu = std::move(*uploaded);
     score = [rows = cuda::gpu_rows_forward(*gpu), V = model.config.vocab_size](
                 const std::vector<eval::TokenizedRequest>& requests, int max_length) {
@@ -282,12 +282,12 @@ int eval_synthetic(const std::string& task, const Argv& argv) {
   options.show_progress = true;
   // Greedy generation on the CPU model, or on the GPU (bf16 prefill, then the decode step).
   const Model& model = *loaded->model;
-  eval::NewSequence sequences = eval::cpu_model_sequences(model);
+  runtime::NewSequence sequences = runtime::cpu_sequences(model);
 #ifdef GOLINEAR_HAVE_CUDA
   std::unique_ptr<cuda::GpuModel> gpu;
   if (*device == "cuda") {
-    auto uploaded = cuda::gpu_model_upload(model);
-    if (!uploaded.ok()) return fail("golinear " + command + " --device cuda: " + uploaded.error());
+    auto uploaded = upload_to_gpu(model, command);
+    if (!uploaded.ok()) return fail(uploaded.error());
     gpu = std::move(*uploaded);
     sequences = cuda::gpu_sequences(*gpu);
   }

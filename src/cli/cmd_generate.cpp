@@ -64,8 +64,8 @@ int cmd_generate(const Argv& argv) {
 #ifdef GOLINEAR_HAVE_CUDA
   std::unique_ptr<cuda::GpuModel> gpu;
   if (*device == "cuda") {
-    auto uploaded = cuda::gpu_model_upload(model);
-    if (!uploaded.ok()) return fail("golinear generate --device cuda: " + uploaded.error());
+    auto uploaded = upload_to_gpu(model, "generate");
+    if (!uploaded.ok()) return fail(uploaded.error());
     gpu = std::move(*uploaded);
     sequences = cuda::gpu_sequences(*gpu);
   }

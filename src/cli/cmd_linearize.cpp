@@ -125,10 +125,8 @@ Result<LinearizeSettings> parse_settings(const Args& args, const ModelConfig& co
                                       "keep-full-layers", "keep-full", "select", "sweep"})
       if (args.has(recipe_option))
         return make_error("golinear linearize: --init takes the recipe from ", s.init, "; drop --", recipe_option);
-  s.device = args.get("device", "cpu");
+  GL_ASSIGN_OR_RETURN(s.device, device_option(args, "linearize"));
 #if GOLINEAR_HAVE_CUDA
-  if (s.device != "cpu" && s.device != "cuda")
-    return make_error("golinear linearize: --device must be cpu or cuda, got '", s.device, "'");
   if (s.device == "cuda") {
     // Both stages run on the GPU (train/cuda: attention transfer, end-to-end distillation).
     if (args.has("sweep")) return make_error("golinear linearize: --sweep runs on the CPU only; drop --device cuda");
@@ -136,9 +134,6 @@ Result<LinearizeSettings> parse_settings(const Args& args, const ModelConfig& co
       if (Status st = mixers::cuda::gpu_hybrid_check_recipe(s.mixer, {config.hidden_size, config.num_heads, config.num_kv_heads, config.head_dim}); !st.ok())
         return make_error("golinear linearize --device cuda: ", st.error());
   }
-#else
-  if (s.device != "cpu")
-    return make_error("golinear linearize: --device ", s.device, " is not available in this build (cpu only)");
 #endif
   return s;
 }
@@ -165,7 +160,7 @@ Result<train::TrainReport> transfer_on_gpu(const Model& model, MixerStack& stude
   GL_ASSIGN_OR_RETURN(train::cuda::GpuTeacher teacher, train::cuda::gpu_teacher_from_model(model));
   return train::cuda::gpu_attention_transfer(teacher, model, students, data, options);
 #else
-  return make_error("golinear linearize: --device cuda is not available in this build (cpu only)");
+  return make_error("golinear linearize: --device cuda needs the CUDA build");
 #endif
 }
 
@@ -176,7 +171,7 @@ Result<train::TrainReport> e2e_on_gpu(const Model& model, MixerStack& students,
 #if GOLINEAR_HAVE_CUDA
   return train::cuda::gpu_distill_end_to_end(model, students, data, options);
 #else
-  return make_error("golinear linearize: --device cuda is not available in this build (cpu only)");
+  return make_error("golinear linearize: --device cuda needs the CUDA build");
 #endif
 }
 

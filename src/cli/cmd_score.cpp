@@ -6,8 +6,9 @@
 #include "cli/commands.h"
 #include "cli/loading.h"
 #include "io/jsonl.h"
+#include "runtime/generate.h"
 #ifdef GOLINEAR_HAVE_CUDA
-#include "model/cuda/gpu_model.h"
+#include "runtime/cuda/gpu_sequences.h"
 #endif
 
 namespace golinear::cli {
@@ -62,32 +63,20 @@ int cmd_score(const Argv& argv) {
     all_ids.push_back(std::move(*ids));
   }
   // The two ways of scoring, on the CPU model or on the GPU (bf16, model/cuda/gpu_model.h):
-  // logits of a whole sequence (prefill), and a per-sequence decoder fed one token at a time.
-  using Step = std::function<Status(int32_t token, float* logits)>;
+  // logits of a whole sequence (prefill), and a sequence fed one token at a time (decode).
   std::function<Status(const int32_t*, int, float*)> forward = [&model](const int32_t* ids, int T, float* logits) {
     model_forward(model, ids, T, logits);
     return ok_status();
   };
-  std::function<Result<Step>(int)> new_decoder = [&model](int) -> Result<Step> {
-    auto cache = std::make_shared<SequenceCache>(model_new_cache(model));
-    return Step([&model, cache](int32_t token, float* logits) {
-      model_forward_cached(model, *cache, &token, 1, logits, true);
-      return ok_status();
-    });
-  };
+  runtime::NewSequence sequences = runtime::cpu_sequences(model);
 #ifdef GOLINEAR_HAVE_CUDA
-  std::shared_ptr<cuda::GpuModel> gpu;
+  std::unique_ptr<cuda::GpuModel> gpu;
   if (device == "cuda") {
-    auto uploaded = cuda::gpu_model_upload(model);
-    if (!uploaded.ok()) return fail("golinear score --device cuda: " + uploaded.error());
+    auto uploaded = upload_to_gpu(model, "score");
+    if (!uploaded.ok()) return fail(uploaded.error());
     gpu = std::move(*uploaded);
-    forward = [gpu](const int32_t* ids, int T, float* logits) { return gpu->forward(ids, T, logits, false); };
-    new_decoder = [gpu](int T) -> Result<Step> {
-      GL_ASSIGN_OR_RETURN(std::shared_ptr<cuda::GpuSequenceCache> cache, cuda::GpuSequenceCache::create(*gpu, T));
-      return Step([gpu, cache](int32_t token, float* logits) {
-        return cuda::gpu_decode(*gpu, *cache, token, logits, nullptr);
-      });
-    };
+    forward = [&gpu](const int32_t* ids, int T, float* logits) { return gpu->forward(ids, T, logits, false); };
+    sequences = cuda::gpu_sequences(*gpu);
   }
 #endif
   for (const auto& ids : all_ids) {
@@ -99,11 +88,11 @@ int cmd_score(const Argv& argv) {
       logprobs = logprobs_of_next_tokens(logits.data(), ids.data(), T, V);
     } else {
       // One token at a time through the per-sequence cache (constant memory for linear mixers).
-      auto step = new_decoder(T);
+      auto step = sequences(T);
       if (!step.ok()) return fail(step.error());
       std::vector<float> logits(V);
       for (int t = 0; t + 1 < T; ++t) {
-        if (Status st = (*step)(ids[t], logits.data()); !st.ok()) return fail(st.error());
+        if (Status st = (*step)(&ids[t], 1, logits.data()); !st.ok()) return fail(st.error());
         logprobs.push_back(log_softmax_at(logits.data(), V, ids[t + 1]));
       }
     }

@@ -21,4 +21,12 @@ Result<std::string> device_option(const Args& args, const std::string& command) 
   return device;
 }
 
+#ifdef GOLINEAR_HAVE_CUDA
+Result<std::unique_ptr<cuda::GpuModel>> upload_to_gpu(const Model& model, const std::string& command) {
+  auto gpu = cuda::gpu_model_upload(model);
+  if (!gpu.ok()) return make_error("golinear ", command, " --device cuda: ", gpu.error());
+  return gpu;
+}
+#endif
+
 }  // namespace golinear::cli

@@ -3,44 +3,25 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
-#include <memory>
 
 #include "common/progress.h"
 #include "eval/scoring.h"
 
 namespace golinear::eval {
 
-NewSequence cpu_model_sequences(const Model& model) {
-  return [&model](long) -> Result<SequenceStep> {
-    auto cache = std::make_shared<SequenceCache>(model_new_cache(model));
-    return SequenceStep([&model, cache](const int32_t* ids, int T, float* last_logits) {
-      model_forward_cached(model, *cache, ids, T, last_logits, /*last_only=*/true);
-      return ok_status();
-    });
-  };
-}
-
 Result<std::vector<int32_t>> greedy_generate(const NewSequence& new_sequence, int vocab_size,
                                              const std::vector<int32_t>& prompt,
                                              int max_new_tokens, const std::vector<int>& stop_ids) {
-  std::vector<int32_t> out;
-  if (prompt.empty() || max_new_tokens <= 0) return out;
-  GL_ASSIGN_OR_RETURN(SequenceStep step, new_sequence((long)prompt.size() + max_new_tokens));
-  std::vector<float> logits(vocab_size);
-  GL_TRY(step(prompt.data(), (int)prompt.size(), logits.data()));
-  for (int i = 0; i < max_new_tokens; ++i) {
-    const int32_t next = (int32_t)(std::max_element(logits.begin(), logits.end()) - logits.begin());
-    out.push_back(next);
-    if (std::find(stop_ids.begin(), stop_ids.end(), next) != stop_ids.end()) break;
-    if (i + 1 < max_new_tokens) GL_TRY(step(&next, 1, logits.data()));
-  }
-  return out;
+  runtime::GenerateOptions options;  // temperature 0: argmax, first index on ties
+  options.max_new_tokens = max_new_tokens;
+  options.stop_ids = stop_ids;
+  return runtime::generate(new_sequence, vocab_size, prompt, options);
 }
 
 std::vector<int32_t> greedy_generate(const Model& model, const std::vector<int32_t>& prompt,
                                      int max_new_tokens, const std::vector<int>& stop_ids) {
   // The CPU sequence cannot fail.
-  return greedy_generate(cpu_model_sequences(model), model.config.vocab_size, prompt,
+  return greedy_generate(runtime::cpu_sequences(model), model.config.vocab_size, prompt,
                          max_new_tokens, stop_ids)
       .value();
 }
@@ -125,7 +106,7 @@ Result<TaskReport> synthetic_evaluate(const Model& model, const Tokenizer& token
                                       const std::string& name,
                                       const std::vector<SyntheticSample>& samples,
                                       const GenerationEvalOptions& options) {
-  return synthetic_evaluate(cpu_model_sequences(model), model.config, tokenizer, name, samples,
+  return synthetic_evaluate(runtime::cpu_sequences(model), model.config, tokenizer, name, samples,
                             options);
 }
 

@@ -6,21 +6,17 @@
 #include <vector>
 
 #include "eval/report.h"
+#include "runtime/generate.h"
 #include "eval/synthetic_tasks.h"
 #include "model/transformer.h"
 #include "tokenizer/tokenizer.h"
 
 namespace golinear::eval {
 
-// One sequence's incremental forward, appending T tokens and writing the last one's logits (V),
-// and a factory of new sequences holding at most max_context tokens: the same types as
-// runtime::SequenceStep / runtime::NewSequence (the CPU model's or the GPU's, see
-// runtime/cuda/gpu_sequences.h).
-using SequenceStep = std::function<Status(const int32_t* ids, int T, float* last_logits)>;
-using NewSequence = std::function<Result<SequenceStep>(long max_context)>;
-
-// Sequences of the CPU model (model_forward_cached on a model_new_cache).
-NewSequence cpu_model_sequences(const Model& model);
+// Sequences (a prefill, then one token per step) come from runtime/generate.h: the CPU model's
+// (runtime::cpu_sequences) or the GPU's (runtime/cuda/gpu_sequences.h).
+using runtime::NewSequence;
+using runtime::SequenceStep;
 
 // Greedy decoding through the per-sequence cache (constant memory on linearized models):
 // at most max_new_tokens new tokens, ending after one of stop_ids (which is kept in the output).
