@@ -184,14 +184,4 @@ Status gemm_bf16_tn_accumulate(cublasHandle_t handle, float* dW, const bf16* dou
   return cublas_status(st, "cublasGemmEx", "gemm_bf16_tn_accumulate");
 }
 
-Status gemm_f32_tn_accumulate(cublasHandle_t handle, float* dW, const float* dout, const float* x,
-                              int T, int N, int C, cudaStream_t stream) {
-  // Row-major dW (N, C) is column-major (C, N) = x_cm (C, T) · dout_cm (N, T)ᵀ.
-  const float one = 1.0f;
-  GL_TRY(gemm_bind_stream(handle, stream));
-  const cublasStatus_t st =
-      cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_T, C, N, T, &one, x, C, dout, N, &one, dW, C);
-  return cublas_status(st, "cublasSgemm", "gemm_f32_tn_accumulate");
-}
-
 }  // namespace golinear::kernels::cuda

@@ -44,8 +44,4 @@ Status gemm_f32_nn(cublasHandle_t handle, float* C, float beta, const float* A, 
 Status gemm_bf16_tn_accumulate(cublasHandle_t handle, float* dW, const bf16* dout, const bf16* x,
                                int T, int N, int C, cudaStream_t stream);
 
-// dW (N, C) fp32 += dOutᵀ x for dOut (T, N) fp32 and x (T, C) fp32 (cublasSgemm, fp32).
-Status gemm_f32_tn_accumulate(cublasHandle_t handle, float* dW, const float* dout, const float* x,
-                              int T, int N, int C, cudaStream_t stream);
-
 }  // namespace golinear::kernels::cuda

@@ -214,11 +214,6 @@ __global__ void f32_to_bf16_kernel(bf16* out, const float* in, long n) {
        i += (long)gridDim.x * blockDim.x)
     out[i] = __float2bfloat16(in[i]);
 }
-__global__ void bf16_to_f32_kernel(float* out, const bf16* in, long n) {
-  for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n;
-       i += (long)gridDim.x * blockDim.x)
-    out[i] = __bfloat162float(in[i]);
-}
 __global__ void add_f32_kernel(float* a, const float* b, long n) {
   for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n;
        i += (long)gridDim.x * blockDim.x)
@@ -362,12 +357,6 @@ Status nmse_loss_forward_backward(double* sums, float* dy, const float* student,
 
 Status convert_f32_to_bf16(bf16* out, const float* in, long n, cudaStream_t stream) {
   f32_to_bf16_kernel<<<grid_for(n, 256), 256, 0, stream>>>(out, in, n);
-  GL_CUDA_CHECK_LAUNCH();
-  return ok_status();
-}
-
-Status convert_bf16_to_f32(float* out, const bf16* in, long n, cudaStream_t stream) {
-  bf16_to_f32_kernel<<<grid_for(n, 256), 256, 0, stream>>>(out, in, n);
   GL_CUDA_CHECK_LAUNCH();
   return ok_status();
 }

@@ -70,7 +70,6 @@ Status nmse_loss_forward_backward(double* sums, float* dy, const float* student,
 // ---- conversions and small helpers ---------------------------------------------------------
 
 Status convert_f32_to_bf16(bf16* out, const float* in, long n, cudaStream_t stream);
-Status convert_bf16_to_f32(float* out, const bf16* in, long n, cudaStream_t stream);
 // a (n) fp32 += b (n) fp32.
 Status add_f32(float* a, const float* b, long n, cudaStream_t stream);
 // x (n) fp32 → hi = bf16(x), lo = bf16(x − hi): hi + lo holds x to about 2^-16 relative (two

@@ -175,7 +175,6 @@ Status GpuHybridScratch::allocate(const AttentionShape& sh, const MixerOptions& 
     dqc = (float*)take(tq * 4), dkc = (float*)take(tk * 4);
     dlogits_hi = (bf16*)take(3 * th * 2), dlogits_lo = (bf16*)take(3 * th * 2);
     rope_cs = (float2*)take((size_t)T * (sh.D / 2) * sizeof(float2));
-    loss_sums = (double*)take(2 * sizeof(double));
     gdn_forward_ws = take(gdn_forward_bytes);
     gdn_backward_ws = take(gdn_backward_bytes);
     attn_backward_ws = take(attn_backward_bytes);

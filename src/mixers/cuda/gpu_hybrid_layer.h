@@ -98,7 +98,6 @@ class GpuHybridScratch {
   float *dqr = nullptr, *dkr = nullptr, *dv = nullptr;      // (T, H, D), (T, G, D) ×2
   float *dqc = nullptr, *dkc = nullptr;              // (T, H, D), (T, G, D)
   bf16 *dlogits_hi = nullptr, *dlogits_lo = nullptr;  // (T, 3H) dlogits as a bf16 pair
-  double* loss_sums = nullptr;                       // (2) Σ(y − yᵀ)², Σ yᵀ²
   float2* rope_cs = nullptr;                         // (T, D/2) RoPE table
   void *gdn_forward_ws = nullptr, *gdn_backward_ws = nullptr, *attn_backward_ws = nullptr,
        *nmse_ws = nullptr, *conv_ws = nullptr;
@@ -152,10 +151,7 @@ class GpuHybridLayer {
                        const bf16* x, const bf16* q, const bf16* k, const bf16* v,
                        cublasHandle_t cublas, cudaStream_t stream);
 
-  const AttentionShape& shape() const { return shape_; }
   const std::vector<GpuParamSlot>& layout() const { return layout_; }
-  float* value() const { return value_; }
-  float* grad() const { return grad_; }
 
  private:
   // Everything below the mix gate (stages 3, 2, 1), after s.dy_exact, s.dy_lin and the λ columns

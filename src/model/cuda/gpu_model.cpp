@@ -344,7 +344,7 @@ Status GpuModel::ensure_scratch(int T, bool trace) {
   release_scratch();
   const ModelConfig& c = config_;
   const size_t C = c.hidden_size, H = c.num_heads, G = c.num_kv_heads, D = c.head_dim,
-               F = c.intermediate_size, V = c.vocab_size;
+               F = c.intermediate_size;
   const size_t chunk = std::min(T, kRowChunk);
   DeviceArena& a = scratch_;
   GL_ASSIGN_OR_RETURN(ids_, a.alloc<int32_t>(T));
@@ -377,7 +377,6 @@ Status GpuModel::ensure_scratch(int T, bool trace) {
   GL_ASSIGN_OR_RETURN(xn2_, a.alloc<bf16>(chunk * C));
   GL_ASSIGN_OR_RETURN(gu_, a.alloc<bf16>(chunk * 2 * F));
   GL_ASSIGN_OR_RETURN(act_, a.alloc<bf16>(chunk * F));
-  (void)V;
   hybrid_ws_ = nullptr;
   hybrid_ws_bytes_ = 0;
   for (const GpuLayer& L : layers_)
@@ -474,12 +473,15 @@ Status GpuModel::forward(const int32_t* ids, int T, float* logits, bool last_onl
   GL_TRY(ensure_scratch(T, false));
   GL_CUDA_CHECK(cudaMemcpyAsync(ids_, ids, (size_t)T * 4, cudaMemcpyHostToDevice, stream_));
   const size_t rows = last_only ? 1 : (size_t)T, V = config_.vocab_size;
-  DeviceArena out;
-  float* d_logits = nullptr;
-  if (logits) { GL_ASSIGN_OR_RETURN(d_logits, out.alloc<float>(rows * V)); }
-  GL_TRY(forward_device(ids_, T, d_logits, last_only, nullptr, nullptr));
+  if (logits && logits_rows_ < rows) {
+    logits_memory_.clear();
+    logits_rows_ = 0;
+    GL_ASSIGN_OR_RETURN(logits_, logits_memory_.alloc<float>(rows * V));
+    logits_rows_ = rows;
+  }
+  GL_TRY(forward_device(ids_, T, logits ? logits_ : nullptr, last_only, nullptr, nullptr));
   if (logits)
-    GL_CUDA_CHECK(cudaMemcpyAsync(logits, d_logits, rows * V * 4, cudaMemcpyDeviceToHost, stream_));
+    GL_CUDA_CHECK(cudaMemcpyAsync(logits, logits_, rows * V * 4, cudaMemcpyDeviceToHost, stream_));
   GL_CUDA_CHECK(cudaStreamSynchronize(stream_));
   return ok_status();
 }
@@ -674,7 +676,6 @@ Status GpuSequenceCache::capture_step(long pos) {
   const cudaError_t inst = cudaGraphInstantiate(&graph_, graph, 0);
   cudaGraphDestroy(graph);
   GL_CUDA_CHECK(inst);
-  graph_pos_ = pos;
   return ok_status();
 }
 

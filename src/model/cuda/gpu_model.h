@@ -180,7 +180,10 @@ class GpuModel {
   bf16 *qr_ = nullptr, *kr_ = nullptr;        // RoPE'd copies (softmax layers)
   float* qkv32_ = nullptr;                    // (chunk, H·D + 2·G·D)
   bf16 *xn2_ = nullptr, *gu_ = nullptr, *act_ = nullptr;  // (chunk, C), (chunk, 2F), (chunk, F)
-  float* logits_ = nullptr;                   // (chunk or T, V) for forward()
+  // forward()'s device logits, grown to the most rows asked for (no allocation per call).
+  DeviceArena logits_memory_;
+  float* logits_ = nullptr;
+  size_t logits_rows_ = 0;
   void* hybrid_ws_ = nullptr;
   size_t hybrid_ws_bytes_ = 0;
   std::vector<GpuLayerTrace> trace_;          // per-layer buffers when tracing
@@ -246,7 +249,6 @@ class GpuSequenceCache {
   float* qkv32_ = nullptr;
   float* logits_ = nullptr;                   // (V)
   cudaGraphExec_t graph_ = nullptr;
-  long graph_pos_ = -1;
 };
 
 // Appends T prompt tokens (host) to the cache and writes the last token's logits (V, host) when

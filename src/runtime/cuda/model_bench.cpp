@@ -209,9 +209,7 @@ Result<std::string> model_bench_run(const ModelBenchOptions& o) {
                                             : "constant-size cache, random state at position N";
         }
         GL_TRY(cache->capture_step(N));
-        long pos = N;
         auto step = [&]() -> Status { return cache->launch_step(); };
-        (void)pos;
         GL_ASSIGN_OR_RETURN(auto ms, time_runs(step, 3, o.decode_repeats, s));
         r.decode_ms = median(ms);
         r.decode_runs = (int)ms.size();
