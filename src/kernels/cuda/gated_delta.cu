@@ -1248,50 +1248,34 @@ int forward_segments(int NC) {
   const int n = env > 0 ? env : std::clamp(NC / 32, 1, 16);
   return std::min({n, NC, kMaxSegments});
 }
-// Chunk boundaries b[0..n] of the pipelined forward's segments; returns n. NS even segments of
-// `base` chunks, or with the taper (GOLINEAR_GDN_TAPER=1; needs NS ≥ 4 and base ≥ 4) a half
-// segment first (the prepare that runs alone) and a half and a quarter segment last (the state
-// pass that runs alone), the rest in segments of about `base`. Off by default: not faster
-// (H200, H = 32, G = 8, D = 128: 8K 0.389 → 0.406 ms, 16K 0.724 → 0.741, 32K 1.415 → 1.417).
-int segment_bounds(int NC, int NS, int (&b)[kMaxSegments + 1]) {
-  const int base = NC / NS;
-  if (NS >= 4 && base >= 4 && NS + 3 <= kMaxSegments && env_int("GOLINEAR_GDN_TAPER", 0) != 0) {
-    const int head = base / 2, tail1 = base / 2, tail2 = base / 4;
-    const int mid = NC - head - tail1 - tail2;
-    const int mid_n = std::max(1, (mid + base / 2) / base);
-    int n = 0;
-    b[n++] = 0;
-    for (int s = 0; s < mid_n; ++s) b[n++] = head + (int)((long)mid * s / mid_n);
-    b[n++] = head + mid;
-    b[n++] = head + mid + tail1;
-    b[n] = NC;
-    return n;
-  }
+// Chunk boundaries b[0..NS] of the pipelined forward's NS even segments. (Measured slower and
+// removed: a taper, half a segment first and a half and a quarter last, 16K 0.724 → 0.741 ms;
+// two prepare streams alternating, 16K 0.716 → 0.738–0.760 ms; H200, H = 32, G = 8, D = 128.)
+void segment_bounds(int NC, int NS, int (&b)[kMaxSegments + 1]) {
   for (int s = 0; s <= NS; ++s) b[s] = (int)((long)NC * s / NS);
-  return NS;
 }
-// The pipeline's side streams and events: `stream` (high priority) runs the state passes,
-// `prep` (default priority; with GOLINEAR_GDN_PREP_STREAMS=2) every other segment's prepare, so
-// that a prepare starts while the one before it drains instead of after it; `ready[s % 2]`
-// marks segment s prepared, `fork` the caller's stream at entry, `join` the state passes done.
-// One event per purpose suffices: cudaStreamWaitEvent waits on the record current at the time of
-// the call, so re-recording an event for a later segment does not disturb an earlier wait.
-// Streams the pipelined forward spreads its prepares over (1 or 2; GOLINEAR_GDN_PREP_STREAMS).
-// One by default: two (a prepare starting while the previous one drains) were slower (H200,
-// H = 32, G = 8, D = 128: 16K 0.716 → 0.738–0.760 ms, 32K 1.410 → 1.433–1.447).
-constexpr int kDefaultPrepStreams = 1;
-int prep_streams() {
-  return env_int("GOLINEAR_GDN_PREP_STREAMS", kDefaultPrepStreams) == 1 ? 1 : 2;
-}
+// The pipeline's side stream and events: `stream` (high priority) runs the state passes;
+// `ready[s % 2]` marks segment s prepared, `fork` the caller's stream at entry, `join` the state
+// passes done. One event per purpose suffices: cudaStreamWaitEvent waits on the record current at
+// the time of the call, so re-recording an event for a later segment does not disturb an earlier
+// wait.
 struct SideStream {
   int device = -1;
   int sms = 0;  // the device's multiprocessors
-  cudaStream_t stream = nullptr, prep = nullptr;
+  cudaStream_t stream = nullptr;
   cudaEvent_t fork = nullptr, join = nullptr, ready[2] = {};
 };
 // The side streams of one host thread, one per device, created on first use and released when
 // the thread exits (for the main thread: at exit(), before the CUDA runtime's own teardown).
 // Errors on release are ignored (a device reset may already have destroyed them).
+// Destroys what exists of `s` (errors ignored: nothing to report, and a device reset may already
+// have destroyed them).
+void release(SideStream& s) {
+  for (cudaEvent_t e : {s.fork, s.join, s.ready[0], s.ready[1]})
+    if (e) cudaEventDestroy(e);
+  if (s.stream) cudaStreamDestroy(s.stream);
+  s = SideStream{};
+}
 struct SideStreams {
   static constexpr int kMaxDevices = 16;  // beyond: unpipelined
   SideStream per_device[kMaxDevices];
@@ -1303,12 +1287,7 @@ struct SideStreams {
     const bool have_current = cudaGetDevice(&current) == cudaSuccess;
     for (SideStream& s : per_device) {
       if (s.device < 0) continue;
-      if (cudaSetDevice(s.device) == cudaSuccess) {
-        for (cudaEvent_t e : {s.fork, s.join, s.ready[0], s.ready[1]})
-          if (e) cudaEventDestroy(e);
-        if (s.stream) cudaStreamDestroy(s.stream);
-        if (s.prep) cudaStreamDestroy(s.prep);
-      }
+      if (cudaSetDevice(s.device) == cudaSuccess) release(s);
       s = SideStream{};
     }
     if (have_current) cudaSetDevice(current);
@@ -1332,15 +1311,11 @@ Result<SideStream*> side_stream(cudaStream_t stream) {
   GL_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
   SideStream made;
   bool ok = cudaStreamCreateWithPriority(&made.stream, cudaStreamNonBlocking, greatest) ==
-                cudaSuccess &&
-            cudaStreamCreateWithFlags(&made.prep, cudaStreamNonBlocking) == cudaSuccess;
+            cudaSuccess;
   for (cudaEvent_t* e : {&made.fork, &made.join, &made.ready[0], &made.ready[1]})
     ok = ok && cudaEventCreateWithFlags(e, cudaEventDisableTiming) == cudaSuccess;
   if (!ok) {
-    for (cudaEvent_t e : {made.fork, made.join, made.ready[0], made.ready[1]})
-      if (e) cudaEventDestroy(e);
-    if (made.stream) cudaStreamDestroy(made.stream);
-    if (made.prep) cudaStreamDestroy(made.prep);
+    release(made);
     cudaGetLastError();
     return make_error("gated_delta_chunked_forward: creating the pipeline's streams failed");
   }
@@ -1354,37 +1329,31 @@ Result<SideStream*> side_stream(cudaStream_t stream) {
 }
 
 // The persistent state pass (by default from 256 chunks on, T ≥ 16K; GOLINEAR_GDN_PERSISTENT=0
-// never, =1 or =2 at every length): ONE state-pass launch
-// on the side stream for all segments, its state in registers throughout. The segments here are
-// even (⌊NC·s/NS⌋, NS as the pipeline's, GOLINEAR_GDN_TAPER ignored) and only mark where the
-// state pass waits: before staging the first chunk of segment s (gdn_state_pass_kernel's WAIT)
-// until all H·(its chunks) prepare blocks have counted themselves in ws.ready[s] (zeroed on
-// `stream` first). The prepares run on `stream` in GOLINEAR_GDN_PERSISTENT_LAUNCHES launches of
-// whole segments (default: one per segment, as the pipeline; fewer launches drain less often).
-// No relaunch of the state pass, so no state-pass block waits for an SM to drain of prepare
-// blocks except once at the start.
+// never, =1 at every length): ONE state-pass launch on the side stream for all segments, its
+// state in registers throughout. The segments (the pipeline's) only mark where the state pass
+// waits: before staging the first chunk of segment s (gdn_state_pass_kernel's WAIT) until all
+// H·(its chunks) prepare blocks have counted themselves in ws.ready[s] (zeroed on `stream`
+// first). The prepares run on `stream`, one launch per segment as in the pipeline. No relaunch of
+// the state pass, so no state-pass block waits for an SM to drain of prepare blocks except once
+// at the start.
 // Deadlock freedom: the prepares never wait; they are queued before the state pass (so even
 // serialized execution, CUDA_LAUNCH_BLOCKING=1 or streams sharing a hardware queue, runs them
 // first), and the spinning grid leaves at least kPersistentFreeSms multiprocessors free, so the
 // prepares always find room. Used only when that holds (value_block 32 or 64: (D / vb)·H blocks
 // ≤ SMs − kPersistentFreeSms), outside stream capture (a graph gives no concurrency guarantee)
-// and not with GOLINEAR_GDN_WGMMA; otherwise the pipeline below runs. Assumes no other spinning
-// work holds the remaining SMs (two persistent forwards at once from different host threads on
-// one device still leave 4 SMs at H = 32; more could starve their prepares).
+// and not with GOLINEAR_GDN_WGMMA; otherwise the pipeline below runs. Assumes no other spinning work holds the
+// remaining SMs (two persistent forwards at once from different host threads on one device
+// still leave 4 SMs at H = 32; more could starve their prepares).
+// (Measured slower and removed: queueing the state pass after the first prepare launch, and
+// fewer, larger prepare launches.)
 constexpr int kPersistentFreeSms = 8;
-// GOLINEAR_GDN_PERSISTENT=2: the state pass is queued right after the first prepare launch (not
-// after all of them), so that it is resident sooner when the host is not ahead of the GPU; with
-// serialized launches it would wait for prepares not yet launched (the watchdog traps), so
-// CUDA_LAUNCH_BLOCKING=1 turns it into 1.
 // Measured on the H200 (H = 32, G = 8, D = 128; mixer bench, GDN forward, 15:37 UTC): 8K 0.385
 // → 0.392 ms (slower: a single segment's prepare hides less), 16K 0.718 → 0.703, 32K 1.399 →
 // 1.343; hence the default threshold.
 constexpr int kPersistentMinChunks = 256;
-int persistent_mode(int NC) {
+bool persistent_wanted(int NC) {
   const int m = env_int("GOLINEAR_GDN_PERSISTENT", -1);
-  if (m < 0) return NC >= kPersistentMinChunks ? 1 : 0;
-  if (m == 0) return 0;
-  return m == 2 && env_int("CUDA_LAUNCH_BLOCKING", 0) == 0 ? 2 : 1;
+  return m < 0 ? NC >= kPersistentMinChunks : m != 0;
 }
 template <int D>
 Result<bool> persistent_usable(const SideStream& side, int H, int value_block,
@@ -1397,35 +1366,32 @@ Result<bool> persistent_usable(const SideStream& side, int H, int value_block,
   GL_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
   return capture == cudaStreamCaptureStatusNone;
 }
+// bounds: the NS segments' chunk boundaries (segment_bounds).
 template <int D>
 Status persistent_forward(bf16* o, float* state_final, const float* state_init, const bf16* q,
                           const bf16* k, const bf16* v, const float* g, const float* beta, int N,
                           int H, int G, const ForwardWorkspace& ws, cudaStream_t stream,
-                          int value_block, int NS, SideStream& side, int mode) {
+                          int value_block, int NS, const int (&bounds)[kMaxSegments + 1],
+                          SideStream& side) {
   const int NC = (N + kChunk - 1) / kChunk;
   SegmentWait wait;
   wait.ready = ws.ready;
   wait.n = NS;
   wait.blocks_per_chunk = H;
-  for (int s = 0; s <= NS; ++s) wait.b[s] = (int)((long)NC * s / NS);
-  const int launches = std::clamp(env_int("GOLINEAR_GDN_PERSISTENT_LAUNCHES", NS), 1, NS);
+  for (int s = 0; s <= NS; ++s) wait.b[s] = bounds[s];
   GL_CUDA_CHECK(cudaMemsetAsync(ws.ready, 0, NS * sizeof(unsigned), stream));
   GL_CUDA_CHECK(cudaEventRecord(side.fork, stream));
   GL_CUDA_CHECK(cudaStreamWaitEvent(side.stream, side.fork, 0));
   GL_ASSIGN_OR_RETURN(auto prepare, (prepare_kernel<D, true>()));
-  auto state = [&] {
-    return state_pass<D>(value_block, o, state_final, state_init, nullptr, false, q, k, ws, N, H,
-                         G, 0, NC, side.stream, &wait);
-  };
-  for (int i = 0; i < launches; ++i) {
-    if (i == 1 && mode == 2) GL_TRY(state());
-    const int cb = wait.b[NS * i / launches], ce = wait.b[NS * (i + 1) / launches];
+  for (int s = 0; s < NS; ++s) {
+    const int cb = bounds[s], ce = bounds[s + 1];
     prepare<<<dim3(H, ce - cb), kPrepareThreads, PrepareLayout<D>::total, stream>>>(
         ws.W, ws.U, ws.P, ws.gamma, ws.gexp, q, k, v, g, beta, N, H, G, cb, nullptr, ws.ready,
         NS);
     GL_CUDA_CHECK_LAUNCH();
   }
-  if (mode != 2 || launches == 1) GL_TRY(state());
+  GL_TRY(state_pass<D>(value_block, o, state_final, state_init, nullptr, false, q, k, ws, N, H, G,
+                       0, NC, side.stream, &wait));
   GL_CUDA_CHECK(cudaEventRecord(side.join, side.stream));
   GL_CUDA_CHECK(cudaStreamWaitEvent(stream, side.join, 0));
   return ok_status();
@@ -1441,7 +1407,8 @@ Status chunked_forward(bf16* o, float* state_final, const float* state_init, con
                        bool ck_bf16 = false) {
   const int NC = (N + kChunk - 1) / kChunk;
   int bounds[kMaxSegments + 1];
-  const int NS = checkpoints || T_out ? 1 : segment_bounds(NC, forward_segments(NC), bounds);
+  const int NS = checkpoints || T_out ? 1 : forward_segments(NC);
+  segment_bounds(NC, NS, bounds);
   SideStream* side = nullptr;
   if (NS > 1) {
     GL_ASSIGN_OR_RETURN(side, side_stream(stream));
@@ -1451,24 +1418,18 @@ Status chunked_forward(bf16* o, float* state_final, const float* state_init, con
     return state_pass<D>(value_block, o, state_final, state_init, checkpoints, ck_bf16, q, k, ws,
                          N, H, G, 0, NC, stream);
   }
-  if (const int mode = persistent_mode(NC)) {
+  if (persistent_wanted(NC)) {
     GL_ASSIGN_OR_RETURN(const bool usable, persistent_usable<D>(*side, H, value_block, stream));
     if (usable)
       return persistent_forward<D>(o, state_final, state_init, q, k, v, g, beta, N, H, G, ws,
-                                   stream, value_block, forward_segments(NC), *side, mode);
+                                   stream, value_block, NS, bounds, *side);
   }
-  // Every prepare on `stream` (one after another), or with two streams alternately.
-  const bool two_prep = prep_streams() > 1;
-  if (two_prep) {
-    GL_CUDA_CHECK(cudaEventRecord(side->fork, stream));
-    GL_CUDA_CHECK(cudaStreamWaitEvent(side->prep, side->fork, 0));
-  }
+  // Every prepare on `stream`, one after another; segment s's state pass on the side stream.
   float* carry[2] = {ws.carry, ws.carry + (size_t)H * D * D};
   for (int s = 0; s < NS; ++s) {
     const int cb = bounds[s], ce = bounds[s + 1];
-    cudaStream_t ps = two_prep && s % 2 ? side->prep : stream;
-    GL_TRY(launch_prepare<D>(q, k, v, g, beta, N, H, G, ws, cb, ce, nullptr, ps));
-    GL_CUDA_CHECK(cudaEventRecord(side->ready[s % 2], ps));
+    GL_TRY(launch_prepare<D>(q, k, v, g, beta, N, H, G, ws, cb, ce, nullptr, stream));
+    GL_CUDA_CHECK(cudaEventRecord(side->ready[s % 2], stream));
     GL_CUDA_CHECK(cudaStreamWaitEvent(side->stream, side->ready[s % 2], 0));
     GL_TRY(state_pass<D>(value_block, o, s == NS - 1 ? state_final : carry[s % 2],
                          s == 0 ? state_init : carry[(s + 1) % 2], nullptr, false, q, k, ws, N,

@@ -22,21 +22,16 @@
 // Without checkpoints the forward is pipelined: the chunks split into segments (one per 32
 // chunks, at most 16; GOLINEAR_GDN_SEGMENTS overrides, 1 turns it off) and the state pass of
 // segment s runs on a high-priority side stream while the prepares of the next segments run on
-// `stream` (GOLINEAR_GDN_PREP_STREAMS=2 alternates them with a second side stream: slower); the
-// state is carried between segments in the workspace, and the side streams are joined back into
-// `stream` before returning. The side streams and their 4 events belong to the calling host
-// thread and device: created on first use outside stream capture (until then a captured forward
-// runs unpipelined), destroyed when the thread exits.
+// `stream`; the state is carried between segments in the workspace, and the side stream is
+// joined back into `stream` before returning. The side stream and its 4 events belong to the
+// calling host thread and device: created on first use outside stream capture (until then a
+// captured forward runs unpipelined), destroyed when the thread exits.
 // From T ≥ 16K (256 chunks; GOLINEAR_GDN_PERSISTENT=0 never, =1 at every length) a persistent
-// state pass replaces the per-segment state passes by ONE launch that
-// carries the state in registers across all segments: its blocks (at most SMs − 8 of them: value
-// block 32 or 64; else the pipeline runs) wait in the kernel, before each (even) segment, for a
-// counter that every prepare block of the segment increments when done; the same arithmetic, so
-// the same bits as the pipeline. Not under stream capture, nor with GOLINEAR_GDN_WGMMA=1. The
-// prepares (GOLINEAR_GDN_PERSISTENT_LAUNCHES launches, default one per segment) are queued before
-// it (=2: only the first launch, the rest after it; see gated_delta.cu).
-// GOLINEAR_GDN_WGMMA=1 runs the value_block-64 state pass on wgmma (same values; slower on H200,
-// see gated_delta.cu).
+// state pass replaces the per-segment state passes by ONE launch that carries the state in
+// registers across all segments: its blocks (at most SMs − 8 of them: value block 32 or 64; else
+// the pipeline runs) wait in the kernel, before each segment, for a counter that every prepare
+// block of the segment increments when done; the same arithmetic, so the same bits as the
+// pipeline. Not under stream capture. The prepares are queued before it (see gated_delta.cu).
 #pragma once
 
 #include <cuda_runtime.h>

@@ -196,9 +196,9 @@ ForwardResult run_forward(const Case& cs, int vb, bool with_init, uint64_t seed)
     const char* e = std::getenv(name);
     return e ? e : unset;
   };
-  std::printf("forward N=%d H=%d G=%d D=%d vb=%d init=%d wgmma=%s segments=%s prep streams=%s\n",
-              N, H, G, D, vb, (int)with_init, env("GOLINEAR_GDN_WGMMA", "default"),
-              env("GOLINEAR_GDN_SEGMENTS", "auto"), env("GOLINEAR_GDN_PREP_STREAMS", "default"));
+  std::printf("forward N=%d H=%d G=%d D=%d vb=%d init=%d wgmma=%s segments=%s\n", N, H, G, D,
+              vb, (int)with_init, env("GOLINEAR_GDN_WGMMA", "default"),
+              env("GOLINEAR_GDN_SEGMENTS", "auto"));
   std::vector<float> q = random_floats((size_t)N * H * D, seed, -1, 1);
   std::vector<float> k = random_floats((size_t)N * G * D, seed + 1, -1, 1);
   std::vector<float> v = random_floats((size_t)N * G * D, seed + 2, -1, 1);
@@ -274,19 +274,16 @@ TEST(CudaGatedDeltaForward, DefaultPipelinedManySegments) {
   for (int vb : {0, 32}) run_forward({2100, 4, 1, 128, -0.1f, 0.0f}, vb, true, 56 + vb);
 }
 // The pipeline's streams and events belong to the host thread: a thread that runs a pipelined
-// forward and exits releases them (no error left behind); with one prepare stream and two.
+// forward and exits releases them (no error left behind).
 TEST(CudaGatedDeltaForward, PipelineStreamsPerThreadReleased) {
   REQUIRE_GPU();
   ScopedEnv seg("GOLINEAR_GDN_SEGMENTS", "4");
-  for (const char* prep : {"1", "2"}) {
-    ScopedEnv ps("GOLINEAR_GDN_PREP_STREAMS", prep);
-    ForwardResult a, b;
-    std::thread worker([&] { a = run_forward({600, 4, 1, 128, -0.1f, 0.0f}, 0, true, 80); });
-    worker.join();
-    EXPECT_EQ(cudaGetLastError(), cudaSuccess);
-    b = run_forward({600, 4, 1, 128, -0.1f, 0.0f}, 0, true, 80);
-    EXPECT_TRUE(a.o == b.o && a.state == b.state) << "same input, another thread, other result";
-  }
+  ForwardResult a, b;
+  std::thread worker([&] { a = run_forward({600, 4, 1, 128, -0.1f, 0.0f}, 0, true, 80); });
+  worker.join();
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  b = run_forward({600, 4, 1, 128, -0.1f, 0.0f}, 0, true, 80);
+  EXPECT_TRUE(a.o == b.o && a.state == b.state) << "same input, another thread, other result";
 }
 // ---- forward: the persistent state pass (GOLINEAR_GDN_PERSISTENT; default from 256 chunks) --
 
@@ -313,12 +310,11 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 // `persistent`, the counters show that the persistent pass ran (one per even segment, H per
 // chunk, H·NC in all); without, that it fell back to the pipeline (counters untouched).
 void persistent_vs_default(const Case& cs, int vb, bool with_init, const char* segments,
-                           uint64_t seed, bool persistent, std::vector<int> ref_heads = {},
-                           const char* mode = "1") {
+                           uint64_t seed, bool persistent, std::vector<int> ref_heads = {}) {
   const int N = cs.N, H = cs.H, G = cs.G, D = cs.D;
   const int NC = (N + kGatedDeltaChunk - 1) / kGatedDeltaChunk;
   ScopedEnv seg("GOLINEAR_GDN_SEGMENTS", segments);
-  std::printf("persistent=%s N=%d H=%d G=%d D=%d vb=%d init=%d segments=%s expect %s\n", mode,
+  std::printf("persistent N=%d H=%d G=%d D=%d vb=%d init=%d segments=%s expect %s\n",
               N, H, G, D, vb, (int)with_init, segments ? segments : "auto",
               persistent ? "persistent" : "fallback");
   std::vector<float> q = random_floats((size_t)N * H * D, seed, -1, 1);
@@ -352,9 +348,9 @@ void persistent_vs_default(const Case& cs, int vb, bool with_init, const char* s
   const ForwardResult base = forward("0");
   for (uint32_t c : ready_counters(ws, ws_bytes)) ASSERT_EQ(c, 0xFFFFFFFFu) << "default path";
   dv.upload(v_other);
-  const ForwardResult other = forward(mode);
+  const ForwardResult other = forward("1");
   dv.upload(v);
-  const ForwardResult r = forward(mode);
+  const ForwardResult r = forward("1");
   EXPECT_FALSE(same_bits(other.o, r.o)) << "other values of v, same output";
   EXPECT_TRUE(same_bits(r.o, base.o)) << "o differs from the default path's";
   EXPECT_TRUE(same_bits(r.state, base.state)) << "state_final differs from the default path's";
@@ -371,7 +367,7 @@ void persistent_vs_default(const Case& cs, int vb, bool with_init, const char* s
       EXPECT_TRUE(ready[s] > 0 && ready[s] % H == 0) << "segment " << s << ": " << ready[s];
     for (int s = used; s < 64; ++s) EXPECT_EQ(ready[s], 0xFFFFFFFFu) << "counter " << s;
     EXPECT_EQ(total, (long)H * NC) << "prepare blocks counted";
-    if (segments && std::atoi(segments) > 0) {  // even segments (the taper does not apply)
+    if (segments && std::atoi(segments) > 0) {  // even segments
       const int ns = std::min(std::atoi(segments), NC);
       EXPECT_EQ(used, ns);
       for (int s = 0; s < std::min(used, ns); ++s)
@@ -433,36 +429,18 @@ TEST(CudaGatedDeltaForward, PersistentD64) {
                         {3, 20, 31});
 }
 // Other segmentations and slices: the automatic count, more segments than chunks (2 chunks:
-// the state pass waits for both before its first chunk), GOLINEAR_GDN_TAPER (ignored: even
-// segments) against the tapered pipeline, the prepares in fewer launches than segments (1, and 3
-// over 16 segments: launches of 5, 5 and 6 segments), value_block 32 at D = 128 (H = 16: 64
-// blocks) and 64 at D = 64, fewer heads, no initial state.
+// the state pass waits for both before its first chunk), 4 segments, value_block 32 at D = 128
+// (H = 16: 64 blocks) and 64 at D = 64, fewer heads, no initial state.
 TEST(CudaGatedDeltaForward, PersistentSegmentsAndSlices) {
   REQUIRE_GPU();
   persistent_vs_default({8192 + 13, 32, 8, 128, -0.05f, 0.0f}, 0, false, nullptr, 96, true,
                         {5});
   persistent_vs_default({100, 4, 1, 128, -0.1f, 0.0f}, 0, true, "16", 97, true);
-  {
-    ScopedEnv taper("GOLINEAR_GDN_TAPER", "1");
-    persistent_vs_default({64 * 16 + 37, 8, 2, 128, -0.1f, 0.0f}, 0, true, "4", 98, true);
-  }
-  for (const char* launches : {"1", "3"}) {
-    ScopedEnv l("GOLINEAR_GDN_PERSISTENT_LAUNCHES", launches);
-    persistent_vs_default({4096 + 100, 32, 8, 128, -0.05f, 0.0f}, 0, true, "16", 106, true,
-                          {2, 30});
-    persistent_vs_default({64 * 16 + 37, 32, 8, 128, -0.1f, 0.0f}, 0, true, "16", 107, true,
-                          {0}, "2");
-  }
+  persistent_vs_default({64 * 16 + 37, 8, 2, 128, -0.1f, 0.0f}, 0, true, "4", 98, true);
+  persistent_vs_default({4096 + 100, 32, 8, 128, -0.05f, 0.0f}, 0, true, "16", 106, true,
+                        {2, 30});
   persistent_vs_default({2100, 16, 4, 128, -0.1f, 0.0f}, 32, true, "16", 99, true, {0, 15});
   persistent_vs_default({2100, 4, 2, 64, -0.1f, 0.0f}, 64, true, "7", 100, true);
-}
-// GOLINEAR_GDN_PERSISTENT=2: the state pass queued after the first prepare launch.
-TEST(CudaGatedDeltaForward, PersistentQueuedEarly) {
-  REQUIRE_GPU();
-  persistent_vs_default({64 * 16 + 37, 32, 8, 128, -0.1f, 0.0f}, 0, true, "16", 104, true,
-                        {0, 31}, "2");
-  persistent_vs_default({8192 + 13, 32, 8, 64, -0.05f, 0.0f}, 0, true, "16", 105, true, {7},
-                        "2");
 }
 // Where the persistent pass must not run, the pipeline does (same bits, counters untouched):
 // value_block 16 (256 blocks: more than SMs − 8), 128, and the wgmma state pass.
@@ -500,8 +478,11 @@ TEST(CudaGatedDeltaForward, PersistentNotCaptured) {
     return gated_delta_chunked_forward(o.ptr, s1.ptr, nullptr, dq.ptr, dk.ptr, dv.ptr, dg.ptr,
                                        db.ptr, N, H, G, D, ws, ws_bytes, stream);
   };
-  ASSERT_OK(call());  // default, uncaptured (creates this thread's side streams)
-  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  {
+    ScopedEnv p0("GOLINEAR_GDN_PERSISTENT", "0");
+    ASSERT_OK(call());  // the pipeline, uncaptured (creates this thread's side streams)
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  }
   const std::vector<float> o_base = o.download(), s_base = s1.download();
   ScopedEnv p("GOLINEAR_GDN_PERSISTENT", "1");
   ASSERT_EQ(cudaMemset(o.ptr, 0, o.n * sizeof(__nv_bfloat16)), cudaSuccess);
