@@ -198,6 +198,30 @@ Status GpuModel::set_all_hybrid_random(const mixers::MixerOptions& o, uint64_t s
   return ok_status();
 }
 
+Status upload_layer_weights(DeviceArena& a, const LayerWeights& w, const ModelConfig& c,
+                            cudaStream_t s, GpuLayerWeights* L) {
+  GL_ASSIGN_OR_RETURN(L->input_norm, upload_f32(a, w.input_norm, s));
+  GL_ASSIGN_OR_RETURN(L->post_norm, upload_f32(a, w.post_norm, s));
+  GL_ASSIGN_OR_RETURN(L->w_qkv, upload_bf16(a, {&w.q_proj, &w.k_proj, &w.v_proj}, s));
+  if (!w.q_bias.empty()) {
+    std::vector<float> b = w.q_bias;
+    b.insert(b.end(), w.k_bias.begin(), w.k_bias.end());
+    b.insert(b.end(), w.v_bias.begin(), w.v_bias.end());
+    if (b.size() != (size_t)(c.num_heads + 2 * c.num_kv_heads) * c.head_dim)
+      return make_error("gpu model: qkv bias shape");
+    GL_ASSIGN_OR_RETURN(L->b_qkv, upload_f32(a, b, s));
+  }
+  if (!w.q_norm.empty()) {
+    GL_ASSIGN_OR_RETURN(L->q_norm, upload_f32(a, w.q_norm, s));
+    GL_ASSIGN_OR_RETURN(L->k_norm, upload_f32(a, w.k_norm, s));
+  }
+  GL_ASSIGN_OR_RETURN(L->w_o, upload_bf16(a, {&w.o_proj}, s));
+  if (!w.o_bias.empty()) { GL_ASSIGN_OR_RETURN(L->b_o, upload_f32(a, w.o_bias, s)); }
+  GL_ASSIGN_OR_RETURN(L->w_gate_up, upload_bf16(a, {&w.gate_proj, &w.up_proj}, s));
+  GL_ASSIGN_OR_RETURN(L->w_down, upload_bf16(a, {&w.down_proj}, s));
+  return ok_status();
+}
+
 Result<std::unique_ptr<GpuModel>> gpu_model_upload(const Model& model) {
   auto gm = std::make_unique<GpuModel>();
   GL_TRY(gm->init(model.config));
@@ -216,26 +240,8 @@ Result<std::unique_ptr<GpuModel>> gpu_model_upload(const Model& model) {
     return make_error("gpu model: the model has ", model.mixers.size(), " mixers for ",
                       c.num_layers, " layers");
   for (int l = 0; l < c.num_layers; ++l) {
-    const LayerWeights& w = model.layers[l];
     GpuLayer& L = gm->layers_[l];
-    GL_ASSIGN_OR_RETURN(L.input_norm, upload_f32(a, w.input_norm, s));
-    GL_ASSIGN_OR_RETURN(L.post_norm, upload_f32(a, w.post_norm, s));
-    GL_ASSIGN_OR_RETURN(L.w_qkv, upload_bf16(a, {&w.q_proj, &w.k_proj, &w.v_proj}, s));
-    if (!w.q_bias.empty()) {
-      std::vector<float> b = w.q_bias;
-      b.insert(b.end(), w.k_bias.begin(), w.k_bias.end());
-      b.insert(b.end(), w.v_bias.begin(), w.v_bias.end());
-      if (b.size() != (size_t)(H + 2 * G) * D) return make_error("gpu model: qkv bias shape");
-      GL_ASSIGN_OR_RETURN(L.b_qkv, upload_f32(a, b, s));
-    }
-    if (!w.q_norm.empty()) {
-      GL_ASSIGN_OR_RETURN(L.q_norm, upload_f32(a, w.q_norm, s));
-      GL_ASSIGN_OR_RETURN(L.k_norm, upload_f32(a, w.k_norm, s));
-    }
-    GL_ASSIGN_OR_RETURN(L.w_o, upload_bf16(a, {&w.o_proj}, s));
-    if (!w.o_bias.empty()) { GL_ASSIGN_OR_RETURN(L.b_o, upload_f32(a, w.o_bias, s)); }
-    GL_ASSIGN_OR_RETURN(L.w_gate_up, upload_bf16(a, {&w.gate_proj, &w.up_proj}, s));
-    GL_ASSIGN_OR_RETURN(L.w_down, upload_bf16(a, {&w.down_proj}, s));
+    GL_TRY(upload_layer_weights(a, model.layers[l], c, s, &L));
 
     mixers::Mixer& mixer = *model.mixers[l];
     if (mixer.kind() == "softmax") continue;

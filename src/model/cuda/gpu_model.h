@@ -93,7 +93,8 @@ Result<bf16*> upload_bf16(DeviceArena& arena, const std::vector<const std::vecto
 Result<float*> upload_f32(DeviceArena& arena, const std::vector<float>& x, cudaStream_t stream);
 
 // One layer's device weights.
-struct GpuLayer {
+// One layer's frozen weights on the device (also the GPU distillation's backbone).
+struct GpuLayerWeights {
   float* input_norm = nullptr;  // (C)
   bf16* w_qkv = nullptr;        // (H·D + 2·G·D, C) [q_proj; k_proj; v_proj]
   float* b_qkv = nullptr;       // (H·D + 2·G·D) or null
@@ -104,6 +105,12 @@ struct GpuLayer {
   float* post_norm = nullptr;   // (C)
   bf16* w_gate_up = nullptr;    // (2F, C) [gate_proj; up_proj]
   bf16* w_down = nullptr;       // (C, F)
+};
+// `w` (host fp32) into `arena` as above (synchronous).
+Status upload_layer_weights(DeviceArena& arena, const LayerWeights& w, const ModelConfig& c,
+                            cudaStream_t stream, GpuLayerWeights* out);
+
+struct GpuLayer : GpuLayerWeights {
   bool hybrid = false;          // else softmax attention
   HybridShape hshape;
   HybridParams hparams;         // pointers into mixer_memory

@@ -49,10 +49,9 @@ class Distiller {
   cudaStream_t stream() const { return stream_; }
 
  private:
-  struct Layer {
-    float *input_norm = nullptr, *post_norm = nullptr, *b_qkv = nullptr, *q_norm = nullptr,
-          *k_norm = nullptr, *b_o = nullptr;
-    bf16 *w_qkv = nullptr, *w_o = nullptr, *w_gu = nullptr, *w_down = nullptr;
+  // The frozen weights (uploaded as the GPU model's), the student's place and the saved
+  // activations.
+  struct Layer : golinear::cuda::GpuLayerWeights {
     int hybrid = -1;  // index into hybrid_, or −1: softmax attention (teacher or kept full)
     // Saved activations of the last forward.
     float *h_in = nullptr, *h_mid = nullptr, *q_raw = nullptr, *k_raw = nullptr, *lse = nullptr;
@@ -139,26 +138,8 @@ Status Distiller::init(const Model& model, MixerStack& students, int T) {
   }
   GL_ASSIGN_OR_RETURN(final_norm_, up_f32(model.final_norm));
   GL_ASSIGN_OR_RETURN(inv_freq_, up_f32(model.inv_freq));
-  for (int l = 0; l < L; ++l) {
-    const LayerWeights& w = model.layers[l];
-    Layer& d = layers_[l];
-    GL_ASSIGN_OR_RETURN(d.input_norm, up_f32(w.input_norm));
-    GL_ASSIGN_OR_RETURN(d.post_norm, up_f32(w.post_norm));
-    GL_ASSIGN_OR_RETURN(d.w_qkv, up_bf16({&w.q_proj, &w.k_proj, &w.v_proj}));
-    if (!w.q_bias.empty()) {
-      std::vector<float> b = w.q_bias;
-      b.insert(b.end(), w.k_bias.begin(), w.k_bias.end());
-      b.insert(b.end(), w.v_bias.begin(), w.v_bias.end());
-      if ((int)b.size() != QKV_) return make_error("GPU distillation: qkv bias shape");
-      GL_ASSIGN_OR_RETURN(d.b_qkv, up_f32(b));
-    }
-    GL_ASSIGN_OR_RETURN(d.q_norm, up_f32(w.q_norm));
-    GL_ASSIGN_OR_RETURN(d.k_norm, up_f32(w.k_norm));
-    GL_ASSIGN_OR_RETURN(d.w_o, up_bf16({&w.o_proj}));
-    GL_ASSIGN_OR_RETURN(d.b_o, up_f32(w.o_bias));
-    GL_ASSIGN_OR_RETURN(d.w_gu, up_bf16({&w.gate_proj, &w.up_proj}));
-    GL_ASSIGN_OR_RETURN(d.w_down, up_bf16({&w.down_proj}));
-  }
+  for (int l = 0; l < L; ++l)
+    GL_TRY(golinear::cuda::upload_layer_weights(weights_, model.layers[l], c_, nullptr, &layers_[l]));
 
   // The trained layers: one flat parameter / gradient buffer.
   const long per_layer = mixers::cuda::gpu_hybrid_parameter_count(shape);
@@ -268,7 +249,7 @@ Status Distiller::forward(bool student, float* logits) {
     if (d.b_o) GL_TRY(kc::add_bias_rows(h_, d.b_o, T, C_, s));
     GL_CUDA_CHECK(cudaMemcpyAsync(d.h_mid, h_, (size_t)T * C * 4, cudaMemcpyDeviceToDevice, s));
     GL_TRY(kc::rmsnorm_f32_forward(xn2_, h_, d.post_norm, T, C_, eps_, s));
-    GL_TRY(kc::gemm_nt(cb, d.gu, true, xn2_, d.w_gu, T, 2 * F_, C_, 0.0f, s));
+    GL_TRY(kc::gemm_nt(cb, d.gu, true, xn2_, d.w_gate_up, T, 2 * F_, C_, 0.0f, s));
     GL_TRY(kc::swiglu_stacked(act_, d.gu, T, F_, s));
     GL_TRY(kc::gemm_nt(cb, h_, false, act_, d.w_down, T, C_, F_, 1.0f, s));
   }
@@ -293,7 +274,7 @@ Status Distiller::backward(float scale) {
     GL_TRY(kc::convert_f32_to_bf16(dh_bf_, dh_, (long)T * C_, s));
     GL_TRY(kc::gemm_bf16_nn(cb, dact_, 0.0f, dh_bf_, d.w_down, T, F_, C_, s));
     GL_TRY(kc::swiglu_stacked_backward(dgu_, dact_, d.gu, T, F_, s));
-    GL_TRY(kc::gemm_bf16_nn(cb, dtmp_, 0.0f, dgu_, d.w_gu, T, C_, 2 * F_, s));
+    GL_TRY(kc::gemm_bf16_nn(cb, dtmp_, 0.0f, dgu_, d.w_gate_up, T, C_, 2 * F_, s));
     GL_TRY(kc::rmsnorm_backward_f32(dh_, true, dtmp_, d.h_mid, d.post_norm, T, C_, eps_, s));
     // Attention block: h_mid = h_in + o_proj(mixer(xn, q, k, v)), xn = rmsnorm(h_in).
     GL_TRY(kc::convert_f32_to_bf16(dh_bf_, dh_, (long)T * C_, s));
