@@ -19,6 +19,7 @@
 #include "model/cuda/gpu_model.h"
 #include "model/linearization.h"
 #include "train/cuda/gpu_attention_transfer.h"
+#include "train/cuda/train_test_util.h"
 
 namespace golinear::train::cuda {
 namespace {
@@ -69,31 +70,9 @@ std::unique_ptr<Model> random_model() {
   return model;
 }
 
-PackedDataset random_sequences(int n, int T, int V) {
-  PackedDataset data;
-  data.seq_len = T;
-  uint64_t state = 12345;
-  for (int i = 0; i < n * T; ++i) {
-    state = state * 6364136223846793005ull + 1442695040888963407ull;
-    data.tokens.push_back(i % T == 0 ? 0 : (int32_t)((state >> 33) % V));
-  }
-  return data;
-}
-
-MixerStack students_of(const Model& model) {
-  mixers::MixerOptions options;  // the default recipe
-  options.sinks = 4;
-  options.window = 28;
-  auto s = linearized_mixers(model, options, {}, 7);
-  EXPECT_TRUE(s.ok()) << s.error();
-  return std::move(*s);
-}
-
-std::vector<float> flatten(MixerStack& stack) {
-  std::vector<float> all;
-  for (auto* p : trainable_parameters(stack)) all.insert(all.end(), p->value.begin(), p->value.end());
-  return all;
-}
+using test::flatten;
+using test::random_sequences;
+using test::students_of;
 
 TrainOptions small_options(long steps) {
   TrainOptions o;

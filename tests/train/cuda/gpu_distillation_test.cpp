@@ -24,7 +24,9 @@
 #include "mixers/hybrid_mixer.h"
 #include "mixers/softmax_mixer.h"
 #include "model/linearization.h"
+#include "kernels/cuda/cuda_test_util.h"
 #include "train/cuda/gpu_distillation.h"
+#include "train/cuda/train_test_util.h"
 #include "train/distillation.h"
 
 namespace golinear::train::cuda {
@@ -33,18 +35,7 @@ namespace {
 namespace kc = kernels::cuda;
 namespace fs = std::filesystem;
 using kc::bf16;
-
-bool has_gpu() {
-  int n = 0;
-  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
-}
-#define REQUIRE_GPU() \
-  if (!has_gpu()) GTEST_SKIP() << "no CUDA device"
-#define ASSERT_OK(expr)                                  \
-  do {                                                   \
-    const auto& gl_status_ = (expr);                     \
-    ASSERT_TRUE(gl_status_.ok()) << gl_status_.error();  \
-  } while (0)
+using kernels::test::random_floats;
 
 // Σ(a − b)² / Σb².
 double nmse(const std::vector<float>& got, const std::vector<float>& want) {
@@ -55,14 +46,6 @@ double nmse(const std::vector<float>& got, const std::vector<float>& want) {
     den += (double)want[i] * want[i];
   }
   return num / std::max(den, 1e-300);
-}
-
-std::vector<float> random_vector(size_t n, float lo, float hi, uint64_t seed) {
-  std::mt19937_64 engine(seed);
-  std::uniform_real_distribution<float> u(lo, hi);
-  std::vector<float> v(n);
-  for (float& x : v) x = u(engine);
-  return v;
 }
 
 template <class T>
@@ -92,8 +75,8 @@ TEST(BackboneBackwardKernels, RmsNormBackwardMatchesTheCpu) {
   REQUIRE_GPU();
   for (auto [N, C] : {std::pair{37, 300}, std::pair{128 * 4, 64}}) {  // a hidden norm, a q/k head norm
     const float eps = 1e-5f;
-    const auto x = random_vector((size_t)N * C, -2, 2, 1), dy = random_vector((size_t)N * C, -1, 1, 2),
-               w = random_vector(C, 0.5f, 1.5f, 3), init = random_vector((size_t)N * C, -1, 1, 4);
+    const auto x = random_floats((size_t)N * C, 1, -2, 2), dy = random_floats((size_t)N * C, 2, -1, 1),
+               w = random_floats(C, 3, 0.5f, 1.5f), init = random_floats((size_t)N * C, 4, -1, 1);
     std::vector<float> want((size_t)N * C, 0.0f), want_acc = init;
     kernels::cpu::rmsnorm_backward(want.data(), nullptr, dy.data(), x.data(), w.data(), N, C, eps);
     kernels::cpu::rmsnorm_backward(want_acc.data(), nullptr, dy.data(), x.data(), w.data(), N, C, eps);
@@ -118,10 +101,10 @@ TEST(BackboneBackwardKernels, RmsNormBackwardMatchesTheCpu) {
 TEST(BackboneBackwardKernels, SwiGluBackwardMatchesTheCpu) {
   REQUIRE_GPU();
   const int T = 33, F = 200;
-  auto gu_f = random_vector((size_t)T * 2 * F, -4, 4, 5);
+  auto gu_f = random_floats((size_t)T * 2 * F, 5, -4, 4);
   std::vector<bf16> gu(gu_f.size());
   for (size_t i = 0; i < gu.size(); ++i) gu[i] = __float2bfloat16(gu_f[i]), gu_f[i] = __bfloat162float(gu[i]);
-  const auto dact = random_vector((size_t)T * F, -1, 1, 6);
+  const auto dact = random_floats((size_t)T * F, 6, -1, 1);
   std::vector<float> gate((size_t)T * F), up((size_t)T * F), dgate((size_t)T * F, 0), dup((size_t)T * F, 0);
   for (int t = 0; t < T; ++t)
     for (int f = 0; f < F; ++f) {
@@ -151,9 +134,9 @@ TEST(BackboneBackwardKernels, SwiGluBackwardMatchesTheCpu) {
 TEST(BackboneBackwardKernels, KlAndItsGradientMatchTheCpu) {
   REQUIRE_GPU();
   const int T = 19, V = 3001;
-  const auto teacher = random_vector((size_t)T * V, -6, 6, 7);
+  const auto teacher = random_floats((size_t)T * V, 7, -6, 6);
   auto student = teacher;
-  const auto noise = random_vector(student.size(), -1, 1, 8);
+  const auto noise = random_floats(student.size(), 8, -1, 1);
   for (size_t i = 0; i < student.size(); ++i) student[i] += noise[i];
   std::vector<float> want((size_t)T * V);
   const double kl = kl_distillation_loss(teacher.data(), student.data(), T, V, want.data());
@@ -178,8 +161,8 @@ TEST(BackboneBackwardKernels, KlAndItsGradientMatchTheCpu) {
 TEST(BackboneBackwardKernels, GemmNnAndQkvPackMatchTheCpu) {
   REQUIRE_GPU();
   const int T = 40, HD = 128, GD = 64, QKV = HD + 2 * GD, C = 96;
-  const auto dq = random_vector((size_t)T * HD, -1, 1, 9), dk = random_vector((size_t)T * GD, -1, 1, 10),
-             dv = random_vector((size_t)T * GD, -1, 1, 11), w_f = random_vector((size_t)QKV * C, -1, 1, 12);
+  const auto dq = random_floats((size_t)T * HD, 9, -1, 1), dk = random_floats((size_t)T * GD, 10, -1, 1),
+             dv = random_floats((size_t)T * GD, 11, -1, 1), w_f = random_floats((size_t)QKV * C, 12, -1, 1);
   std::vector<bf16> w(w_f.size());
   for (size_t i = 0; i < w.size(); ++i) w[i] = __float2bfloat16(w_f[i]);
   auto round = [](float x) { return __bfloat162float(__float2bfloat16(x)); };
@@ -285,25 +268,8 @@ std::unique_ptr<Model> random_model(bool qwen3) {
   return model;
 }
 
-PackedDataset random_sequences(int n, int T, int V) {
-  PackedDataset data;
-  data.seq_len = T;
-  uint64_t state = 12345;
-  for (int i = 0; i < n * T; ++i) {
-    state = state * 6364136223846793005ull + 1442695040888963407ull;
-    data.tokens.push_back(i % T == 0 ? 0 : (int32_t)((state >> 33) % V));
-  }
-  return data;
-}
-
-MixerStack students_of(const Model& model, const std::vector<int>& keep_full = {}) {
-  mixers::MixerOptions options;  // the default recipe, a short window so that T = 128 runs the GDN
-  options.sinks = 4;
-  options.window = 28;
-  auto s = linearized_mixers(model, options, keep_full, 7);
-  EXPECT_TRUE(s.ok()) << s.error();
-  return std::move(*s);
-}
+using test::random_sequences;
+using test::students_of;
 
 void zero_grads(MixerStack& stack) {
   for (auto* p : trainable_parameters(stack)) std::fill(p->grad.begin(), p->grad.end(), 0.0f);
@@ -433,7 +399,7 @@ TEST(GpuDistillation, HybridLayerInputGradientsMatchTheCpuMixer) {
   uint64_t seed = 100;
   auto bf16_round = [](float x) { return __bfloat162float(__float2bfloat16(x)); };
   for (mixers::Parameter* p : cpu.parameters()) {
-    const auto noise = random_vector(p->value.size(), -1.0f, 1.0f, ++seed);
+    const auto noise = random_floats(p->value.size(), ++seed, -1.0f, 1.0f);
     for (size_t i = 0; i < p->value.size(); ++i) {
       if (p->name.rfind("conv_", 0) == 0) p->value[i] += 0.2f * noise[i];
       else if (p->name == "w_lambda" || p->name == "w_a" || p->name == "w_b") p->value[i] = bf16_round(0.1f * noise[i]);
@@ -441,9 +407,9 @@ TEST(GpuDistillation, HybridLayerInputGradientsMatchTheCpuMixer) {
       else if (p->name == "b_beta") p->value[i] = 0.5f * noise[i];
     }
   }
-  auto x = random_vector((size_t)T * C, -1, 1, 1), q = random_vector((size_t)T * H * D, -1, 1, 2),
-       k = random_vector((size_t)T * G * D, -1, 1, 3), v = random_vector((size_t)T * G * D, -1, 1, 4);
-  const auto dy = random_vector((size_t)T * H * D, -1, 1, 5);
+  auto x = random_floats((size_t)T * C, 1, -1, 1), q = random_floats((size_t)T * H * D, 2, -1, 1),
+       k = random_floats((size_t)T * G * D, 3, -1, 1), v = random_floats((size_t)T * G * D, 4, -1, 1);
+  const auto dy = random_floats((size_t)T * H * D, 5, -1, 1);
   for (auto* a : {&x, &q, &k, &v})
     for (float& e : *a) e = bf16_round(e);
   std::vector<float> inv_freq(D / 2);
