@@ -74,38 +74,21 @@ Result<TrainReport> gpu_attention_transfer(const GpuTeacher& teacher_trace, cons
   const mixers::AttentionShape shape = teacher.attention_shape();
 
   // The trained layers: every hybrid mixer, all of the default recipe.
-  std::vector<int> trained;
-  mixers::MixerOptions recipe;
-  for (int l = 0; l < L; ++l) {
-    if (students[l]->kind() == "softmax") continue;
-    auto* hybrid = dynamic_cast<mixers::HybridMixer*>(students[l].get());
-    if (!hybrid) return make_error("GPU attention transfer: layer ", l, " is not a hybrid mixer");
-    if (Status st = mixers::cuda::gpu_hybrid_check_recipe(hybrid->options(), hybrid->shape()); !st.ok())
-      return make_error("golinear linearize --device cuda: ", st.error());
-    if (!trained.empty() && (hybrid->options().sinks != recipe.sinks ||
-                             hybrid->options().window != recipe.window))
-      return make_error("GPU attention transfer: every linearized layer must share sinks and window");
-    recipe = hybrid->options();
-    trained.push_back(l);
-  }
-  if (trained.empty()) return make_error("attention transfer: every layer is kept full, nothing to train");
+  GL_ASSIGN_OR_RETURN(const GpuTrainedLayers selected, gpu_trained_layers(students, "GPU attention transfer"));
+  const std::vector<int>& trained = selected.layers;
+  const mixers::MixerOptions& recipe = selected.recipe;
   const long per_layer = mixers::cuda::gpu_hybrid_parameter_count(shape);
   const long P = per_layer * (long)trained.size();
 
   // Device state: parameters, gradients, moments (flat fp32), the layers, one scratch.
-  kc::DeviceBuffer<float> value, grad, m, v, norm;
+  kc::DeviceBuffer<float> value, grad;
   kc::DeviceBuffer<double> loss_sums;  // (batch, trained, 2)
-  kc::DeviceBuffer<char> norm_ws;
+  GpuAdamW adamw;
   GL_TRY(value.allocate(P));
   GL_TRY(grad.allocate(P));
-  GL_TRY(m.allocate(P));
-  GL_TRY(v.allocate(P));
-  GL_TRY(norm.allocate(1));
-  GL_TRY(norm_ws.allocate(kc::grad_norm_workspace_bytes()));
+  GL_TRY(adamw.allocate(P));
   GL_TRY(loss_sums.allocate((size_t)options.batch * trained.size() * 2));
   GL_CUDA_CHECK(cudaMemset(grad.get(), 0, P * 4));
-  GL_CUDA_CHECK(cudaMemset(m.get(), 0, P * 4));
-  GL_CUDA_CHECK(cudaMemset(v.get(), 0, P * 4));
   // With a teacher that can trace ahead (gpu_teacher_from_model) the teacher is pipelined: the
   // students train on a stream of their own at the highest priority (their many small kernels
   // take SMs as the teacher's GEMM tiles free them) while the teacher of the next sequence runs
@@ -129,9 +112,7 @@ Result<TrainReport> gpu_attention_transfer(const GpuTeacher& teacher_trace, cons
   CublasHandle cublas;
   GL_TRY(cublas.create());
   std::vector<GpuHybridLayer> layers;
-  std::vector<long> block_offset;
   for (size_t i = 0; i < trained.size(); ++i) {
-    block_offset.push_back((long)i * per_layer);
     GL_ASSIGN_OR_RETURN(GpuHybridLayer layer,
                         GpuHybridLayer::create(recipe, shape, teacher.inv_freq,
                                                value.get() + i * per_layer, grad.get() + i * per_layer));
@@ -146,14 +127,14 @@ Result<TrainReport> gpu_attention_transfer(const GpuTeacher& teacher_trace, cons
 
   // The CPU optimizer only stores the moments for checkpoints (same format as the CPU trainer).
   AdamW cpu_optimizer(trainable_parameters(students), options.adam);
-  GL_ASSIGN_OR_RETURN(std::vector<FlatPiece> pieces, flat_pieces(students, trained, block_offset, "GPU attention transfer"));
-  GL_ASSIGN_OR_RETURN(const long start, gpu_train_resume(options, students, cpu_optimizer, pieces, P, m.get(), v.get()));
+  GL_ASSIGN_OR_RETURN(std::vector<FlatPiece> pieces, flat_pieces(students, trained, per_layer, "GPU attention transfer"));
+  GL_ASSIGN_OR_RETURN(const long start, gpu_train_resume(options, students, cpu_optimizer, pieces, P, adamw.m(), adamw.v()));
   long adam_t = cpu_optimizer.steps_taken();
   for (size_t i = 0; i < trained.size(); ++i) GL_TRY(layers[i].upload(*students[trained[i]], stream));
 
   auto save_state = [&](long step) -> Status {
     for (size_t i = 0; i < trained.size(); ++i) GL_TRY(layers[i].download(*students[trained[i]], stream));
-    return gpu_train_save(options, students, cpu_optimizer, pieces, P, m.get(), v.get(), adam_t, step);
+    return gpu_train_save(options, students, cpu_optimizer, pieces, P, adamw.m(), adamw.v(), adam_t, step);
   };
 
   TrainReport report;
@@ -221,11 +202,7 @@ Result<TrainReport> gpu_attention_transfer(const GpuTeacher& teacher_trace, cons
       tokens_this_run += T;
     }
     const float lr = learning_rate_at(step, options.steps, options.warmup, options.lr);
-    GL_TRY(kc::grad_norm(norm.get(), grad.get(), P, norm_ws.get(), norm_ws.size(), stream));
-    kc::AdamWStep adam{lr, options.adam.beta1, options.adam.beta2, options.adam.eps,
-                       options.adam.weight_decay, options.adam.clip_norm, ++adam_t};
-    GL_TRY(kc::adamw_step(value.get(), grad.get(), m.get(), v.get(), P, norm.get(), adam, stream));
-    for (GpuHybridLayer& layer : layers) GL_TRY(layer.refresh_gates(stream));
+    GL_TRY(adamw.step(value.get(), grad.get(), lr, options.adam, ++adam_t, layers, stream));
     profile.mark("optimizer (norm, AdamW, bf16 gates)", stream);
     GL_CUDA_CHECK(cudaMemcpyAsync(sums.data(), loss_sums.get(), sums.size() * sizeof(double),
                                   cudaMemcpyDeviceToHost, stream));

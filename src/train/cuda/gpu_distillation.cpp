@@ -109,21 +109,10 @@ Status Distiller::init(const Model& model, MixerStack& students, int T) {
                         "', not softmax attention");
   const mixers::AttentionShape shape = model.attention_shape();
   layers_.assign(L, Layer{});
-  for (int l = 0; l < L; ++l) {
-    if (students[l]->kind() == "softmax") continue;
-    auto* hybrid = dynamic_cast<mixers::HybridMixer*>(students[l].get());
-    if (!hybrid)
-      return make_error("GPU distillation: student layer ", l, " is '", students[l]->kind(),
-                        "': only the default hybrid recipe or softmax (kept full) trains on the GPU");
-    if (Status st = mixers::cuda::gpu_hybrid_check_recipe(hybrid->options(), hybrid->shape()); !st.ok())
-      return make_error("golinear linearize --device cuda: ", st.error());
-    if (!trained_.empty() && (hybrid->options().sinks != recipe_.sinks || hybrid->options().window != recipe_.window))
-      return make_error("GPU distillation: every linearized layer must share sinks and window");
-    recipe_ = hybrid->options();
-    layers_[l].hybrid = (int)trained_.size();
-    trained_.push_back(l);
-  }
-  if (trained_.empty()) return make_error("distillation: every layer is kept full, nothing to train");
+  GL_ASSIGN_OR_RETURN(GpuTrainedLayers selected, gpu_trained_layers(students, "GPU distillation"));
+  trained_ = std::move(selected.layers);
+  recipe_ = selected.recipe;
+  for (size_t i = 0; i < trained_.size(); ++i) layers_[trained_[i]].hybrid = (int)i;
 
   GL_TRY(cublas_.create());
   // Weights (bf16 matrices, fp32 vectors).
@@ -341,22 +330,14 @@ Result<TrainReport> gpu_distill_end_to_end(const Model& model, MixerStack& stude
   GL_TRY(d.init(model, students, T));
   const long P = d.parameter_count();
   const std::vector<int>& trained = d.trained();
-  std::vector<long> block_offset;
-  for (size_t i = 0; i < trained.size(); ++i) block_offset.push_back((long)i * (P / (long)trained.size()));
-  kc::DeviceBuffer<float> m, v, norm;
-  kc::DeviceBuffer<char> norm_ws;
-  GL_TRY(m.allocate(P));
-  GL_TRY(v.allocate(P));
-  GL_TRY(norm.allocate(1));
-  GL_TRY(norm_ws.allocate(kc::grad_norm_workspace_bytes()));
-  GL_CUDA_CHECK(cudaMemset(m.get(), 0, P * 4));
-  GL_CUDA_CHECK(cudaMemset(v.get(), 0, P * 4));
+  GpuAdamW adamw;
+  GL_TRY(adamw.allocate(P));
   cudaStream_t stream = d.stream();
 
   // The CPU optimizer only carries the moments for checkpoints (the CPU trainer's format).
   AdamW cpu_optimizer(trainable_parameters(students), options.adam);
-  GL_ASSIGN_OR_RETURN(std::vector<FlatPiece> pieces, flat_pieces(students, trained, block_offset, "GPU distillation"));
-  GL_ASSIGN_OR_RETURN(const long start, gpu_train_resume(options, students, cpu_optimizer, pieces, P, m.get(), v.get()));
+  GL_ASSIGN_OR_RETURN(std::vector<FlatPiece> pieces, flat_pieces(students, trained, P / (long)trained.size(), "GPU distillation"));
+  GL_ASSIGN_OR_RETURN(const long start, gpu_train_resume(options, students, cpu_optimizer, pieces, P, adamw.m(), adamw.v()));
   long adam_t = cpu_optimizer.steps_taken();
   GL_TRY(d.upload(students));
 
@@ -366,7 +347,7 @@ Result<TrainReport> gpu_distill_end_to_end(const Model& model, MixerStack& stude
   };
   auto save_state = [&](long step) -> Status {
     GL_TRY(download());
-    return gpu_train_save(options, students, cpu_optimizer, pieces, P, m.get(), v.get(), adam_t, step);
+    return gpu_train_save(options, students, cpu_optimizer, pieces, P, adamw.m(), adamw.v(), adam_t, step);
   };
 
   TrainReport report;
@@ -387,11 +368,7 @@ Result<TrainReport> gpu_distill_end_to_end(const Model& model, MixerStack& stude
     loss /= options.batch;
     if (!std::isfinite(loss)) return make_error("GPU distillation: the KL became ", loss, " at step ", step + 1);
     const float lr = learning_rate_at(step, options.steps, options.warmup, options.lr);
-    GL_TRY(kc::grad_norm(norm.get(), d.grad(), P, norm_ws.get(), norm_ws.size(), stream));
-    kc::AdamWStep adam{lr, options.adam.beta1, options.adam.beta2, options.adam.eps,
-                       options.adam.weight_decay, options.adam.clip_norm, ++adam_t};
-    GL_TRY(kc::adamw_step(d.value(), d.grad(), m.get(), v.get(), P, norm.get(), adam, stream));
-    for (GpuHybridLayer& layer : d.layers()) GL_TRY(layer.refresh_gates(stream));
+    GL_TRY(adamw.step(d.value(), d.grad(), lr, options.adam, ++adam_t, d.layers(), stream));
     report.loss_curve.push_back(loss);
     if (step >= tail_from) {
       report.final_loss += loss;

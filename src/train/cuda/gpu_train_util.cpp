@@ -7,6 +7,7 @@
 #include "common/file.h"
 #include "kernels/cuda/cuda_common.h"
 #include "kernels/cuda/gemm.h"
+#include "kernels/cuda/hybrid_train.h"
 
 #include "mixers/cuda/gpu_hybrid_layer.h"
 #include "mixers/hybrid_mixer.h"
@@ -51,9 +52,49 @@ Status CudaEvent::create() {
   return ok_status();
 }
 
+Result<GpuTrainedLayers> gpu_trained_layers(const MixerStack& students, const std::string& what) {
+  GpuTrainedLayers out;
+  for (size_t l = 0; l < students.size(); ++l) {
+    if (students[l]->kind() == "softmax") continue;
+    const auto* hybrid = dynamic_cast<const mixers::HybridMixer*>(students[l].get());
+    if (!hybrid)
+      return make_error(what, ": layer ", l, " is '", students[l]->kind(),
+                        "': only the default hybrid recipe or softmax (kept full) trains on the GPU");
+    if (Status st = mixers::cuda::gpu_hybrid_check_recipe(hybrid->options(), hybrid->shape()); !st.ok())
+      return make_error("golinear linearize --device cuda: ", st.error());
+    if (!out.layers.empty() && (hybrid->options().sinks != out.recipe.sinks ||
+                                hybrid->options().window != out.recipe.window))
+      return make_error(what, ": every linearized layer must share sinks and window");
+    out.recipe = hybrid->options();
+    out.layers.push_back((int)l);
+  }
+  if (out.layers.empty()) return make_error(what, ": every layer is kept full, nothing to train");
+  return out;
+}
+
+Status GpuAdamW::allocate(long P) {
+  P_ = P;
+  GL_TRY(m_.allocate(P));
+  GL_TRY(v_.allocate(P));
+  GL_TRY(norm_.allocate(1));
+  GL_TRY(norm_ws_.allocate(kernels::cuda::grad_norm_workspace_bytes()));
+  GL_CUDA_CHECK(cudaMemset(m_.get(), 0, P * 4));
+  GL_CUDA_CHECK(cudaMemset(v_.get(), 0, P * 4));
+  return ok_status();
+}
+
+Status GpuAdamW::step(float* value, float* grad, float lr, const AdamWOptions& o, long t,
+                      std::vector<mixers::cuda::GpuHybridLayer>& layers, cudaStream_t stream) {
+  namespace kc = kernels::cuda;
+  GL_TRY(kc::grad_norm(norm_.get(), grad, P_, norm_ws_.get(), norm_ws_.size(), stream));
+  const kc::AdamWStep adam{lr, o.beta1, o.beta2, o.eps, o.weight_decay, o.clip_norm, t};
+  GL_TRY(kc::adamw_step(value, grad, m_.get(), v_.get(), P_, norm_.get(), adam, stream));
+  for (mixers::cuda::GpuHybridLayer& layer : layers) GL_TRY(layer.refresh_gates(stream));
+  return ok_status();
+}
+
 Result<std::vector<FlatPiece>> flat_pieces(MixerStack& students, const std::vector<int>& trained,
-                                           const std::vector<long>& block_offset,
-                                           const std::string& what) {
+                                           long per_layer, const std::string& what) {
   std::vector<FlatPiece> pieces;
   long cpu = 0;
   for (size_t l = 0; l < students.size(); ++l) {
@@ -63,7 +104,7 @@ Result<std::vector<FlatPiece>> flat_pieces(MixerStack& students, const std::vect
       for (const mixers::Parameter* p : params) cpu += (long)p->value.size();
       continue;
     }
-    const long block = block_offset[it - trained.begin()];
+    const long block = (long)(it - trained.begin()) * per_layer;
     auto* hybrid = dynamic_cast<mixers::HybridMixer*>(students[l].get());
     if (!hybrid) return make_error(what, ": layer ", l, " is not a hybrid mixer");
     const auto layout = mixers::cuda::gpu_hybrid_layout(hybrid->shape());

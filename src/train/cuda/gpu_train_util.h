@@ -11,6 +11,8 @@
 #include "common/result.h"
 #include "model/transformer.h"
 #include "train/attention_transfer.h"
+#include "kernels/cuda/cuda_common.h"
+#include "mixers/cuda/gpu_hybrid_layer.h"
 #include "train/optimizer.h"
 
 namespace golinear::train::cuda {
@@ -59,6 +61,33 @@ class CudaEvent {
   cudaEvent_t event_ = nullptr;
 };
 
+// The layers a GPU trainer trains: every hybrid mixer of `students`, each of the GPU's recipe
+// (gpu_hybrid_check_recipe) and all with the same sinks and window; the other layers must be
+// softmax attention (kept full). `what` names the trainer in errors.
+struct GpuTrainedLayers {
+  std::vector<int> layers;
+  mixers::MixerOptions recipe;
+};
+Result<GpuTrainedLayers> gpu_trained_layers(const MixerStack& students, const std::string& what);
+
+// AdamW with global-norm clipping over one flat fp32 parameter buffer on the device
+// (kernels/cuda/hybrid_train.h adamw_step): the moments m, v (zeroed by allocate) and the norm.
+class GpuAdamW {
+ public:
+  Status allocate(long P);
+  float* m() const { return m_.get(); }
+  float* v() const { return v_.get(); }
+  // One step (t: the step count after it) on value, grad (P); then each layer's bf16 gate
+  // weights are refreshed from the new values.
+  Status step(float* value, float* grad, float lr, const AdamWOptions& o, long t,
+              std::vector<mixers::cuda::GpuHybridLayer>& layers, cudaStream_t stream);
+
+ private:
+  long P_ = 0;
+  kernels::cuda::DeviceBuffer<float> m_, v_, norm_;
+  kernels::cuda::DeviceBuffer<char> norm_ws_;
+};
+
 // Where one trained tensor sits in the CPU AdamW's flat order and in the device buffer.
 struct FlatPiece {
   long cpu_offset, gpu_offset, count;
@@ -66,10 +95,9 @@ struct FlatPiece {
 
 // The CPU AdamW flattens trainable_parameters(students) in order (layers, then each mixer's
 // parameters()); the device buffer holds each trained layer's gpu_hybrid_layout block, layer
-// trained[i] at block_offset[i]. `what` names the trainer in errors.
+// trained[i] at i · per_layer. `what` names the trainer in errors.
 Result<std::vector<FlatPiece>> flat_pieces(MixerStack& students, const std::vector<int>& trained,
-                                           const std::vector<long>& block_offset,
-                                           const std::string& what);
+                                           long per_layer, const std::string& what);
 
 // --resume: when options.state_path holds a state, loads it into `students` and `cpu_optimizer`
 // (the CPU trainer's format) and copies its AdamW moments into the device buffers m, v (P floats
