@@ -656,23 +656,10 @@ Status hybrid_forward_impl(bf16* y, float* state_final, const HybridShape& s,
   // the workspace adds room when H = 1).
   (void)kc;
   float2* cs = reinterpret_cast<float2*>(s.H >= 2 ? (void*)qc : (void*)take((size_t)T * s.D * 4));
-  rope_table_kernel<<<blocks_for((long)T * s.D / 2, 256), 256, 0, stream>>>(cs, p.inv_freq, T,
-                                                                           s.D / 2, 0);
-  GL_CUDA_CHECK_LAUNCH();
-  const long runs = (T + kConvRun - 1) / kConvRun;  // token runs per head (conv_rope_unit_kernel)
-  GL_TRY(dispatch_head_dim(s.D, [&](auto d) -> Status {
-    constexpr int Dc = decltype(d)::value;
-    conv_rope_unit_kernel<Dc><<<blocks_for(runs * s.H * 32, 256), 256, 0, stream>>>(
-        nullptr, qr, qn, q, p.conv_q, cs, T, s.H);
-    GL_CUDA_CHECK_LAUNCH();
-    conv_rope_unit_kernel<Dc><<<blocks_for(runs * s.G * 32, 256), 256, 0, stream>>>(
-        nullptr, kr, kn, k, p.conv_k, cs, T, s.G);
-    GL_CUDA_CHECK_LAUNCH();
-    conv_rope_unit_kernel<Dc><<<blocks_for(runs * s.G * 32, 256), 256, 0, stream>>>(
-        vc, nullptr, nullptr, v, p.conv_v, cs, T, s.G);
-    GL_CUDA_CHECK_LAUNCH();
-    return ok_status();
-  }));
+  GL_TRY(rope_table(cs, p.inv_freq, T, s.D, 0, stream));
+  GL_TRY(conv_rope_unit_forward(nullptr, qr, qn, q, p.conv_q, cs, T, s.H, s.D, stream));
+  GL_TRY(conv_rope_unit_forward(nullptr, kr, kn, k, p.conv_k, cs, T, s.G, s.D, stream));
+  GL_TRY(conv_rope_unit_forward(vc, nullptr, nullptr, v, p.conv_v, cs, T, s.G, s.D, stream));
   GL_TRY(mark(1));
   GL_TRY(gemm_bf16_nt(cublas, logits, false, x, p.w_gates, T, 3 * s.H, s.C, stream));
   GL_TRY(hybrid_gates_forward(g, beta, lambda, logits, p.A_log, p.dt_bias, p.b_beta, p.b_lambda, T, s.H,
