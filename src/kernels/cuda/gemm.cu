@@ -55,22 +55,9 @@ __global__ void __launch_bounds__(256) gemv_kernel(void* out, const bf16* __rest
   }
 }
 
-const char* cublas_name(cublasStatus_t s) {
-  switch (s) {
-    case CUBLAS_STATUS_NOT_INITIALIZED: return "CUBLAS_STATUS_NOT_INITIALIZED";
-    case CUBLAS_STATUS_ALLOC_FAILED: return "CUBLAS_STATUS_ALLOC_FAILED";
-    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
-    case CUBLAS_STATUS_ARCH_MISMATCH: return "CUBLAS_STATUS_ARCH_MISMATCH";
-    case CUBLAS_STATUS_EXECUTION_FAILED: return "CUBLAS_STATUS_EXECUTION_FAILED";
-    case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
-    default: return "cuBLAS error";
-  }
-}
-
-
 Status cublas_status(cublasStatus_t s, const char* call, const char* name) {
   if (s == CUBLAS_STATUS_SUCCESS) return ok_status();
-  return make_error(cublas_name(s), " in ", call, " (", name, ")");
+  return make_error(cublasGetStatusName(s), " in ", call, " (", name, ")");
 }
 
 // The handles given a workspace of their own (gemm_use_workspace).
@@ -140,7 +127,7 @@ Status gemm_nt(cublasHandle_t handle, void* C, bool c_is_bf16, const bf16* A, co
                    CUDA_R_16BF, K, &beta, C, c_is_bf16 ? CUDA_R_16BF : CUDA_R_32F, N,
                    CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
   if (s != CUBLAS_STATUS_SUCCESS)
-    return make_error(cublas_name(s), " in cublasGemmEx (M=", M, " N=", N, " K=", K, ") at ",
+    return make_error(cublasGetStatusName(s), " in cublasGemmEx (M=", M, " N=", N, " K=", K, ") at ",
                       __FILE__, ":", __LINE__);
   return ok_status();
 }
