@@ -613,12 +613,43 @@ Status hybrid_gates_forward(float* g, float* beta, float* lambda, const float* l
   return ok_status();
 }
 
+namespace {
+
+// hybrid_forward's workspace, carved in order from `base`; with a null base only its size (one
+// layout for hybrid_forward_workspace_bytes and the forward).
+struct ForwardScratch {
+  bf16 *qr, *qn, *kr, *kn, *vc;
+  float *logits, *g, *beta, *lambda;
+  float2* cs;  // the RoPE table (T, D/2)
+  void* gdn;
+  size_t gdn_bytes, bytes;
+};
+ForwardScratch forward_scratch(char* base, const HybridShape& s, int T) {
+  const size_t tq = (size_t)T * s.H * s.D, tk = (size_t)T * s.G * s.D, th = (size_t)T * s.H;
+  size_t used = 0;
+  auto take = [&](size_t bytes) {
+    char* r = base ? base + used : nullptr;
+    used += align_up(bytes);
+    return r;
+  };
+  ForwardScratch f;
+  // The RoPE table in a q-sized room when it fits (T·D·4 ≤ T·H·D·2 for H ≥ 2).
+  f.cs = reinterpret_cast<float2*>(take(s.H >= 2 ? tq * 2 : (size_t)T * s.D * 4));
+  f.qr = (bf16*)take(tq * 2), f.qn = (bf16*)take(tq * 2);
+  f.kr = (bf16*)take(tk * 2), f.kn = (bf16*)take(tk * 2), f.vc = (bf16*)take(tk * 2);
+  f.logits = (float*)take(th * 3 * 4);
+  f.g = (float*)take(th * 4), f.beta = (float*)take(th * 4), f.lambda = (float*)take(th * 4);
+  f.gdn_bytes = gated_delta_forward_workspace_bytes(std::max(1, T - s.sinks - s.window), s.H, s.D,
+                                                    false);
+  f.gdn = take(f.gdn_bytes);
+  f.bytes = used;
+  return f;
+}
+
+}  // namespace
+
 size_t hybrid_forward_workspace_bytes(const HybridShape& s, int T) {
-  const size_t tq = (size_t)T * s.H * s.D, tk = (size_t)T * s.G * s.D;
-  const int n = std::max(1, T - s.sinks - s.window);
-  return 3 * align_up(tq * 2) + 4 * align_up(tk * 2) + align_up((size_t)T * 3 * s.H * 4) +
-         3 * align_up((size_t)T * s.H * 4) + gated_delta_forward_workspace_bytes(n, s.H, s.D, false) +
-         (s.H >= 2 ? 0 : align_up((size_t)T * s.D * 4));
+  return forward_scratch(nullptr, s, T).bytes;
 }
 
 // Stages: RoPE table → conv + RoPE + unit norm (q, k, v) → gate GEMM + gates → linear branch
@@ -635,27 +666,11 @@ Status hybrid_forward_impl(bf16* y, float* state_final, const HybridShape& s,
     return ok_status();
   };
   GL_TRY(mark(0));
-  if (workspace_bytes < hybrid_forward_workspace_bytes(s, T))
-    return make_error("hybrid_forward: workspace too small");
-  const size_t tq = (size_t)T * s.H * s.D, tk = (size_t)T * s.G * s.D;
-  char* w = static_cast<char*>(workspace);
-  auto take = [&](size_t bytes) { char* r = w; w += align_up(bytes); return r; };
-  bf16* qc = (bf16*)take(tq * 2); bf16* qr = (bf16*)take(tq * 2);
-  bf16* qn = (bf16*)take(tq * 2);
-  bf16* kc = (bf16*)take(tk * 2); bf16* kr = (bf16*)take(tk * 2);
-  bf16* kn = (bf16*)take(tk * 2); bf16* vc = (bf16*)take(tk * 2);
-  float* logits = (float*)take((size_t)T * 3 * s.H * 4);
-  float* g = (float*)take((size_t)T * s.H * 4);
-  float* beta = (float*)take((size_t)T * s.H * 4);
-  float* lambda = (float*)take((size_t)T * s.H * 4);
-  const int n = std::max(1, T - s.sinks - s.window);
-  const size_t gdn_bytes = gated_delta_forward_workspace_bytes(n, s.H, s.D, false);
-  void* gdn_ws = take(gdn_bytes);
-
-  // qc's buffer holds the RoPE table (T, D/2) float2 instead (T·D·4 ≤ T·H·D·2 for H ≥ 2;
-  // the workspace adds room when H = 1).
-  (void)kc;
-  float2* cs = reinterpret_cast<float2*>(s.H >= 2 ? (void*)qc : (void*)take((size_t)T * s.D * 4));
+  const ForwardScratch f = forward_scratch(static_cast<char*>(workspace), s, T);
+  if (workspace_bytes < f.bytes) return make_error("hybrid_forward: workspace too small");
+  bf16 *qr = f.qr, *qn = f.qn, *kr = f.kr, *kn = f.kn, *vc = f.vc;
+  float *logits = f.logits, *g = f.g, *beta = f.beta, *lambda = f.lambda;
+  float2* cs = f.cs;
   GL_TRY(rope_table(cs, p.inv_freq, T, s.D, 0, stream));
   GL_TRY(conv_rope_unit_forward(nullptr, qr, qn, q, p.conv_q, cs, T, s.H, s.D, stream));
   GL_TRY(conv_rope_unit_forward(nullptr, kr, kn, k, p.conv_k, cs, T, s.G, s.D, stream));
@@ -672,8 +687,8 @@ Status hybrid_forward_impl(bf16* y, float* state_final, const HybridShape& s,
     GL_TRY(gated_delta_chunked_forward(
         y + (size_t)shift * s.H * s.D, state_final, nullptr, qn + (size_t)shift * s.H * s.D,
         kn + (size_t)s.sinks * s.G * s.D, vc + (size_t)s.sinks * s.G * s.D,
-        g + (size_t)s.sinks * s.H, beta + (size_t)s.sinks * s.H, N, s.H, s.G, s.D, gdn_ws,
-        gdn_bytes, stream));
+        g + (size_t)s.sinks * s.H, beta + (size_t)s.sinks * s.H, N, s.H, s.G, s.D, f.gdn,
+        f.gdn_bytes, stream));
   }
   GL_TRY(mark(3));
   // Exact branch and mix gate: y = (1 − λ) y_exact + λ y_lin (y_lin = 0 before row s + w).
@@ -696,13 +711,25 @@ Status hybrid_forward_stage_ms(float stage_ms[4], bf16* y, const HybridShape& s,
                                const bf16* k, const bf16* v, int T, void* workspace,
                                size_t workspace_bytes, cublasHandle_t cublas,
                                cudaStream_t stream) {
-  cudaEvent_t ev[5];
-  for (auto& e : ev) GL_CUDA_CHECK(cudaEventCreate(&e));
-  Status st = hybrid_forward_impl(y, nullptr, s, p, x, q, k, v, T, workspace, workspace_bytes,
-                                  cublas, stream, ev);
-  if (st.ok() && cudaEventSynchronize(ev[4]) == cudaSuccess)
-    for (int i = 0; i < 4; ++i) cudaEventElapsedTime(&stage_ms[i], ev[i], ev[i + 1]);
-  for (auto& e : ev) cudaEventDestroy(e);
+  cudaEvent_t ev[5] = {};
+  Status st = ok_status();
+  for (auto& e : ev)
+    if (cudaEventCreate(&e) != cudaSuccess) {
+      e = nullptr;
+      st = make_error("hybrid_forward_stage_ms: cudaEventCreate failed");
+      break;
+    }
+  if (st.ok())
+    st = hybrid_forward_impl(y, nullptr, s, p, x, q, k, v, T, workspace, workspace_bytes, cublas,
+                             stream, ev);
+  if (st.ok() && cudaEventSynchronize(ev[4]) != cudaSuccess)
+    st = make_error("hybrid_forward_stage_ms: the forward failed on the device");
+  for (int i = 0; st.ok() && i < 4; ++i)
+    if (cudaEventElapsedTime(&stage_ms[i], ev[i], ev[i + 1]) != cudaSuccess)
+      st = make_error("hybrid_forward_stage_ms: cudaEventElapsedTime failed");
+  for (auto& e : ev)
+    if (e) cudaEventDestroy(e);
+  cudaGetLastError();  // what failed is in `st`
   return st;
 }
 
