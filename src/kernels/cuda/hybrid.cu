@@ -712,24 +712,17 @@ Status hybrid_forward_stage_ms(float stage_ms[4], bf16* y, const HybridShape& s,
                                size_t workspace_bytes, cublasHandle_t cublas,
                                cudaStream_t stream) {
   cudaEvent_t ev[5] = {};
-  Status st = ok_status();
-  for (auto& e : ev)
-    if (cudaEventCreate(&e) != cudaSuccess) {
-      e = nullptr;
-      st = make_error("hybrid_forward_stage_ms: cudaEventCreate failed");
-      break;
-    }
-  if (st.ok())
-    st = hybrid_forward_impl(y, nullptr, s, p, x, q, k, v, T, workspace, workspace_bytes, cublas,
-                             stream, ev);
-  if (st.ok() && cudaEventSynchronize(ev[4]) != cudaSuccess)
-    st = make_error("hybrid_forward_stage_ms: the forward failed on the device");
-  for (int i = 0; st.ok() && i < 4; ++i)
-    if (cudaEventElapsedTime(&stage_ms[i], ev[i], ev[i + 1]) != cudaSuccess)
-      st = make_error("hybrid_forward_stage_ms: cudaEventElapsedTime failed");
+  auto timed = [&]() -> Status {
+    for (auto& e : ev) GL_CUDA_CHECK(cudaEventCreate(&e));
+    GL_TRY(hybrid_forward_impl(y, nullptr, s, p, x, q, k, v, T, workspace, workspace_bytes,
+                               cublas, stream, ev));
+    GL_CUDA_CHECK(cudaEventSynchronize(ev[4]));
+    for (int i = 0; i < 4; ++i) GL_CUDA_CHECK(cudaEventElapsedTime(&stage_ms[i], ev[i], ev[i + 1]));
+    return ok_status();
+  };
+  Status st = timed();
   for (auto& e : ev)
     if (e) cudaEventDestroy(e);
-  cudaGetLastError();  // what failed is in `st`
   return st;
 }
 
