@@ -129,7 +129,7 @@ Result<std::vector<TrainReport>> attention_transfer_many(
     report.layer_nmse.assign(L, -1.0);
   }
   long tail_steps = 0;
-  const long tail_from = options.steps - std::max(1L, options.steps / 10);
+  const long tail_from = tail_start(options);
   ProgressBar bar("transfer", options.steps);
   const auto t0 = std::chrono::steady_clock::now();
   long tokens_this_run = 0;

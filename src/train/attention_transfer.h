@@ -5,6 +5,7 @@
 // independently (in parallel), and only the mixers' parameters change.
 #pragma once
 
+#include <algorithm>
 #include <functional>
 #include <string>
 #include <vector>
@@ -30,6 +31,10 @@ struct TrainOptions {
 // What a trainer does after step `step` (0-based) of a run that began at step `start`: write the
 // resume state (every checkpoint_every steps, and always after the last step, so that a resumed
 // multi-stage run can skip a finished stage) and/or stop as an interruption would (stop_after).
+// The report's final loss is the mean over the last tenth of the steps (at least one): steps from
+// tail_start(o) on.
+inline long tail_start(const TrainOptions& o) { return o.steps - std::max(1L, o.steps / 10); }
+
 struct StepEnd {
   bool checkpoint = false, stop = false;
 };

@@ -142,7 +142,7 @@ Result<TrainReport> gpu_attention_transfer(const GpuTeacher& teacher_trace, cons
   report.layer_nmse.assign(L, -1.0);
   std::vector<double> layer_sum(L, 0.0);
   long tail_steps = 0;
-  const long tail_from = options.steps - std::max(1L, options.steps / 10);
+  const long tail_from = tail_start(options);
   ProgressBar bar("transfer (cuda)", options.steps);
   // The setup's memsets ran on the legacy stream, which a non-blocking students' stream does not
   // wait for.

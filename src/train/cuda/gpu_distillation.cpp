@@ -352,7 +352,7 @@ Result<TrainReport> gpu_distill_end_to_end(const Model& model, MixerStack& stude
 
   TrainReport report;
   report.steps_done = start;
-  const long tail_from = options.steps - std::max(1L, options.steps / 10);
+  const long tail_from = tail_start(options);
   long tail_steps = 0, tokens_this_run = 0;
   ProgressBar bar("distill (cuda)", options.steps);
   const auto t0 = std::chrono::steady_clock::now();
