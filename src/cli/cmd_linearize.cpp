@@ -15,7 +15,7 @@
 #include "train/attention_transfer.h"
 #include "train/distillation.h"
 #if GOLINEAR_HAVE_CUDA
-#include "mixers/cuda/gpu_hybrid_layer.h"
+#include "mixers/cuda/hybrid_mixer.h"
 #include "train/cuda/gpu_attention_transfer.h"
 #include "train/cuda/gpu_distillation.h"
 #endif
@@ -131,7 +131,7 @@ Result<LinearizeSettings> parse_settings(const Args& args, const ModelConfig& co
     // Both stages run on the GPU (train/cuda: attention transfer, end-to-end distillation).
     if (args.has("sweep")) return make_error("golinear linearize: --sweep runs on the CPU only; drop --device cuda");
     if (s.init.empty())
-      if (Status st = mixers::cuda::gpu_hybrid_check_recipe(s.mixer, {config.hidden_size, config.num_heads, config.num_kv_heads, config.head_dim}); !st.ok())
+      if (Status st = mixers::cuda::hybrid_check_recipe(s.mixer, {config.hidden_size, config.num_heads, config.num_kv_heads, config.head_dim}); !st.ok())
         return make_error("golinear linearize --device cuda: ", st.error());
   }
 #endif

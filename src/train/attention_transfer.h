@@ -26,6 +26,7 @@ struct TrainOptions {
   std::string state_path;     // where resume checkpoints go (train_state.safetensors)
   bool resume = false;
   long stop_after = 0;        // stop (as if interrupted) after this many steps (tests; 0: off)
+  bool profile = false;       // GPU trainers: time each stage (CUDA events), a table on stderr
 };
 
 // What a trainer does after step `step` (0-based) of a run that began at step `start`: write the

@@ -336,7 +336,8 @@ __global__ void __launch_bounds__(kThreads, 2) flash_forward_kernel(ForwardArgs 
 template <int D>
 __global__ void backward_prepare_kernel(float* __restrict__ dsum, bf16* __restrict__ dob,
                                         const float* __restrict__ dy,
-                                        const bf16* __restrict__ y, long rows) {
+                                        const bf16* __restrict__ y,
+                                        const float* __restrict__ dlse, long rows) {
   constexpr int E = D / 32;
   const long row = (blockIdx.x * (long)blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
@@ -351,7 +352,7 @@ __global__ void backward_prepare_kernel(float* __restrict__ dsum, bf16* __restri
     *reinterpret_cast<__nv_bfloat162*>(dob + base + x) = __floats2bfloat162_rn(g.x, g.y);
   }
   s = device::warp_sum(s);
-  if (lane == 0) dsum[row] = s;
+  if (lane == 0) dsum[row] = dlse ? s - dlse[row] : s;  // ∂lse/∂s_j = p_j: dS = P∘(dP − dsum + dlse)
 }
 
 // The backward splits the keys: the window part (keys j ≥ sinks, each seen by the queries
@@ -842,7 +843,7 @@ size_t attention_backward_workspace_bytes(int T, int H, int G, int D) {
 Status attention_backward(float* dq, float* dk, float* dv, const float* dy, const bf16* y,
                           const float* lse, const bf16* q, const bf16* k, const bf16* v, int T,
                           int H, int G, int D, AttentionMaskSpec mask, void* workspace,
-                          size_t workspace_bytes, cudaStream_t stream) {
+                          size_t workspace_bytes, cudaStream_t stream, const float* dlse) {
   if (T <= 0 || H <= 0 || G <= 0 || H % G != 0)
     return make_error("attention_backward: bad shape T=", T, " H=", H, " G=", G);
   if (workspace_bytes < attention_backward_workspace_bytes(T, H, G, D))
@@ -864,7 +865,7 @@ Status attention_backward(float* dq, float* dk, float* dv, const float* dy, cons
     constexpr int Dc = decltype(d)::value;
     const int nqt = (T + kTile - 1) / kTile;
     backward_prepare_kernel<Dc><<<(unsigned)((rows * 32 + 255) / 256), 256, 0, stream>>>(
-        dsum, dob, dy, y, (long)rows);
+        dsum, dob, dy, y, dlse, (long)rows);
     GL_CUDA_CHECK_LAUNCH();
     BackwardArgs args{dq, dk, dv, nullptr, nullptr, q, k, v, dob, lse, dsum,
                       T, H, G, sinks, window, T};

@@ -39,11 +39,14 @@ Status attention_forward_mixed(bf16* y, const float* lambda, int lin_from, const
 // lse are what the forward returned. dq (T, H, D), dk, dv (T, G, D) fp32 are WRITTEN (=), dk/dv
 // summed over the query heads of each group. Flash-style: recomputes the probabilities from lse,
 // visits only the key blocks the mask allows (O(T·(s+w)) for the sink + window mask).
+// dlse (T, H) fp32 or null: a gradient of the lse output too (∂lse/∂s_j = p_j; the hybrid's
+// gate-lse mix reads the lse).
 size_t attention_backward_workspace_bytes(int T, int H, int G, int D);
 Status attention_backward(float* dq, float* dk, float* dv, const float* dy, const bf16* y,
                           const float* lse, const bf16* q, const bf16* k, const bf16* v, int T,
                           int H, int G, int D, AttentionMaskSpec mask, void* workspace,
-                          size_t workspace_bytes, cudaStream_t stream);
+                          size_t workspace_bytes, cudaStream_t stream,
+                          const float* dlse = nullptr);
 
 // Bytes of scratch attention_decode needs for a context of up to max_context keys.
 size_t attention_decode_workspace_bytes(int H, int D, long max_context);

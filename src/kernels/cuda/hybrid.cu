@@ -271,45 +271,60 @@ __global__ void swiglu_kernel(bf16* out, const bf16* gate, const bf16* up, long 
   }
 }
 
-// logits (T, 3H) = x [w_a; w_b; w_λ]ᵀ → g, β, λ (T, H).
-__global__ void gates_kernel(float* g, float* beta, float* lambda, const float* logits,
-                             const float* A_log, const float* dt_bias, const float* b_beta,
-                             const float* b_lambda, int T, int H) {
+// logits (T, R) → g, β (columns 0, H) and λ (column lambda_row), any output null: skipped.
+__global__ void gates_kernel(float* g, float* beta, float* lambda, const float* logits, int R,
+                             int lambda_row, const float* A_log, const float* dt_bias,
+                             const float* b_beta, const float* b_lambda, const float* c_lse,
+                             const float* lse, int T, int H) {
   const long total = (long)T * H;
   for (long idx = blockIdx.x * (long)blockDim.x + threadIdx.x; idx < total;
        idx += (long)gridDim.x * blockDim.x) {
     const long t = idx / H;
     const int h = (int)(idx % H);
-    const float* row = logits + t * 3 * H;
-    g[idx] = -expf(A_log[h]) * device::softplusf_(row[h] + dt_bias[h]);
-    beta[idx] = device::sigmoidf_(row[H + h] + b_beta[h]);
-    lambda[idx] = device::sigmoidf_(row[2 * H + h] + b_lambda[h]);
+    const float* row = logits + t * R;
+    if (g) g[idx] = -expf(A_log[h]) * device::softplusf_(row[h] + dt_bias[h]);
+    if (beta) beta[idx] = device::sigmoidf_(row[H + h] + b_beta[h]);
+    if (lambda) {
+      float z = row[lambda_row + h] + b_lambda[h];
+      if (c_lse) z -= c_lse[h] * lse[idx];
+      lambda[idx] = device::sigmoidf_(z);
+    }
   }
 }
 
 // ---- fused decode step ---------------------------------------------------------------------
 
-// grid (H, D / 32), 256 threads: block (h, cb) owns query head h (kv head h / (H / G)) and value
-// columns [32cb, 32cb + 32) of its state and output; the per-head front end (conv, gates, norms,
-// RoPE, scores) is recomputed by the D/32 blocks of a head. The block that finishes last
-// advances cache.position (one launch per token).
+// grid (H, D / 32, B), 256 threads: block (h, cb, b) owns query head h (kv head h / (H / G))
+// and value columns [32cb, 32cb + 32) of sequence b's state and output; the per-head front end
+// (conv, gates, norms, RoPE, scores) is recomputed by the D/32 blocks of a head. The block of a
+// sequence that finishes last advances its cache.position (one launch per token). Dynamic shared
+// memory: the exact branch's scores, sinks + window + 1 floats.
 template <int D>
 __global__ void __launch_bounds__(256) hybrid_decode_kernel(
-    bf16* __restrict__ y, HybridParams p, HybridCacheView cache, const bf16* __restrict__ x,
-    const bf16* __restrict__ q, const bf16* __restrict__ k, const bf16* __restrict__ v, int C,
-    int H, int G, int sinks, int window) {
+    bf16* __restrict__ y, HybridParams p, const HybridCacheView* __restrict__ caches,
+    const bf16* __restrict__ x, const bf16* __restrict__ q, const bf16* __restrict__ k,
+    const bf16* __restrict__ v, int C, int H, int G, int sinks, int window, HybridMix mix,
+    bool linear_rope) {
   constexpr int R = D / 8;  // state rows per warp
+  extern __shared__ float scores[];
   __shared__ float qc[D], kc[D], vc[D], qn[D], kn[D], qr[D], kr[D];
-  __shared__ float scores[320];
   __shared__ float red[8][5], stat[2];
   __shared__ float part_r[8][32], part_o[8][32], part_y[8][32];
-  const int h = blockIdx.x, cb = blockIdx.y, group = H / G, hk = h / group;
+  const int h = blockIdx.x, cb = blockIdx.y, seq = blockIdx.z, group = H / G, hk = h / group;
+  const HybridCacheView cache = caches[seq];
+  x += (long)seq * C;
+  q += (long)seq * H * D;
+  k += (long)seq * G * D;
+  v += (long)seq * G * D;
+  y += (long)seq * H * D;
   const bool writer = cb == 0, leader = writer && h % group == 0;
+  const bool has_exact = mix != HybridMix::linear, has_linear = mix != HybridMix::exact;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const long pos = *cache.position;
   const int ring = window + 1;
 
-  // 1 short conv over the raw rows of the last 3 tokens and this one.
+  // 1 short conv over the raw rows of the last 3 tokens and this one (conv off: the rows as they
+  //   are).
   for (int idx = tid; idx < 3 * D; idx += 256) {
     const int which = idx / D, d = idx % D;
     const float* hist = which == 0 ? cache.conv_q : which == 1 ? cache.conv_k : cache.conv_v;
@@ -317,50 +332,65 @@ __global__ void __launch_bounds__(256) hybrid_decode_kernel(
     const int heads = which == 0 ? H : G, head = which == 0 ? h : hk;
     const bf16* now = which == 0 ? q : which == 1 ? k : v;
     const long ch = (long)head * D + d;
-    float acc = w[ch * kConvWidth + 3] * __bfloat162float(now[ch]);
+    float acc = __bfloat162float(now[ch]);
+    if (w) {
+      acc *= w[ch * kConvWidth + 3];
 #pragma unroll
-    for (int i = 0; i < 3; ++i) {
-      const long j = pos - 3 + i;
-      if (j >= 0) acc += w[ch * kConvWidth + i] * hist[((j % 4) * heads + head) * (long)D + d];
+      for (int i = 0; i < 3; ++i) {
+        const long j = pos - 3 + i;
+        if (j >= 0) acc += w[ch * kConvWidth + i] * hist[((j % 4) * heads + head) * (long)D + d];
+      }
     }
     (which == 0 ? qc : which == 1 ? kc : vc)[d] = acc;
   }
-  // 2 gate logits (three dot products of length C, 16-byte loads) and the two squared norms.
+  // 2 gate logits: dot products of length C with the rows present (16-byte loads).
   float part[5] = {0, 0, 0, 0, 0};
+  const bf16* wrow[3] = {nullptr, nullptr, nullptr};
+  if (has_linear) wrow[0] = p.w_gates + (long)h * C, wrow[1] = p.w_gates + ((long)H + h) * C;
+  if (p.lambda_row >= 0) wrow[2] = p.w_gates + ((long)p.lambda_row + h) * C;
   const int C8 = C / 8;
-  const bf16* w0 = p.w_gates + (long)h * C;
-  const bf16* w1 = p.w_gates + ((long)H + h) * C;
-  const bf16* w2 = p.w_gates + (2L * H + h) * C;
-  const bool aligned = ((reinterpret_cast<size_t>(x) | reinterpret_cast<size_t>(w0) |
-                         reinterpret_cast<size_t>(w1) | reinterpret_cast<size_t>(w2)) & 15) == 0;
+  bool aligned = (reinterpret_cast<size_t>(x) & 15) == 0;
+  for (int r = 0; r < 3; ++r)
+    if (wrow[r]) aligned = aligned && (reinterpret_cast<size_t>(wrow[r]) & 15) == 0;
   if (aligned) {
     for (int c8 = tid; c8 < C8; c8 += 256) {
       const uint4 xv = reinterpret_cast<const uint4*>(x)[c8];
-      const uint4 a0 = reinterpret_cast<const uint4*>(w0)[c8];
-      const uint4 a1 = reinterpret_cast<const uint4*>(w1)[c8];
-      const uint4 a2 = reinterpret_cast<const uint4*>(w2)[c8];
       const __nv_bfloat162* px = reinterpret_cast<const __nv_bfloat162*>(&xv);
-      const __nv_bfloat162* p0 = reinterpret_cast<const __nv_bfloat162*>(&a0);
-      const __nv_bfloat162* p1 = reinterpret_cast<const __nv_bfloat162*>(&a1);
-      const __nv_bfloat162* p2 = reinterpret_cast<const __nv_bfloat162*>(&a2);
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const float2 fx = __bfloat1622float2(px[e]), f0 = __bfloat1622float2(p0[e]),
-                     f1 = __bfloat1622float2(p1[e]), f2 = __bfloat1622float2(p2[e]);
-        part[0] += fx.x * f0.x + fx.y * f0.y;
-        part[1] += fx.x * f1.x + fx.y * f1.y;
-        part[2] += fx.x * f2.x + fx.y * f2.y;
+      for (int r = 0; r < 3; ++r) {
+        if (!wrow[r]) continue;
+        const uint4 av = reinterpret_cast<const uint4*>(wrow[r])[c8];
+        const __nv_bfloat162* pa = reinterpret_cast<const __nv_bfloat162*>(&av);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float2 fx = __bfloat1622float2(px[e]), fa = __bfloat1622float2(pa[e]);
+          part[r] += fx.x * fa.x + fx.y * fa.y;
+        }
       }
     }
   }
   for (int c = aligned ? C8 * 8 + tid : tid; c < C; c += 256) {
     const float xc = __bfloat162float(x[c]);
-    part[0] += xc * __bfloat162float(w0[c]);
-    part[1] += xc * __bfloat162float(w1[c]);
-    part[2] += xc * __bfloat162float(w2[c]);
+#pragma unroll
+    for (int r = 0; r < 3; ++r)
+      if (wrow[r]) part[r] += xc * __bfloat162float(wrow[r][c]);
   }
   __syncthreads();  // conv rows visible
-  if (tid < D) part[3] = qc[tid] * qc[tid], part[4] = kc[tid] * kc[tid];
+  // 3 RoPE (the exact branch, and the linear branch with linear_rope), then the squared norms of
+  //   what the linear branch reads.
+  for (int d = tid; d < D; d += 256) {
+    const int i = d % (D / 2);
+    float s, c;
+    sincosf((float)pos * p.inv_freq[i], &s, &c);
+    const int other = d < D / 2 ? d + D / 2 : d - D / 2;
+    const float sgn = d < D / 2 ? -1.0f : 1.0f;
+    qr[d] = qc[d] * c + sgn * qc[other] * s;
+    kr[d] = kc[d] * c + sgn * kc[other] * s;
+  }
+  __syncthreads();
+  const float* lq = linear_rope ? qr : qc;
+  const float* lk = linear_rope ? kr : kc;
+  if (tid < D) part[3] = lq[tid] * lq[tid], part[4] = lk[tid] * lk[tid];
 #pragma unroll
   for (int i = 0; i < 5; ++i) {
     const float t = device::warp_sum(part[i]);
@@ -374,27 +404,15 @@ __global__ void __launch_bounds__(256) hybrid_decode_kernel(
 #pragma unroll
     for (int w = 0; w < 8; ++w) tot[i] += red[w][i];
   }
-  const float g_now = -expf(p.A_log[h]) * device::softplusf_(tot[0] + p.dt_bias[h]);
-  const float beta_now = device::sigmoidf_(tot[1] + p.b_beta[h]);
-  const float lambda = device::sigmoidf_(tot[2] + p.b_lambda[h]);
+  const float g_now = has_linear ? -expf(p.A_log[h]) * device::softplusf_(tot[0] + p.dt_bias[h]) : 0.0f;
+  const float beta_now = has_linear ? device::sigmoidf_(tot[1] + p.b_beta[h]) : 0.0f;
   const float inv_q = rsqrtf(tot[3] + kUnitNormEps), inv_k = rsqrtf(tot[4] + kUnitNormEps);
-  // 3 unit norms (linear branch) and RoPE (exact branch).
-  for (int d = tid; d < D; d += 256) {
-    qn[d] = qc[d] * inv_q;
-    kn[d] = kc[d] * inv_k;
-    const int i = d % (D / 2);
-    float s, c;
-    sincosf((float)pos * p.inv_freq[i], &s, &c);
-    const int other = d < D / 2 ? d + D / 2 : d - D / 2;
-    const float sgn = d < D / 2 ? -1.0f : 1.0f;
-    qr[d] = qc[d] * c + sgn * qc[other] * s;
-    kr[d] = kc[d] * c + sgn * kc[other] * s;
-  }
+  for (int d = tid; d < D; d += 256) qn[d] = lq[d] * inv_q, kn[d] = lk[d] * inv_k;
   __syncthreads();
   // 4 exact branch scores: keys j < sinks, then t − window < j ≤ t (the current one from smem).
   const long n_sink = min((long)sinks, pos + 1);
   const long w_begin = max((long)sinks, pos - window + 1);
-  const int n_keys = (int)(n_sink + max(0L, pos - w_begin + 1));
+  const int n_keys = has_exact ? (int)(n_sink + max(0L, pos - w_begin + 1)) : 0;
   auto key_pos = [&](int idx) -> long { return idx < n_sink ? (long)idx : w_begin + (idx - n_sink); };
   const float scale = rsqrtf((float)D);
   for (int idx = warp; idx < n_keys; idx += 8) {
@@ -412,37 +430,47 @@ __global__ void __launch_bounds__(256) hybrid_decode_kernel(
     if (lane == 0) scores[idx] = s * scale;
   }
   // 5 linear branch on this block's 32 columns (independent of the scores): the token leaving
-  // the window enters the state, then q̂ reads it. Warp w holds rows [wR, wR + R), lane column e.
+  //   the window enters the state (with window 0, this token itself), then q̂ reads it. Warp w
+  //   holds rows [wR, wR + R), lane column e.
   const long leaving = pos - window;
-  const bool enters = leaving >= sinks && leaving >= 0;
+  const bool enters = has_linear && leaving >= sinks && leaving >= 0;
   const int e = lane, col = cb * 32 + e;
   float* S = cache.state + (long)h * D * D;
   float sreg[R];
+  float alpha = 1.0f, b = 0.0f, v_leave = 0.0f;
+  if (has_linear) {
 #pragma unroll
-  for (int i = 0; i < R; ++i) sreg[i] = S[(long)(warp * R + i) * D + col];
-  float alpha = 1.0f, b = 0.0f;
-  const bf16* k_leave = nullptr;
-  float v_leave = 0.0f;
+    for (int i = 0; i < R; ++i) sreg[i] = S[(long)(warp * R + i) * D + col];
+  }
+  float k_leave[R];
   if (enters) {
-    const long slot = leaving % ring;
-    alpha = expf(cache.ring_g[slot * H + h]);
-    b = cache.ring_beta[slot * H + h];
-    k_leave = cache.ring_key + (slot * G + hk) * (long)D;
-    v_leave = __bfloat162float(cache.ring_v[(slot * G + hk) * (long)D + col]);
+    if (window == 0) {
+      alpha = expf(g_now), b = beta_now, v_leave = vc[col];
+#pragma unroll
+      for (int i = 0; i < R; ++i) k_leave[i] = kn[warp * R + i];
+    } else {
+      const long slot = leaving % ring;
+      alpha = expf(cache.ring_g[slot * H + h]);
+      b = cache.ring_beta[slot * H + h];
+      const bf16* kl = cache.ring_key + (slot * G + hk) * (long)D;
+      v_leave = __bfloat162float(cache.ring_v[(slot * G + hk) * (long)D + col]);
+#pragma unroll
+      for (int i = 0; i < R; ++i) k_leave[i] = __bfloat162float(kl[warp * R + i]);
+    }
     float r = 0.0f;
 #pragma unroll
-    for (int i = 0; i < R; ++i) r += __bfloat162float(k_leave[warp * R + i]) * sreg[i];
+    for (int i = 0; i < R; ++i) r += k_leave[i] * sreg[i];
     part_r[warp][e] = r;
   }
   __syncthreads();  // scores and part_r
-  if (warp == 0) {  // softmax statistics
+  if (warp == 0 && n_keys > 0) {  // softmax statistics
     float m = -INFINITY;
     for (int idx = lane; idx < n_keys; idx += 32) m = fmaxf(m, scores[idx]);
     m = device::warp_max(m);
     float se = 0.0f;
     for (int idx = lane; idx < n_keys; idx += 32) se += expf(scores[idx] - m);
     se = device::warp_sum(se);
-    if (lane == 0) stat[0] = m, stat[1] = 1.0f / se;
+    if (lane == 0) stat[0] = m, stat[1] = se;
   }
   float o = 0.0f;
   if (enters) {
@@ -452,17 +480,19 @@ __global__ void __launch_bounds__(256) hybrid_decode_kernel(
     const float u = b * (v_leave - alpha * r);
 #pragma unroll
     for (int i = 0; i < R; ++i) {
-      sreg[i] = alpha * sreg[i] + __bfloat162float(k_leave[warp * R + i]) * u;
+      sreg[i] = alpha * sreg[i] + k_leave[i] * u;
       S[(long)(warp * R + i) * D + col] = sreg[i];
     }
   }
+  if (has_linear) {
 #pragma unroll
-  for (int i = 0; i < R; ++i) o += qn[warp * R + i] * sreg[i];
+    for (int i = 0; i < R; ++i) o += qn[warp * R + i] * sreg[i];
+  }
   part_o[warp][e] = o;
   __syncthreads();  // stat
   // 6 exact output on the 32 columns: warp w sums keys w, w + 8, …
   {
-    const float m = stat[0];
+    const float m = n_keys > 0 ? stat[0] : 0.0f;
     float ye = 0.0f;
     for (int idx = warp; idx < n_keys; idx += 8) {
       const long j = key_pos(idx);
@@ -478,17 +508,32 @@ __global__ void __launch_bounds__(256) hybrid_decode_kernel(
     float ye = 0.0f, yl = 0.0f;
 #pragma unroll
     for (int w = 0; w < 8; ++w) ye += part_y[w][e], yl += part_o[w][e];
-    ye *= stat[1];
-    y[(long)h * D + col] = __float2bfloat16((1.0f - lambda) * ye + lambda * yl);
+    float a = 1.0f, bl = 1.0f;  // y = a·y_exact + bl·y_lin
+    if (n_keys > 0) ye /= stat[1];
+    if (mix == HybridMix::gate) {
+      float z = tot[2] + p.b_lambda[h];
+      if (p.c_lse) z -= p.c_lse[h] * (stat[0] + logf(stat[1]));
+      const float lambda = device::sigmoidf_(z);
+      a = 1.0f - lambda, bl = lambda;
+    } else if (mix == HybridMix::scale) {
+      bl = p.gamma[h];
+    } else if (mix == HybridMix::exact) {
+      bl = 0.0f;
+    } else if (mix == HybridMix::linear) {
+      a = 0.0f;
+    }
+    y[(long)h * D + col] = __float2bfloat16(a * ye + bl * yl);
   }
   // 7 this token into the cache (slots no block reads in this step).
   if (writer) {
     const long slot = pos % ring;
     for (int d = tid; d < D; d += 256) {
-      cache.conv_q[((pos % 4) * H + h) * (long)D + d] = __bfloat162float(q[(long)h * D + d]);
+      if (p.conv_q) cache.conv_q[((pos % 4) * H + h) * (long)D + d] = __bfloat162float(q[(long)h * D + d]);
       if (leader) {
-        cache.conv_k[((pos % 4) * G + hk) * (long)D + d] = __bfloat162float(k[(long)hk * D + d]);
-        cache.conv_v[((pos % 4) * G + hk) * (long)D + d] = __bfloat162float(v[(long)hk * D + d]);
+        if (p.conv_k) {
+          cache.conv_k[((pos % 4) * G + hk) * (long)D + d] = __bfloat162float(k[(long)hk * D + d]);
+          cache.conv_v[((pos % 4) * G + hk) * (long)D + d] = __bfloat162float(v[(long)hk * D + d]);
+        }
         cache.ring_k[(slot * G + hk) * (long)D + d] = __float2bfloat16(kr[d]);
         cache.ring_v[(slot * G + hk) * (long)D + d] = __float2bfloat16(vc[d]);
         cache.ring_key[(slot * G + hk) * (long)D + d] = __float2bfloat16(kn[d]);
@@ -503,7 +548,7 @@ __global__ void __launch_bounds__(256) hybrid_decode_kernel(
       cache.ring_beta[slot * H + h] = beta_now;
     }
   }
-  // 8 the last block to finish advances the position (every block has read it by now).
+  // 8 the last block of this sequence to finish advances its position (every block has read it).
   __syncthreads();
   if (tid == 0) {
     __threadfence();
@@ -516,6 +561,52 @@ __global__ void __launch_bounds__(256) hybrid_decode_kernel(
   }
 }
 
+// One thread per (token, channel) of the rows the cache keeps: the last window + 1 tokens
+// (ring), the first sinks tokens, the last 3 raw rows (conv history). grid.y: 0 k-side (G·D
+// channels), 1 q (H·D), 2 the gates (H).
+__global__ void hybrid_cache_fill_kernel(HybridCacheView cache, const bf16* q, const bf16* k,
+                                         const bf16* v, const bf16* kr, const bf16* vc,
+                                         const bf16* kn, const float* g, const float* beta,
+                                         int T, int H, int G, int D, int sinks, int window) {
+  const int ring = window + 1;
+  // The kept rows: the tail [tail0, T) (ring and conv history) and the sinks below it.
+  const long first = max(0, T - ring), tail0 = max(0L, (long)T - max(ring, 3));
+  const long head = min((long)sinks, tail0), rows = head + (T - tail0);
+  const int part = blockIdx.y;
+  const long width = part == 0 ? (long)G * D : part == 1 ? (long)H * D : H;
+  for (long idx = blockIdx.x * (long)blockDim.x + threadIdx.x; idx < rows * width;
+       idx += (long)gridDim.x * blockDim.x) {
+    const long r = idx / width, c = idx % width;
+    const long j = r < head ? r : tail0 + (r - head);
+    const bool in_ring = j >= first, in_sinks = j < sinks, in_conv = j >= T - 3;
+    const long slot = j % ring;
+    if (part == 0) {
+      const long src = j * width + c;
+      if (in_ring && kr) {
+        cache.ring_k[slot * width + c] = kr[src];
+        cache.ring_v[slot * width + c] = vc[src];
+        if (kn) cache.ring_key[slot * width + c] = kn[src];
+      }
+      if (in_sinks && kr) {
+        cache.sink_k[j * width + c] = kr[src];
+        cache.sink_v[j * width + c] = vc[src];
+      }
+      if (in_conv) {
+        cache.conv_k[(j % 4) * width + c] = __bfloat162float(k[src]);
+        cache.conv_v[(j % 4) * width + c] = __bfloat162float(v[src]);
+      }
+    } else if (part == 1) {
+      if (in_conv) cache.conv_q[(j % 4) * width + c] = __bfloat162float(q[j * width + c]);
+    } else if (in_ring && g) {
+      cache.ring_g[slot * H + c] = g[j * H + c];
+      cache.ring_beta[slot * H + c] = beta[j * H + c];
+    }
+  }
+  if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) {
+    *cache.position = T;
+    *cache.step_done = 0;
+  }
+}
 
 }  // namespace
 
@@ -604,126 +695,16 @@ Status swiglu_forward(bf16* out, const bf16* gate, const bf16* up, long N, cudaS
   return ok_status();
 }
 
-Status hybrid_gates_forward(float* g, float* beta, float* lambda, const float* logits,
-                            const float* A_log, const float* dt_bias, const float* b_beta,
-                            const float* b_lambda, int T, int H, cudaStream_t stream) {
-  gates_kernel<<<blocks_for((long)T * H, 256), 256, 0, stream>>>(g, beta, lambda, logits, A_log,
-                                                                 dt_bias, b_beta, b_lambda, T, H);
+Status hybrid_gates_forward(float* g, float* beta, float* lambda, const float* logits, int R,
+                            int lambda_row, const float* A_log, const float* dt_bias,
+                            const float* b_beta, const float* b_lambda, const float* c_lse,
+                            const float* lse, int T, int H, cudaStream_t stream) {
+  if (lambda && lambda_row < 0) return make_error("hybrid_gates_forward: λ without a λ row");
+  if (T <= 0 || (!g && !beta && !lambda)) return ok_status();
+  gates_kernel<<<blocks_for((long)T * H, 256), 256, 0, stream>>>(
+      g, beta, lambda, logits, R, lambda_row, A_log, dt_bias, b_beta, b_lambda, c_lse, lse, T, H);
   GL_CUDA_CHECK_LAUNCH();
   return ok_status();
-}
-
-namespace {
-
-// hybrid_forward's workspace, carved in order from `base`; with a null base only its size (one
-// layout for hybrid_forward_workspace_bytes and the forward).
-struct ForwardScratch {
-  bf16 *qr, *qn, *kr, *kn, *vc;
-  float *logits, *g, *beta, *lambda;
-  float2* cs;  // the RoPE table (T, D/2)
-  void* gdn;
-  size_t gdn_bytes, bytes;
-};
-ForwardScratch forward_scratch(char* base, const HybridShape& s, int T) {
-  const size_t tq = (size_t)T * s.H * s.D, tk = (size_t)T * s.G * s.D, th = (size_t)T * s.H;
-  size_t used = 0;
-  auto take = [&](size_t bytes) {
-    char* r = base ? base + used : nullptr;
-    used += align_up(bytes);
-    return r;
-  };
-  ForwardScratch f;
-  // The RoPE table in a q-sized room when it fits (T·D·4 ≤ T·H·D·2 for H ≥ 2).
-  f.cs = reinterpret_cast<float2*>(take(s.H >= 2 ? tq * 2 : (size_t)T * s.D * 4));
-  f.qr = (bf16*)take(tq * 2), f.qn = (bf16*)take(tq * 2);
-  f.kr = (bf16*)take(tk * 2), f.kn = (bf16*)take(tk * 2), f.vc = (bf16*)take(tk * 2);
-  f.logits = (float*)take(th * 3 * 4);
-  f.g = (float*)take(th * 4), f.beta = (float*)take(th * 4), f.lambda = (float*)take(th * 4);
-  f.gdn_bytes = gated_delta_forward_workspace_bytes(std::max(1, T - s.sinks - s.window), s.H, s.D,
-                                                    false);
-  f.gdn = take(f.gdn_bytes);
-  f.bytes = used;
-  return f;
-}
-
-}  // namespace
-
-size_t hybrid_forward_workspace_bytes(const HybridShape& s, int T) {
-  return forward_scratch(nullptr, s, T).bytes;
-}
-
-// Stages: RoPE table → conv + RoPE + unit norm (q, k, v) → gate GEMM + gates → linear branch
-// written straight into y (rows ≥ s + w) → exact branch with the mix gate in its epilogue, reading
-// y_lin from y and writing y in place (no y_exact / y_lin buffers, no memset, no mix pass).
-namespace {
-// hybrid_forward with an optional event recorded after each stage (events[0] before the first).
-Status hybrid_forward_impl(bf16* y, float* state_final, const HybridShape& s,
-                           const HybridParams& p, const bf16* x, const bf16* q, const bf16* k,
-                           const bf16* v, int T, void* workspace, size_t workspace_bytes,
-                           cublasHandle_t cublas, cudaStream_t stream, cudaEvent_t* events) {
-  auto mark = [&](int i) -> Status {
-    if (events) GL_CUDA_CHECK(cudaEventRecord(events[i], stream));
-    return ok_status();
-  };
-  GL_TRY(mark(0));
-  const ForwardScratch f = forward_scratch(static_cast<char*>(workspace), s, T);
-  if (workspace_bytes < f.bytes) return make_error("hybrid_forward: workspace too small");
-  bf16 *qr = f.qr, *qn = f.qn, *kr = f.kr, *kn = f.kn, *vc = f.vc;
-  float *logits = f.logits, *g = f.g, *beta = f.beta, *lambda = f.lambda;
-  float2* cs = f.cs;
-  GL_TRY(rope_table(cs, p.inv_freq, T, s.D, 0, stream));
-  GL_TRY(conv_rope_unit_forward(nullptr, qr, qn, q, p.conv_q, cs, T, s.H, s.D, stream));
-  GL_TRY(conv_rope_unit_forward(nullptr, kr, kn, k, p.conv_k, cs, T, s.G, s.D, stream));
-  GL_TRY(conv_rope_unit_forward(vc, nullptr, nullptr, v, p.conv_v, cs, T, s.G, s.D, stream));
-  GL_TRY(mark(1));
-  GL_TRY(gemm_bf16_nt(cublas, logits, false, x, p.w_gates, T, 3 * s.H, s.C, stream));
-  GL_TRY(hybrid_gates_forward(g, beta, lambda, logits, p.A_log, p.dt_bias, p.b_beta, p.b_lambda, T, s.H,
-                              stream));
-  GL_TRY(mark(2));
-  // Linear branch with the delayed read (keys from row s, queries from row s + w), into y.
-  const int shift = s.sinks + s.window;
-  if (T > shift) {
-    const int N = T - shift;
-    GL_TRY(gated_delta_chunked_forward(
-        y + (size_t)shift * s.H * s.D, state_final, nullptr, qn + (size_t)shift * s.H * s.D,
-        kn + (size_t)s.sinks * s.G * s.D, vc + (size_t)s.sinks * s.G * s.D,
-        g + (size_t)s.sinks * s.H, beta + (size_t)s.sinks * s.H, N, s.H, s.G, s.D, f.gdn,
-        f.gdn_bytes, stream));
-  }
-  GL_TRY(mark(3));
-  // Exact branch and mix gate: y = (1 − λ) y_exact + λ y_lin (y_lin = 0 before row s + w).
-  GL_TRY(attention_forward_mixed(y, lambda, shift, qr, kr, vc, T, s.H, s.G, s.D,
-                                 AttentionMaskSpec{s.sinks, s.window}, stream));
-  return mark(4);
-}
-}  // namespace
-
-Status hybrid_forward(bf16* y, float* state_final, const HybridShape& s, const HybridParams& p,
-                      const bf16* x, const bf16* q, const bf16* k, const bf16* v, int T,
-                      void* workspace, size_t workspace_bytes, cublasHandle_t cublas,
-                      cudaStream_t stream) {
-  return hybrid_forward_impl(y, state_final, s, p, x, q, k, v, T, workspace, workspace_bytes,
-                             cublas, stream, nullptr);
-}
-
-Status hybrid_forward_stage_ms(float stage_ms[4], bf16* y, const HybridShape& s,
-                               const HybridParams& p, const bf16* x, const bf16* q,
-                               const bf16* k, const bf16* v, int T, void* workspace,
-                               size_t workspace_bytes, cublasHandle_t cublas,
-                               cudaStream_t stream) {
-  cudaEvent_t ev[5] = {};
-  auto timed = [&]() -> Status {
-    for (auto& e : ev) GL_CUDA_CHECK(cudaEventCreate(&e));
-    GL_TRY(hybrid_forward_impl(y, nullptr, s, p, x, q, k, v, T, workspace, workspace_bytes,
-                               cublas, stream, ev));
-    GL_CUDA_CHECK(cudaEventSynchronize(ev[4]));
-    for (int i = 0; i < 4; ++i) GL_CUDA_CHECK(cudaEventElapsedTime(&stage_ms[i], ev[i], ev[i + 1]));
-    return ok_status();
-  };
-  Status st = timed();
-  for (auto& e : ev)
-    if (e) cudaEventDestroy(e);
-  return st;
 }
 
 size_t hybrid_cache_bytes(const HybridShape& s) {
@@ -756,20 +737,40 @@ Result<HybridCacheView> hybrid_cache_create(const HybridShape& s, void* memory,
   return c;
 }
 
+Status hybrid_cache_fill(const HybridCacheView& cache, const HybridShape& s, const bf16* q,
+                         const bf16* k, const bf16* v, const bf16* kr, const bf16* vc,
+                         const bf16* kn, const float* g, const float* beta, int T,
+                         cudaStream_t stream) {
+  if (T <= 0) return ok_status();
+  const long widest = (long)(std::max(s.sinks, 0) + std::max(s.window + 1, 3)) * std::max(s.H, s.G) * s.D;
+  hybrid_cache_fill_kernel<<<dim3(blocks_for(widest, 256), 3), 256, 0, stream>>>(
+      cache, q, k, v, kr, vc, s.has_linear() ? kn : nullptr, s.has_linear() ? g : nullptr,
+      beta, T, s.H, s.G, s.D, s.sinks, s.window);
+  GL_CUDA_CHECK_LAUNCH();
+  return ok_status();
+}
+
 Status hybrid_decode_step(bf16* y, const HybridShape& s, const HybridParams& p,
-                          const HybridCacheView& cache, const bf16* x, const bf16* q,
+                          const HybridCacheView* caches, int B, const bf16* x, const bf16* q,
                           const bf16* k, const bf16* v, cudaStream_t stream) {
-  if (s.sinks + s.window > 256) return make_error("hybrid_decode_step: sinks + window > 256");
-  if (s.window < 1 || s.sinks < 0) return make_error("hybrid_decode_step: need window ≥ 1, sinks ≥ 0");
-  if (s.H % s.G != 0) return make_error("hybrid_decode_step: G must divide H");
-  GL_TRY(dispatch_head_dim(s.D, [&](auto d) -> Status {
+  if (s.sinks < 0 || s.window < 0 || s.sinks + s.window + 1 > kHybridDecodeMaxKeys)
+    return make_error("hybrid_decode_step: sinks ", s.sinks, " + window ", s.window,
+                      " outside 0 ≤ sinks + window < ", kHybridDecodeMaxKeys);
+  if (!s.has_exact() && s.sinks + s.window != 0)
+    return make_error("hybrid_decode_step: no exact branch needs sinks = window = 0");
+  if (s.G <= 0 || s.H % s.G != 0) return make_error("hybrid_decode_step: G must divide H");
+  if (B <= 0) return ok_status();
+  const size_t smem = (size_t)(s.sinks + s.window + 1) * sizeof(float);
+  return dispatch_head_dim(s.D, [&](auto d) -> Status {
     constexpr int Dc = decltype(d)::value;
-    hybrid_decode_kernel<Dc><<<dim3(s.H, Dc / 32), 256, 0, stream>>>(
-        y, p, cache, x, q, k, v, s.C, s.H, s.G, s.sinks, s.window);
+    auto kernel = hybrid_decode_kernel<Dc>;
+    if (smem > 48 * 1024)
+      GL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    kernel<<<dim3(s.H, Dc / 32, B), 256, smem, stream>>>(y, p, caches, x, q, k, v, s.C, s.H, s.G,
+                                                         s.sinks, s.window, s.mix, s.linear_rope);
     GL_CUDA_CHECK_LAUNCH();
     return ok_status();
-  }));
-  return ok_status();
+  });
 }
 
 }  // namespace golinear::kernels::cuda

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "kernels/cuda/device_utils.cuh"
+#include "kernels/cuda/hybrid.h"
 
 namespace golinear::kernels::cuda {
 
@@ -32,77 +33,136 @@ __device__ double block_sum_double(double x, double* scratch) {
 
 // ---- gates ---------------------------------------------------------------------------------
 
-// One block per head h: loops over t in order, writes the a, b logit gradients and sums the
-// four per-head parameter gradients.
-__global__ void gates_backward_kernel(float* dlogits, float* dA_log, float* ddt_bias,
-                                      float* db_beta, float* db_lambda, const float* dg,
+// One block per head h: loops over t in order, writes the a, b logit gradients (when dg is
+// given) and sums the per-head parameter gradients.
+__global__ void gates_backward_kernel(float* dlogits, int R, int lambda_row, float* dA_log,
+                                      float* ddt_bias, float* db_beta, float* db_lambda,
+                                      float* dc_lse, float* dlse, const float* dg,
                                       const float* dbeta, const float* logits, const float* g,
                                       const float* beta, const float* A_log, const float* dt_bias,
-                                      int T, int H) {
+                                      const float* c_lse, const float* lse, int T, int H) {
   __shared__ double scratch[32];
   const int h = blockIdx.x;
-  const float decay = expf(A_log[h]);
-  double sum_a = 0, sum_u = 0, sum_z = 0, sum_l = 0;
+  const float decay = dg ? expf(A_log[h]) : 0.0f;
+  double sum_a = 0, sum_u = 0, sum_z = 0, sum_l = 0, sum_c = 0;
   for (int t = threadIdx.x; t < T; t += blockDim.x) {
     const long row = (long)t * H + h;
-    float* lrow = dlogits + (long)t * 3 * H;
-    const float u = logits[(long)t * 3 * H + h] + dt_bias[h];
-    // g = −exp(A_log)·softplus(u): ∂g/∂A_log = g, ∂g/∂u = −exp(A_log)·σ(u).
-    const float du = dg[row] * -decay * device::sigmoidf_(u);
-    const float b = beta[row];
-    const float dz = dbeta[row] * b * (1.0f - b);
-    lrow[h] = du;
-    lrow[H + h] = dz;
-    sum_a += (double)dg[row] * g[row];
-    sum_u += du;
-    sum_z += dz;
-    sum_l += lrow[2 * H + h];
+    float* lrow = dlogits + (long)t * R;
+    if (dg) {
+      const float u = logits[(long)t * R + h] + dt_bias[h];
+      // g = −exp(A_log)·softplus(u): ∂g/∂A_log = g, ∂g/∂u = −exp(A_log)·σ(u).
+      const float du = dg[row] * -decay * device::sigmoidf_(u);
+      const float b = beta[row];
+      const float dz = dbeta[row] * b * (1.0f - b);
+      lrow[h] = du;
+      lrow[H + h] = dz;
+      sum_a += (double)dg[row] * g[row];
+      sum_u += du;
+      sum_z += dz;
+    }
+    if (lambda_row >= 0) {
+      const float dl = lrow[lambda_row + h];  // ∂/∂(λ-logit); λ-logit = … − c·lse
+      sum_l += dl;
+      if (c_lse) {
+        sum_c -= (double)dl * lse[row];
+        dlse[row] = -dl * c_lse[h];
+      }
+    }
   }
   sum_a = block_sum_double(sum_a, scratch);
   sum_u = block_sum_double(sum_u, scratch);
   sum_z = block_sum_double(sum_z, scratch);
   sum_l = block_sum_double(sum_l, scratch);
+  sum_c = block_sum_double(sum_c, scratch);
   if (threadIdx.x == 0) {
-    dA_log[h] += (float)sum_a;
-    ddt_bias[h] += (float)sum_u;
-    db_beta[h] += (float)sum_z;
-    db_lambda[h] += (float)sum_l;
+    if (dg) {
+      dA_log[h] += (float)sum_a;
+      ddt_bias[h] += (float)sum_u;
+      db_beta[h] += (float)sum_z;
+    }
+    if (lambda_row >= 0 && db_lambda) db_lambda[h] += (float)sum_l;
+    if (c_lse && dc_lse) dc_lse[h] += (float)sum_c;
   }
+}
+
+// out (H) += Σ_t src[t·stride + h], one block per head, in order.
+__global__ void head_sum_kernel(float* out, const float* src, int stride, int T, int H) {
+  __shared__ double scratch[32];
+  const int h = blockIdx.x;
+  double sum = 0;
+  for (int t = threadIdx.x; t < T; t += blockDim.x) sum += src[(long)t * stride + h];
+  sum = block_sum_double(sum, scratch);
+  if (threadIdx.x == 0) out[h] += (float)sum;
 }
 
 // ---- mixing --------------------------------------------------------------------------------
 
-__global__ void mix_gate_forward_kernel(float* y, const bf16* y_exact, const bf16* y_lin,
-                                        const float* lambda, long rows, int D) {
+// The coefficients of y = a·y_exact + b·y_lin for row (t, h) (HybridMix in hybrid.h).
+struct MixCoef {
+  float a, b;
+};
+__device__ __forceinline__ MixCoef mix_coef(HybridMix mix, const float* lambda,
+                                            const float* gamma, long row, int h) {
+  switch (mix) {
+    case HybridMix::gate: { const float l = lambda[row]; return {1.0f - l, l}; }
+    case HybridMix::add: return {1.0f, 1.0f};
+    case HybridMix::scale: return {1.0f, gamma[h]};
+    case HybridMix::exact: return {1.0f, 0.0f};
+    default: return {0.0f, 1.0f};  // linear
+  }
+}
+// a·ye + b·yl reading only the branches that exist.
+__device__ __forceinline__ float mix_value(HybridMix mix, MixCoef c, const bf16* y_exact,
+                                          const bf16* y_lin, long i, float* ye_out, float* yl_out) {
+  const float ye = mix != HybridMix::linear ? __bfloat162float(y_exact[i]) : 0.0f;
+  const float yl = mix != HybridMix::exact ? __bfloat162float(y_lin[i]) : 0.0f;
+  *ye_out = ye, *yl_out = yl;
+  return c.a * ye + c.b * yl;
+}
+
+__global__ void mix_forward_kernel(float* y32, bf16* y16, HybridMix mix, const bf16* y_exact,
+                                   const bf16* y_lin, const float* lambda, const float* gamma,
+                                   long rows, int H, int D) {
   const long total = rows * D;
   for (long idx = blockIdx.x * (long)blockDim.x + threadIdx.x; idx < total;
        idx += (long)gridDim.x * blockDim.x) {
-    const float l = lambda[idx / D];
-    y[idx] = (1.0f - l) * __bfloat162float(y_exact[idx]) + l * __bfloat162float(y_lin[idx]);
+    const long row = idx / D;
+    const MixCoef c = mix_coef(mix, lambda, gamma, row, (int)(row % H));
+    float ye, yl;
+    const float y = mix_value(mix, c, y_exact, y_lin, idx, &ye, &yl);
+    if (y32) y32[idx] = y;
+    if (y16) y16[idx] = __float2bfloat16(y);
   }
 }
 
-// One warp per (t, h) row.
-__global__ void mix_gate_backward_kernel(float* dy_exact, bf16* dy_lin, float* dlogits,
-                                         const float* dy, const bf16* y_exact, const bf16* y_lin,
-                                         const float* lambda, long rows, int H, int D) {
+// One warp per (t, h) row: dy_exact = a·g, dy_lin = b·g, and the coefficient's gradient. With
+// a teacher, g = factor · (y − t) is recomputed in place (the fused NMSE backward), else g = dy.
+__global__ void mix_backward_kernel(float* dy_exact, bf16* dy_lin, float* dcoef, int dcoef_stride,
+                                    HybridMix mix, const float* dy, const double* sums,
+                                    float scale, const bf16* teacher, const bf16* y_exact,
+                                    const bf16* y_lin, const float* lambda, const float* gamma,
+                                    long rows, int H, int D) {
+  const float factor = teacher ? (float)(2.0 / fmax(sums[1], 1e-12)) * scale : 0.0f;
   const int lane = threadIdx.x % 32;
   for (long row = (blockIdx.x * (long)blockDim.x + threadIdx.x) / 32; row < rows;
        row += (long)gridDim.x * blockDim.x / 32) {
-    const float l = lambda[row];
-    float dl = 0.0f;
+    const int h = (int)(row % H);
+    const MixCoef c = mix_coef(mix, lambda, gamma, row, h);
+    float dc = 0.0f;
     for (int d = lane; d < D; d += 32) {
       const long i = row * D + d;
-      const float g = dy[i];
-      dl += g * (__bfloat162float(y_lin[i]) - __bfloat162float(y_exact[i]));
-      dy_exact[i] = (1.0f - l) * g;
-      dy_lin[i] = __float2bfloat16(l * g);
+      float ye, yl;
+      const float y = mix_value(mix, c, y_exact, y_lin, i, &ye, &yl);
+      const float g = teacher ? factor * (y - __bfloat162float(teacher[i])) : dy[i];
+      if (mix == HybridMix::gate) dc += g * (yl - ye);
+      else if (mix == HybridMix::scale) dc += g * yl;
+      if (dy_exact) dy_exact[i] = c.a * g;
+      if (dy_lin) dy_lin[i] = __float2bfloat16(c.b * g);
     }
-    dl = device::warp_sum(dl);
-    if (lane == 0) {
+    dc = device::warp_sum(dc);
+    if (lane == 0 && (mix == HybridMix::gate || mix == HybridMix::scale)) {
       const long t = row / H;
-      const int h = (int)(row % H);
-      dlogits[t * 3 * H + 2 * H + h] = dl * l * (1.0f - l);
+      dcoef[t * dcoef_stride + h] = mix == HybridMix::gate ? dc * c.b * (1.0f - c.b) : dc;
     }
   }
 }
@@ -139,16 +199,19 @@ __global__ void nmse_final_kernel(double* sums, const double* partial, int block
   if (threadIdx.x == 0) sums[0] = err, sums[1] = ref;
 }
 
-// nmse_partial_kernel of y = (1 − λ) y_exact + λ y_lin, computed as mix_gate_forward_kernel.
-__global__ void mix_nmse_partial_kernel(double* partial, const bf16* y_exact, const bf16* y_lin,
-                                        const float* lambda, const bf16* t, long rows, int D) {
+// nmse_partial_kernel of y = a·y_exact + b·y_lin, computed as mix_forward_kernel.
+__global__ void mix_nmse_partial_kernel(double* partial, HybridMix mix, const bf16* y_exact,
+                                        const bf16* y_lin, const float* lambda, const float* gamma,
+                                        const bf16* t, long rows, int H, int D) {
   __shared__ double scratch[32];
   double err = 0.0, ref = 0.0;
   const long n = rows * D;
   for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n;
        i += (long)gridDim.x * blockDim.x) {
-    const float l = lambda[i / D];
-    const float y = (1.0f - l) * __bfloat162float(y_exact[i]) + l * __bfloat162float(y_lin[i]);
+    const long row = i / D;
+    const MixCoef c = mix_coef(mix, lambda, gamma, row, (int)(row % H));
+    float ye, yl;
+    const float y = mix_value(mix, c, y_exact, y_lin, i, &ye, &yl);
     const double tv = __bfloat162float(t[i]);
     const double d = (double)y - tv;
     err += d * d;
@@ -157,36 +220,6 @@ __global__ void mix_nmse_partial_kernel(double* partial, const bf16* y_exact, co
   err = block_sum_double(err, scratch);
   ref = block_sum_double(ref, scratch);
   if (threadIdx.x == 0) partial[2 * blockIdx.x] = err, partial[2 * blockIdx.x + 1] = ref;
-}
-
-// mix_gate_backward_kernel with dy = factor · (y − t) (nmse_grad_kernel) recomputed in place.
-__global__ void mix_gate_nmse_backward_kernel(float* dy_exact, bf16* dy_lin, float* dlogits,
-                                              const double* sums, float scale, const bf16* t,
-                                              const bf16* y_exact, const bf16* y_lin,
-                                              const float* lambda, long rows, int H, int D) {
-  const double ref_sum = fmax(sums[1], 1e-12);
-  const float factor = (float)(2.0 / ref_sum) * scale;
-  const int lane = threadIdx.x % 32;
-  for (long row = (blockIdx.x * (long)blockDim.x + threadIdx.x) / 32; row < rows;
-       row += (long)gridDim.x * blockDim.x / 32) {
-    const float l = lambda[row];
-    float dl = 0.0f;
-    for (int d = lane; d < D; d += 32) {
-      const long i = row * D + d;
-      const float ye = __bfloat162float(y_exact[i]), yl = __bfloat162float(y_lin[i]);
-      const float y = (1.0f - l) * ye + l * yl;
-      const float g = factor * (y - __bfloat162float(t[i]));
-      dl += g * (yl - ye);
-      dy_exact[i] = (1.0f - l) * g;
-      dy_lin[i] = __float2bfloat16(l * g);
-    }
-    dl = device::warp_sum(dl);
-    if (lane == 0) {
-      const long tt = row / H;
-      const int h = (int)(row % H);
-      dlogits[tt * 3 * H + 2 * H + h] = dl * l * (1.0f - l);
-    }
-  }
 }
 
 __global__ void split_bf16_pair_kernel(bf16* hi, bf16* lo, const float* x, long n) {
@@ -280,53 +313,76 @@ __global__ void adamw_kernel(float* value, float* grad, float* m, float* v, long
 
 }  // namespace
 
-Status hybrid_gates_backward(float* dlogits, float* dA_log, float* ddt_bias, float* db_beta,
-                             float* db_lambda, const float* dg, const float* dbeta,
-                             const float* logits, const float* g, const float* beta,
-                             const float* A_log, const float* dt_bias, int T, int H,
-                             cudaStream_t stream) {
-  gates_backward_kernel<<<H, 256, 0, stream>>>(dlogits, dA_log, ddt_bias, db_beta, db_lambda, dg,
-                                               dbeta, logits, g, beta, A_log, dt_bias, T, H);
+Status hybrid_gates_backward(float* dlogits, int R, int lambda_row, float* dA_log,
+                             float* ddt_bias, float* db_beta, float* db_lambda, float* dc_lse,
+                             float* dlse, const float* dg, const float* dbeta, const float* logits,
+                             const float* g, const float* beta, const float* A_log,
+                             const float* dt_bias, const float* c_lse, const float* lse, int T,
+                             int H, cudaStream_t stream) {
+  if (c_lse && (lambda_row < 0 || !lse || !dlse))
+    return make_error("hybrid_gates_backward: c_lse needs the λ row, lse and dlse");
+  if (T <= 0) return ok_status();
+  gates_backward_kernel<<<H, 256, 0, stream>>>(dlogits, R, lambda_row, dA_log, ddt_bias, db_beta,
+                                               db_lambda, dc_lse, dlse, dg, dbeta, logits, g,
+                                               beta, A_log, dt_bias, c_lse, lse, T, H);
   GL_CUDA_CHECK_LAUNCH();
   return ok_status();
 }
 
-Status mix_gate_forward_f32(float* y, const bf16* y_exact, const bf16* y_lin, const float* lambda,
-                            int T, int H, int D, cudaStream_t stream) {
-  mix_gate_forward_kernel<<<grid_for((long)T * H * D, 256), 256, 0, stream>>>(
-      y, y_exact, y_lin, lambda, (long)T * H, D);
+Status hybrid_head_sum(float* out, const float* src, int stride, int T, int H,
+                       cudaStream_t stream) {
+  if (T <= 0) return ok_status();
+  head_sum_kernel<<<H, 256, 0, stream>>>(out, src, stride, T, H);
   GL_CUDA_CHECK_LAUNCH();
   return ok_status();
 }
 
-Status mix_gate_backward(float* dy_exact, bf16* dy_lin, float* dlogits, const float* dy,
-                         const bf16* y_exact, const bf16* y_lin, const float* lambda, int T, int H,
-                         int D, cudaStream_t stream) {
-  mix_gate_backward_kernel<<<grid_for((long)T * H * 32, 256), 256, 0, stream>>>(
-      dy_exact, dy_lin, dlogits, dy, y_exact, y_lin, lambda, (long)T * H, H, D);
+Status hybrid_mix_forward(float* y32, bf16* y16, HybridMix mix, const bf16* y_exact,
+                          const bf16* y_lin, const float* lambda, const float* gamma, int T, int H,
+                          int D, cudaStream_t stream) {
+  if (T <= 0) return ok_status();
+  mix_forward_kernel<<<grid_for((long)T * H * D, 256), 256, 0, stream>>>(
+      y32, y16, mix, y_exact, y_lin, lambda, gamma, (long)T * H, H, D);
   GL_CUDA_CHECK_LAUNCH();
   return ok_status();
 }
 
-Status mix_gate_nmse_forward(double* sums, const bf16* y_exact, const bf16* y_lin,
-                             const float* lambda, const bf16* teacher, int T, int H, int D,
-                             void* workspace, size_t workspace_bytes, cudaStream_t stream) {
-  if (workspace_bytes < nmse_workspace_bytes()) return make_error("mix_gate_nmse_forward: workspace too small");
+Status hybrid_mix_backward(float* dy_exact, bf16* dy_lin, float* dcoef, int dcoef_stride,
+                           HybridMix mix, const float* dy, const bf16* y_exact, const bf16* y_lin,
+                           const float* lambda, const float* gamma, int T, int H, int D,
+                           cudaStream_t stream) {
+  if (T <= 0) return ok_status();
+  mix_backward_kernel<<<grid_for((long)T * H * 32, 256), 256, 0, stream>>>(
+      dy_exact, dy_lin, dcoef, dcoef_stride, mix, dy, nullptr, 0.0f, nullptr, y_exact, y_lin,
+      lambda, gamma, (long)T * H, H, D);
+  GL_CUDA_CHECK_LAUNCH();
+  return ok_status();
+}
+
+Status hybrid_mix_nmse_forward(double* sums, HybridMix mix, const bf16* y_exact,
+                               const bf16* y_lin, const float* lambda, const float* gamma,
+                               const bf16* teacher, int T, int H, int D, void* workspace,
+                               size_t workspace_bytes, cudaStream_t stream) {
+  if (workspace_bytes < nmse_workspace_bytes())
+    return make_error("hybrid_mix_nmse_forward: workspace too small");
   double* partial = static_cast<double*>(workspace);
-  mix_nmse_partial_kernel<<<kReduceBlocks, kReduceThreads, 0, stream>>>(partial, y_exact, y_lin,
-                                                                        lambda, teacher, (long)T * H, D);
+  mix_nmse_partial_kernel<<<kReduceBlocks, kReduceThreads, 0, stream>>>(
+      partial, mix, y_exact, y_lin, lambda, gamma, teacher, (long)T * H, H, D);
   GL_CUDA_CHECK_LAUNCH();
   nmse_final_kernel<<<1, 32, 0, stream>>>(sums, partial, kReduceBlocks);
   GL_CUDA_CHECK_LAUNCH();
   return ok_status();
 }
 
-Status mix_gate_nmse_backward(float* dy_exact, bf16* dy_lin, float* dlogits, const double* sums,
-                              float scale, const bf16* teacher, const bf16* y_exact,
-                              const bf16* y_lin, const float* lambda, int T, int H, int D,
-                              cudaStream_t stream) {
-  mix_gate_nmse_backward_kernel<<<grid_for((long)T * H * 32, 256), 256, 0, stream>>>(
-      dy_exact, dy_lin, dlogits, sums, scale, teacher, y_exact, y_lin, lambda, (long)T * H, H, D);
+Status hybrid_mix_nmse_backward(float* dy_exact, bf16* dy_lin, float* dcoef, int dcoef_stride,
+                                HybridMix mix, const double* sums, float scale,
+                                const bf16* teacher, const bf16* y_exact, const bf16* y_lin,
+                                const float* lambda, const float* gamma, int T, int H, int D,
+                                cudaStream_t stream) {
+  if (T <= 0) return ok_status();
+  mix_backward_kernel<<<grid_for((long)T * H * 32, 256), 256, 0, stream>>>(
+      dy_exact, dy_lin, dcoef, dcoef_stride, mix, nullptr, sums, scale, teacher, y_exact, y_lin,
+      lambda, gamma, (long)T * H, H, D);
   GL_CUDA_CHECK_LAUNCH();
   return ok_status();
 }

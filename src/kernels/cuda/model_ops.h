@@ -41,15 +41,6 @@ Status add_bias_rows(float* x, const float* b, int T, int N, cudaStream_t stream
 // out[r] = argmax of row r of x (R, V) fp32 (the first maximum).
 Status argmax_rows(int32_t* out, const float* x, int R, int V, cudaStream_t stream);
 
-// After hybrid_forward over T tokens from position 0 (which wrote cache.state as its
-// state_final, or left it zero when T ≤ sinks + window), fills the rest of a zeroed hybrid
-// cache as T hybrid_decode_step calls would have: conv rows of the last 3 raw tokens, RoPE'd
-// conv'd keys / conv'd values of the sinks and of the last window + 1 tokens, their unit keys and
-// gates (g, β from x), and the device position T. x (T, C), q (T, H, D), k, v (T, G, D) bf16 as
-// given to hybrid_forward. D = 64 or 128.
-Status hybrid_cache_fill(const HybridCacheView& cache, const HybridShape& shape,
-                         const HybridParams& params, const bf16* x, const bf16* q, const bf16* k,
-                         const bf16* v, int T, cudaStream_t stream);
 
 // Deterministic fills (counter-based hash of (index, seed), the same on every device).
 Status fill_normal_bf16(bf16* p, size_t n, uint64_t seed, float std, cudaStream_t stream);

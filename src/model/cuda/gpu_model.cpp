@@ -14,6 +14,7 @@
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/model_ops.h"
 #include "mixers/hybrid_mixer.h"
+#include "mixers/mixer_factory.h"
 
 namespace golinear::cuda {
 
@@ -41,19 +42,6 @@ Status check_head_dim(int D) {
   if (D != 64 && D != 128)
     return make_error("gpu model: head_dim ", D,
                       " is not supported by the CUDA attention kernels (64 or 128)");
-  return ok_status();
-}
-
-// The CUDA hybrid kernels implement the default recipe only.
-Status check_hybrid_options(const mixers::MixerOptions& o, int layer) {
-  if (o.kind != mixers::MixerKind::gdn || o.mix != mixers::MixKind::gate || !o.conv ||
-      o.linear_rope || o.window < 1 || o.sinks + o.window > 256)
-    return make_error("gpu model: layer ", layer, " uses mixer ", mixers::to_string(o.kind),
-                      " (mix ", mixers::to_string(o.mix), ", conv ", o.conv ? "on" : "off",
-                      ", linear rope ", o.linear_rope ? "on" : "off", ", sinks ", o.sinks,
-                      ", window ", o.window,
-                      "): the CUDA hybrid kernels implement only the default recipe (gdn, mix "
-                      "gate, conv on, linear rope off, 1 ≤ window, sinks + window ≤ 256)");
   return ok_status();
 }
 
@@ -136,13 +124,12 @@ Status GpuModel::init(const ModelConfig& config) {
 
 size_t GpuModel::weight_bytes() const {
   size_t total = weights_.bytes() - kc::kCublasWorkspaceBytes;
-  for (const GpuLayer& l : layers_)
-    if (l.mixer_memory) total += l.mixer_memory->bytes();
+  for (const GpuLayer& l : layers_) total += l.mixer_values.bytes();
   return total;
 }
 
 bool GpuModel::has_hybrid_layers() const {
-  return std::any_of(layers_.begin(), layers_.end(), [](const GpuLayer& l) { return l.hybrid; });
+  return std::any_of(layers_.begin(), layers_.end(), [](const GpuLayer& l) { return (bool)l.hybrid; });
 }
 bool GpuModel::has_softmax_layers() const {
   return std::any_of(layers_.begin(), layers_.end(), [](const GpuLayer& l) { return !l.hybrid; });
@@ -151,50 +138,40 @@ bool GpuModel::has_softmax_layers() const {
 void GpuModel::set_all_softmax() {
   release_scratch();  // the scratch depends on the mixers (RoPE copies, hybrid workspace)
   for (GpuLayer& l : layers_) {
-    l.hybrid = false;
-    l.mixer_memory.reset();
+    l.hybrid.reset();
+    (void)l.mixer_values.allocate(0);  // freeing cannot fail
   }
+}
+
+Status GpuModel::set_layer_mixer(int layer, mixers::Mixer& mixer) {
+  if (layer < 0 || layer >= (int)layers_.size())
+    return make_error("gpu model: no layer ", layer);
+  release_scratch();  // the scratch depends on the mixers
+  GpuLayer& L = layers_[layer];
+  L.hybrid.reset();
+  GL_TRY(L.mixer_values.allocate(0));
+  if (mixer.kind() == "softmax") return ok_status();
+  const auto* hm = dynamic_cast<const mixers::HybridMixer*>(&mixer);
+  if (!hm) return make_error("gpu model: layer ", layer, " has mixer '", mixer.kind(), "' with no GPU form");
+  const mixers::MixerOptions& o = hm->options();
+  if (Status st = mixers::cuda::hybrid_check_recipe(o, hm->shape()); !st.ok())
+    return make_error("gpu model: layer ", layer, ": ", st.error());
+  GL_TRY(L.mixer_values.allocate(mixers::cuda::hybrid_parameter_count(o, hm->shape())));
+  const std::vector<float> inv = rope_inverse_frequencies(config_.rope, config_.head_dim);
+  GL_ASSIGN_OR_RETURN(mixers::cuda::GpuHybridMixer m,
+                      mixers::cuda::GpuHybridMixer::create(o, hm->shape(), inv,
+                                                           L.mixer_values.get(), nullptr));
+  L.hybrid = std::make_unique<mixers::cuda::GpuHybridMixer>(std::move(m));
+  return L.hybrid->upload(mixer, stream_);
 }
 
 Status GpuModel::set_all_hybrid_random(const mixers::MixerOptions& o, uint64_t seed) {
   const ModelConfig& c = config_;
-  const int C = c.hidden_size, H = c.num_heads, G = c.num_kv_heads, D = c.head_dim;
-  release_scratch();  // the scratch depends on the mixers (RoPE copies, hybrid workspace)
+  const mixers::AttentionShape shape{c.hidden_size, c.num_heads, c.num_kv_heads, c.head_dim};
   for (int l = 0; l < c.num_layers; ++l) {
-    GL_TRY(check_hybrid_options(o, l));
-    GpuLayer& L = layers_[l];
-    L.mixer_memory = std::make_unique<DeviceArena>();
-    DeviceArena& a = *L.mixer_memory;
-    // Host-side init of the small tensors, as mixers/hybrid_mixer.h describes.
-    std::mt19937_64 rng(seed + l);
-    std::uniform_real_distribution<double> u01(0.0, 1.0);
-    std::vector<float> A_log(H), dt_bias(H), b_beta(H, 0.0f), b_lambda(H, -2.0f);
-    for (int h = 0; h < H; ++h) A_log[h] = (float)std::log(1.0 + 15.0 * u01(rng));
-    for (int h = 0; h < H; ++h) {
-      double dt = std::exp(std::log(1e-3) + (std::log(1e-1) - std::log(1e-3)) * u01(rng));
-      dt = std::max(dt, 1e-4);
-      dt_bias[h] = (float)(dt + std::log(-std::expm1(-dt)));
-    }
-    auto conv_identity = [](int rows) {
-      std::vector<float> w((size_t)rows * 4, 0.0f);
-      for (int r = 0; r < rows; ++r) w[(size_t)r * 4 + 3] = 1.0f;
-      return w;
-    };
-    HybridParams& p = L.hparams;
-    GL_ASSIGN_OR_RETURN(float* cq, upload_f32(a, conv_identity(H * D), stream_));
-    GL_ASSIGN_OR_RETURN(float* ck, upload_f32(a, conv_identity(G * D), stream_));
-    GL_ASSIGN_OR_RETURN(float* cv, upload_f32(a, conv_identity(G * D), stream_));
-    GL_ASSIGN_OR_RETURN(bf16 * wg, a.alloc<bf16>((size_t)3 * H * C));
-    GL_TRY(kc::fill_normal_bf16(wg, (size_t)3 * H * C, seed * 7919 + l, 0.02f, stream_));
-    GL_ASSIGN_OR_RETURN(float* bb, upload_f32(a, b_beta, stream_));
-    GL_ASSIGN_OR_RETURN(float* al, upload_f32(a, A_log, stream_));
-    GL_ASSIGN_OR_RETURN(float* db, upload_f32(a, dt_bias, stream_));
-    GL_ASSIGN_OR_RETURN(float* bl, upload_f32(a, b_lambda, stream_));
-    p = HybridParams{cq, ck, cv, wg, bb, al, db, bl, inv_freq_};
-    L.hshape = HybridShape{C, H, G, D, o.sinks, o.window};
-    L.hybrid = true;
+    GL_ASSIGN_OR_RETURN(std::unique_ptr<mixers::Mixer> mixer, mixers::mixer_create(o, shape, seed + l));
+    GL_TRY(set_layer_mixer(l, *mixer));
   }
-  GL_CUDA_CHECK(cudaStreamSynchronize(stream_));
   return ok_status();
 }
 
@@ -226,7 +203,6 @@ Result<std::unique_ptr<GpuModel>> gpu_model_upload(const Model& model) {
   auto gm = std::make_unique<GpuModel>();
   GL_TRY(gm->init(model.config));
   const ModelConfig& c = model.config;
-  const int C = c.hidden_size, H = c.num_heads, G = c.num_kv_heads, D = c.head_dim;
   cudaStream_t s = gm->stream_;
   DeviceArena& a = gm->weights_;
   GL_ASSIGN_OR_RETURN(gm->embed_, upload_bf16(a, {&model.embed}, s));
@@ -243,44 +219,7 @@ Result<std::unique_ptr<GpuModel>> gpu_model_upload(const Model& model) {
     GpuLayer& L = gm->layers_[l];
     GL_TRY(upload_layer_weights(a, model.layers[l], c, s, &L));
 
-    mixers::Mixer& mixer = *model.mixers[l];
-    if (mixer.kind() == "softmax") continue;
-    const auto* hm = dynamic_cast<const mixers::HybridMixer*>(&mixer);
-    if (!hm) return make_error("gpu model: layer ", l, " has mixer '", mixer.kind(), "' with no GPU form");
-    GL_TRY(check_hybrid_options(hm->options(), l));
-    L.mixer_memory = std::make_unique<DeviceArena>();
-    DeviceArena& m = *L.mixer_memory;
-    std::vector<float> w_a, w_b, w_lambda;
-    HybridParams p;
-    p.inv_freq = gm->inv_freq_;
-    for (mixers::Parameter* prm : const_cast<mixers::Mixer&>(mixer).parameters()) {
-      const std::string& n = prm->name;
-      auto put = [&](const float** slot) -> Status {
-        GL_ASSIGN_OR_RETURN(float* d, upload_f32(m, prm->value, s));
-        *slot = d;
-        return ok_status();
-      };
-      if (n == "conv_q") GL_TRY(put(&p.conv_q));
-      else if (n == "conv_k") GL_TRY(put(&p.conv_k));
-      else if (n == "conv_v") GL_TRY(put(&p.conv_v));
-      else if (n == "b_beta") GL_TRY(put(&p.b_beta));
-      else if (n == "A_log") GL_TRY(put(&p.A_log));
-      else if (n == "dt_bias") GL_TRY(put(&p.dt_bias));
-      else if (n == "b_lambda") GL_TRY(put(&p.b_lambda));
-      else if (n == "w_a") w_a = prm->value;
-      else if (n == "w_b") w_b = prm->value;
-      else if (n == "w_lambda") w_lambda = prm->value;
-      else return make_error("gpu model: layer ", l, ": unexpected hybrid parameter '", n, "'");
-    }
-    const size_t hc = (size_t)H * C;
-    if (w_a.size() != hc || w_b.size() != hc || w_lambda.size() != hc || !p.conv_q || !p.conv_k ||
-        !p.conv_v || !p.b_beta || !p.A_log || !p.dt_bias || !p.b_lambda)
-      return make_error("gpu model: layer ", l, ": the hybrid mixer lacks a default-recipe parameter");
-    GL_ASSIGN_OR_RETURN(bf16 * wg, upload_bf16(m, {&w_a, &w_b, &w_lambda}, s));
-    p.w_gates = wg;
-    L.hparams = p;
-    L.hshape = HybridShape{C, H, G, D, hm->options().sinks, hm->options().window};
-    L.hybrid = true;
+    GL_TRY(gm->set_layer_mixer(l, *model.mixers[l]));
   }
   return gm;
 }
@@ -383,15 +322,44 @@ Status GpuModel::ensure_scratch(int T, bool trace) {
   GL_ASSIGN_OR_RETURN(xn2_, a.alloc<bf16>(chunk * C));
   GL_ASSIGN_OR_RETURN(gu_, a.alloc<bf16>(chunk * 2 * F));
   GL_ASSIGN_OR_RETURN(act_, a.alloc<bf16>(chunk * F));
-  hybrid_ws_ = nullptr;
-  hybrid_ws_bytes_ = 0;
+  size_t hybrid_bytes = 0;
   for (const GpuLayer& L : layers_)
     if (L.hybrid)
-      hybrid_ws_bytes_ = std::max(hybrid_ws_bytes_, kc::hybrid_forward_workspace_bytes(L.hshape, T));
-  if (hybrid_ws_bytes_) { GL_ASSIGN_OR_RETURN(hybrid_ws_, a.alloc_bytes(hybrid_ws_bytes_)); }
+      hybrid_bytes = std::max(hybrid_bytes, mixers::cuda::HybridScratch::bytes(
+                                                L.hybrid->options(), L.hybrid->shape(), T, false));
+  GL_TRY(hybrid_scratch_.reserve(hybrid_bytes));
   scratch_T_ = T;
   scratch_trace_ = trace;
   return ok_status();
+}
+
+Status GpuModel::block_input(const GpuLayer& L, const float* h, int n, bf16* xn, bf16* q,
+                             bf16* k, bf16* v, float* qkv32, cudaStream_t s) const {
+  const ModelConfig& c = config_;
+  const int C = c.hidden_size, H = c.num_heads, G = c.num_kv_heads, D = c.head_dim;
+  const float eps = (float)c.rms_norm_eps;
+  GL_TRY(kc::rmsnorm_f32_forward(xn, h, L.input_norm, n, C, eps, s));
+  GL_TRY(kc::gemm_nt(cublas_, qkv32, false, xn, L.w_qkv, n, (H + 2 * G) * D, C, 0.0f, s));
+  return kc::qkv_split(q, k, v, qkv32, L.b_qkv, L.q_norm, L.k_norm, n, H, G, D, eps, s);
+}
+
+Status GpuModel::block_output(const GpuLayer& L, float* h, const bf16* y, int n, bf16* xn2,
+                              bf16* gu, bf16* act, cudaStream_t s) const {
+  const ModelConfig& c = config_;
+  const int C = c.hidden_size, HD = c.num_heads * c.head_dim, F = c.intermediate_size;
+  const float eps = (float)c.rms_norm_eps;
+  GL_TRY(kc::gemm_nt(cublas_, h, false, y, L.w_o, n, C, HD, 1.0f, s));
+  if (L.b_o) GL_TRY(kc::add_bias_rows(h, L.b_o, n, C, s));
+  GL_TRY(kc::rmsnorm_f32_forward(xn2, h, L.post_norm, n, C, eps, s));
+  GL_TRY(kc::gemm_nt(cublas_, gu, true, xn2, L.w_gate_up, n, 2 * F, C, 0.0f, s));
+  GL_TRY(kc::swiglu_stacked(act, gu, n, F, s));
+  return kc::gemm_nt(cublas_, h, false, act, L.w_down, n, C, F, 1.0f, s);
+}
+
+Status GpuModel::head_logits(const float* h, int n, float* logits, bf16* xn2, cudaStream_t s) const {
+  const ModelConfig& c = config_;
+  GL_TRY(kc::rmsnorm_f32_forward(xn2, h, final_norm_, n, c.hidden_size, (float)c.rms_norm_eps, s));
+  return kc::gemm_nt(cublas_, logits, false, xn2, lm_head_, n, c.vocab_size, c.hidden_size, 0.0f, s);
 }
 
 Status GpuModel::forward_device(const int32_t* ids, int T, float* logits, bool last_only,
@@ -399,9 +367,8 @@ Status GpuModel::forward_device(const int32_t* ids, int T, float* logits, bool l
   if (T <= 0) return make_error("gpu forward: no tokens");
   const ModelConfig& c = config_;
   const int C = c.hidden_size, H = c.num_heads, G = c.num_kv_heads, D = c.head_dim,
-            F = c.intermediate_size, V = c.vocab_size;
-  const int HD = H * D, GD = G * D, QKV = HD + 2 * GD;
-  const float eps = (float)c.rms_norm_eps;
+            V = c.vocab_size;
+  const int HD = H * D, GD = G * D;
   if (cache) {
     if (cache->position_ != 0 || cache->model_ != this ||
         (has_softmax_layers() && T > cache->max_context_))
@@ -420,20 +387,17 @@ Status GpuModel::forward_device(const int32_t* ids, int T, float* logits, bool l
     bf16* Y = trace ? const_cast<bf16*>(trace_[l].y) : y_;
     for (int r0 = 0; r0 < T; r0 += kRowChunk) {
       const int n = std::min(kRowChunk, T - r0);
-      GL_TRY(kc::rmsnorm_f32_forward(X + (size_t)r0 * C, h_ + (size_t)r0 * C, L.input_norm, n, C,
-                                     eps, s));
-      GL_TRY(kc::gemm_nt(cublas_, qkv32_, false, X + (size_t)r0 * C, L.w_qkv, n, QKV, C, 0.0f, s));
-      GL_TRY(kc::qkv_split(Q + (size_t)r0 * HD, K + (size_t)r0 * GD, Vv + (size_t)r0 * GD, qkv32_,
-                           L.b_qkv, L.q_norm, L.k_norm, n, H, G, D, eps, s));
+      GL_TRY(block_input(L, h_ + (size_t)r0 * C, n, X + (size_t)r0 * C, Q + (size_t)r0 * HD,
+                         K + (size_t)r0 * GD, Vv + (size_t)r0 * GD, qkv32_, s));
     }
     if (L.hybrid) {
-      // With a cache: the chunked forward's final (delayed) state is the cache's state, and
-      // the rest of the cache is filled from the same inputs (the hybrid prefill).
-      GL_TRY(kc::hybrid_forward(Y, cache ? cache->hybrid_[l].state : nullptr, L.hshape, L.hparams,
-                                X, Q, K, Vv, T, hybrid_ws_, hybrid_ws_bytes_, cublas_, s));
-      GL_TRY(kc::gemm_bind_stream(cublas_, s));
+      // With a cache: the prefill, which leaves the cache as T decode steps would.
+      const mixers::cuda::HybridIO io{T, X, Q, K, Vv};
       if (cache)
-        GL_TRY(kc::hybrid_cache_fill(cache->hybrid_[l], L.hshape, L.hparams, X, Q, K, Vv, T, s));
+        GL_TRY(L.hybrid->prefill(hybrid_scratch_, io, Y, cache->hybrid_[l], cublas_, s));
+      else
+        GL_TRY(L.hybrid->forward(hybrid_scratch_, io, Y, nullptr, cublas_, s));
+      GL_TRY(kc::gemm_bind_stream(cublas_, s));
     } else {
       bf16* kr = cache ? cache->k_[l] : kr_;
       const bf16* vv = Vv;
@@ -452,22 +416,14 @@ Status GpuModel::forward_device(const int32_t* ids, int T, float* logits, bool l
     if (trace && !logits && !cache && l == c.num_layers - 1) break;
     for (int r0 = 0; r0 < T; r0 += kRowChunk) {
       const int n = std::min(kRowChunk, T - r0);
-      float* h = h_ + (size_t)r0 * C;
-      GL_TRY(kc::gemm_nt(cublas_, h, false, Y + (size_t)r0 * HD, L.w_o, n, C, HD, 1.0f, s));
-      if (L.b_o) GL_TRY(kc::add_bias_rows(h, L.b_o, n, C, s));
-      GL_TRY(kc::rmsnorm_f32_forward(xn2_, h, L.post_norm, n, C, eps, s));
-      GL_TRY(kc::gemm_nt(cublas_, gu_, true, xn2_, L.w_gate_up, n, 2 * F, C, 0.0f, s));
-      GL_TRY(kc::swiglu_stacked(act_, gu_, n, F, s));
-      GL_TRY(kc::gemm_nt(cublas_, h, false, act_, L.w_down, n, C, F, 1.0f, s));
+      GL_TRY(block_output(L, h_ + (size_t)r0 * C, Y + (size_t)r0 * HD, n, xn2_, gu_, act_, s));
     }
   }
   if (logits) {
     const int first = last_only ? T - 1 : 0;
     for (int r0 = first; r0 < T; r0 += kRowChunk) {
       const int n = std::min(kRowChunk, T - r0);
-      GL_TRY(kc::rmsnorm_f32_forward(xn2_, h_ + (size_t)r0 * C, final_norm_, n, C, eps, s));
-      GL_TRY(kc::gemm_nt(cublas_, logits + (size_t)(r0 - first) * V, false, xn2_, lm_head_, n, V,
-                         C, 0.0f, s));
+      GL_TRY(head_logits(h_ + (size_t)r0 * C, n, logits + (size_t)(r0 - first) * V, xn2_, s));
     }
   }
   if (trace) *trace = trace_;
@@ -568,10 +524,10 @@ Result<std::unique_ptr<GpuSequenceCache>> GpuSequenceCache::create(GpuModel& mod
   for (int l = 0; l < c.num_layers; ++l) {
     const GpuLayer& L = model.layers_[l];
     if (L.hybrid) {
-      const size_t bytes = kc::hybrid_cache_bytes(L.hshape);
+      const size_t bytes = L.hybrid->cache_bytes();
       GL_ASSIGN_OR_RETURN(void* mem, m.alloc_bytes(bytes));
       cache->hybrid_memory_[l] = mem;
-      GL_ASSIGN_OR_RETURN(cache->hybrid_[l], kc::hybrid_cache_create(L.hshape, mem, s));
+      GL_ASSIGN_OR_RETURN(cache->hybrid_[l], L.hybrid->cache_create(mem, s));
       cache->cache_bytes_ += bytes;
     } else {
       GL_ASSIGN_OR_RETURN(cache->k_[l], m.alloc<bf16>((size_t)max_context * G * D));
@@ -584,6 +540,9 @@ Result<std::unique_ptr<GpuSequenceCache>> GpuSequenceCache::create(GpuModel& mod
     GL_ASSIGN_OR_RETURN(cache->attn_ws_, cache->step_.alloc_bytes(cache->attn_ws_bytes_));
   }
   DeviceArena& a = cache->step_;
+  GL_ASSIGN_OR_RETURN(cache->hybrid_device_, a.alloc<HybridCacheView>(c.num_layers));
+  GL_CUDA_CHECK(cudaMemcpyAsync(cache->hybrid_device_, cache->hybrid_.data(),
+                                c.num_layers * sizeof(HybridCacheView), cudaMemcpyHostToDevice, s));
   GL_ASSIGN_OR_RETURN(cache->token_, a.alloc<int32_t>(1));
   GL_ASSIGN_OR_RETURN(cache->next_, a.alloc<int32_t>(1));
   GL_ASSIGN_OR_RETURN(cache->h_, a.alloc<float>(C));
@@ -612,8 +571,8 @@ size_t GpuSequenceCache::bytes() const { return cache_bytes_; }
 Status GpuSequenceCache::reset() {
   for (size_t l = 0; l < hybrid_.size(); ++l)
     if (hybrid_memory_[l]) {
-      GL_ASSIGN_OR_RETURN(hybrid_[l], kc::hybrid_cache_create(model_->layers_[l].hshape,
-                                                             hybrid_memory_[l], model_->stream_));
+      GL_ASSIGN_OR_RETURN(hybrid_[l], model_->layers_[l].hybrid->cache_create(hybrid_memory_[l],
+                                                                              model_->stream_));
     }
   GL_CUDA_CHECK(cudaStreamSynchronize(model_->stream_));
   position_ = 0;
@@ -624,21 +583,17 @@ Status GpuSequenceCache::enqueue_step(long pos) {
   GpuModel& M = *model_;
   const ModelConfig& c = M.config_;
   const int C = c.hidden_size, H = c.num_heads, G = c.num_kv_heads, D = c.head_dim,
-            F = c.intermediate_size, V = c.vocab_size;
-  const int HD = H * D, GD = G * D, QKV = HD + 2 * GD;
-  const float eps = (float)c.rms_norm_eps;
+            V = c.vocab_size;
+  const int HD = H * D, GD = G * D;
   cudaStream_t s = M.stream_;
-  cublasHandle_t cb = M.cublas_;
   if (M.has_softmax_layers() && pos >= max_context_)
     return make_error("gpu decode: position ", pos, " beyond the cache's ", max_context_, " tokens");
   GL_TRY(kc::embed_gather(h_, M.embed_, token_, 1, C, s));
   for (int l = 0; l < c.num_layers; ++l) {
     const GpuLayer& L = M.layers_[l];
-    GL_TRY(kc::rmsnorm_f32_forward(xn_, h_, L.input_norm, 1, C, eps, s));
-    GL_TRY(kc::gemm_nt(cb, qkv32_, false, xn_, L.w_qkv, 1, QKV, C, 0.0f, s));
-    GL_TRY(kc::qkv_split(q_, k1_, v1_, qkv32_, L.b_qkv, L.q_norm, L.k_norm, 1, H, G, D, eps, s));
+    GL_TRY(M.block_input(L, h_, 1, xn_, q_, k1_, v1_, qkv32_, s));
     if (L.hybrid) {
-      GL_TRY(kc::hybrid_decode_step(y_, L.hshape, L.hparams, hybrid_[l], xn_, q_, k1_, v1_, s));
+      GL_TRY(L.hybrid->decode_step(y_, hybrid_device_ + l, 1, xn_, q_, k1_, v1_, s));
     } else {
       bf16* kslot = k_[l] + (size_t)pos * GD;
       GL_CUDA_CHECK(cudaMemcpyAsync(kslot, k1_, (size_t)GD * 2, cudaMemcpyDeviceToDevice, s));
@@ -650,15 +605,9 @@ Status GpuSequenceCache::enqueue_step(long pos) {
       GL_TRY(kc::attention_decode(y_, qr_, k_[l], v_[l], pos + 1, H, G, D, attn_ws_,
                                   attn_ws_bytes_, s));
     }
-    GL_TRY(kc::gemm_nt(cb, h_, false, y_, L.w_o, 1, C, HD, 1.0f, s));
-    if (L.b_o) GL_TRY(kc::add_bias_rows(h_, L.b_o, 1, C, s));
-    GL_TRY(kc::rmsnorm_f32_forward(xn2_, h_, L.post_norm, 1, C, eps, s));
-    GL_TRY(kc::gemm_nt(cb, gu_, true, xn2_, L.w_gate_up, 1, 2 * F, C, 0.0f, s));
-    GL_TRY(kc::swiglu_stacked(act_, gu_, 1, F, s));
-    GL_TRY(kc::gemm_nt(cb, h_, false, act_, L.w_down, 1, C, F, 1.0f, s));
+    GL_TRY(M.block_output(L, h_, y_, 1, xn2_, gu_, act_, s));
   }
-  GL_TRY(kc::rmsnorm_f32_forward(xn2_, h_, M.final_norm_, 1, C, eps, s));
-  GL_TRY(kc::gemm_nt(cb, logits_, false, xn2_, M.lm_head_, 1, V, C, 0.0f, s));
+  GL_TRY(M.head_logits(h_, 1, logits_, xn2_, s));
   GL_TRY(kc::argmax_rows(next_, logits_, 1, V, s));
   GL_CUDA_CHECK(cudaMemcpyAsync(token_, next_, 4, cudaMemcpyDeviceToDevice, s));  // greedy feed
   return ok_status();
@@ -702,7 +651,7 @@ Status GpuSequenceCache::fill_random(long pos, uint64_t seed) {
     const uint64_t sd = seed * 131 + (uint64_t)l * 17;
     if (M.layers_[l].hybrid) {
       const HybridCacheView& v = hybrid_[l];
-      const HybridShape& sh = M.layers_[l].hshape;
+      const kc::HybridShape& sh = M.layers_[l].hybrid->kernel_shape();
       const size_t ring = sh.window + 1, sinks = std::max(1, sh.sinks);
       GL_TRY(kc::fill_uniform_f32(v.state, H * D * D, sd + 1, -0.05f, 0.05f, s));
       GL_TRY(kc::fill_uniform_bf16(v.ring_k, ring * G * D, sd + 2, -1, 1, s));

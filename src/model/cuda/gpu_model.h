@@ -46,13 +46,12 @@ Status gpu_model_trace(GpuModel& model, const int32_t* tokens, int T,
 #include <cublas_v2.h>
 
 #include "kernels/cuda/hybrid.h"
+#include "mixers/cuda/hybrid_mixer.h"
 #include "mixers/mixer_factory.h"
 
 namespace golinear::cuda {
 
 using kernels::cuda::HybridCacheView;
-using kernels::cuda::HybridParams;
-using kernels::cuda::HybridShape;
 
 // Pipelined tracing (attention transfer runs the teacher of the next sequence while the students
 // train on this one): gpu_model_trace into the trace buffers of `slot` (0 or 1; slot 0 is
@@ -111,10 +110,10 @@ Status upload_layer_weights(DeviceArena& arena, const LayerWeights& w, const Mod
                             cudaStream_t stream, GpuLayerWeights* out);
 
 struct GpuLayer : GpuLayerWeights {
-  bool hybrid = false;          // else softmax attention
-  HybridShape hshape;
-  HybridParams hparams;         // pointers into mixer_memory
-  std::unique_ptr<DeviceArena> mixer_memory;
+  // The layer's linear-time mixer, or null: softmax attention. Its parameters (fp32) live in
+  // mixer_values.
+  std::unique_ptr<mixers::cuda::GpuHybridMixer> hybrid;
+  kernels::cuda::DeviceBuffer<float> mixer_values;
 };
 
 class GpuSequenceCache;
@@ -135,10 +134,11 @@ class GpuModel {
 
   // Every layer softmax attention (the base model).
   void set_all_softmax();
-  // Every layer the default hybrid recipe (gdn, mix gate, conv on) with freshly initialised
-  // parameters on the device (mixers/hybrid_mixer.h's init: conv identity, w_a/w_b N(0, 0.02²),
-  // w_lambda N(0, 0.02²), b_lambda −2, b_beta 0, A_log = log U(1, 16), dt_bias from dt ∈
-  // [1e-3, 1e-1]), layer l from seed + l.
+  // Layer `layer`'s mixer: softmax attention, or a hybrid mixer whose recipe and parameters are
+  // those of `mixer` (mixers/hybrid_mixer.h; other kinds are refused in one line).
+  Status set_layer_mixer(int layer, mixers::Mixer& mixer);
+  // Every layer a hybrid of `options` with fresh parameters, initialised as the CPU mixer
+  // initialises them (mixers::mixer_create), layer l from seed + l.
   Status set_all_hybrid_random(const mixers::MixerOptions& options, uint64_t seed);
 
   // Forward of T tokens from position 0: ids (T) on the device; logits (T, V) fp32 on the device,
@@ -166,6 +166,17 @@ class GpuModel {
   friend Result<std::unique_ptr<GpuModel>> gpu_model_random(const ModelConfig& config,
                                                            uint64_t seed);
   Status ensure_scratch(int T, bool trace);
+  // The per-token parts of a transformer layer over n rows (one layer block, used by the
+  // whole-sequence forward in row chunks and by the one-token decode step): block_input
+  // xn = RMSNorm(h), [q; k; v] = xn W_qkvᵀ (+bias, +q/k norm), the mixer's inputs; block_output
+  // h += y W_oᵀ (+bias), h += MLP(RMSNorm(h)). qkv32 (n, H·D + 2·G·D), xn2 (n, C), gu (n, 2F),
+  // act (n, F): working rows.
+  Status block_input(const GpuLayer& L, const float* h, int n, bf16* xn, bf16* q, bf16* k,
+                     bf16* v, float* qkv32, cudaStream_t s) const;
+  Status block_output(const GpuLayer& L, float* h, const bf16* y, int n, bf16* xn2, bf16* gu,
+                      bf16* act, cudaStream_t s) const;
+  // The final norm and the LM head over n rows of h.
+  Status head_logits(const float* h, int n, float* logits, bf16* xn2, cudaStream_t s) const;
 
   ModelConfig config_;
   cudaStream_t stream_ = nullptr;
@@ -191,8 +202,7 @@ class GpuModel {
   DeviceArena logits_memory_;
   float* logits_ = nullptr;
   size_t logits_rows_ = 0;
-  void* hybrid_ws_ = nullptr;
-  size_t hybrid_ws_bytes_ = 0;
+  mixers::cuda::HybridScratch hybrid_scratch_;  // every hybrid layer's forward, in turn
   std::vector<GpuLayerTrace> trace_;          // per-layer buffers when tracing
   // gpu_model_trace_async: slot 1's trace buffers, the pinned token staging of both slots.
   DeviceArena trace_alt_memory_;
@@ -244,8 +254,9 @@ class GpuSequenceCache {
   DeviceArena step_;     // one-token buffers
   size_t cache_bytes_ = 0;
   std::vector<bf16*> k_, v_;                  // (max_context, G, D) per softmax layer
-  std::vector<HybridCacheView> hybrid_;       // per hybrid layer
-  std::vector<void*> hybrid_memory_;          // per hybrid layer
+  std::vector<HybridCacheView> hybrid_;       // per layer (hybrid layers), host copies
+  std::vector<void*> hybrid_memory_;          // per layer (hybrid layers)
+  HybridCacheView* hybrid_device_ = nullptr;  // (L) the views on the device (the decode step's)
   void* attn_ws_ = nullptr;
   size_t attn_ws_bytes_ = 0;
   int32_t* token_ = nullptr;                  // (1)

@@ -14,7 +14,7 @@
 #include "common/file.h"
 #include "common/progress.h"
 #include "kernels/cuda/hybrid_train.h"
-#include "mixers/cuda/gpu_hybrid_layer.h"
+#include "mixers/cuda/hybrid_mixer.h"
 #include "train/cuda/gpu_train_util.h"
 #include "mixers/hybrid_mixer.h"
 
@@ -23,8 +23,9 @@ namespace golinear::train::cuda {
 namespace kc = kernels::cuda;
 using golinear::cuda::GpuLayerTrace;
 using kernels::cuda::bf16;
-using mixers::cuda::GpuHybridLayer;
-using mixers::cuda::GpuHybridScratch;
+using mixers::cuda::GpuHybridMixer;
+using mixers::cuda::HybridIO;
+using mixers::cuda::HybridScratch;
 using mixers::cuda::GpuStageProfile;
 
 Result<GpuTeacher> gpu_teacher_from_cpu(const Model& teacher) {
@@ -77,7 +78,7 @@ Result<TrainReport> gpu_attention_transfer(const GpuTeacher& teacher_trace, cons
   GL_ASSIGN_OR_RETURN(const GpuTrainedLayers selected, gpu_trained_layers(students, "GPU attention transfer"));
   const std::vector<int>& trained = selected.layers;
   const mixers::MixerOptions& recipe = selected.recipe;
-  const long per_layer = mixers::cuda::gpu_hybrid_parameter_count(shape);
+  const long per_layer = mixers::cuda::hybrid_parameter_count(recipe, shape);
   const long P = per_layer * (long)trained.size();
 
   // Device state: parameters, gradients, moments (flat fp32), the layers, one scratch.
@@ -111,18 +112,18 @@ Result<TrainReport> gpu_attention_transfer(const GpuTeacher& teacher_trace, cons
   cudaStream_t stream = pipelined ? student_stream.get() : 0;
   CublasHandle cublas;
   GL_TRY(cublas.create());
-  std::vector<GpuHybridLayer> layers;
+  std::vector<GpuHybridMixer> layers;
   for (size_t i = 0; i < trained.size(); ++i) {
-    GL_ASSIGN_OR_RETURN(GpuHybridLayer layer,
-                        GpuHybridLayer::create(recipe, shape, teacher.inv_freq,
+    GL_ASSIGN_OR_RETURN(GpuHybridMixer layer,
+                        GpuHybridMixer::create(recipe, shape, teacher.inv_freq,
                                                value.get() + i * per_layer, grad.get() + i * per_layer));
     layers.push_back(std::move(layer));
   }
-  GpuHybridScratch scratch;
-  GL_TRY(scratch.allocate(shape, recipe, T));
+  HybridScratch scratch;
+  GL_TRY(scratch.reserve(HybridScratch::bytes(recipe, shape, T, true)));
   // GOLINEAR_TRANSFER_PROFILE=1: CUDA events between the stages, a table on stderr at the end.
   GpuStageProfile profile;
-  if (GpuStageProfile::enabled_by_env()) profile.enable();
+  if (options.profile) profile.enable();
   scratch.profile = profile.enabled() ? &profile : nullptr;
 
   // The CPU optimizer only stores the moments for checkpoints (same format as the CPU trainer).
@@ -192,11 +193,11 @@ Result<TrainReport> gpu_attention_transfer(const GpuTeacher& teacher_trace, cons
       for (size_t i = 0; i < trained.size(); ++i) {
         const GpuLayerTrace& io = (*io_traces)[trained[i]];
         double* layer_sums = loss_sums.get() + ((size_t)b * trained.size() + i) * 2;
-        // The mix gate fused with the loss: no y or dy buffer (gpu_hybrid_layer.h).
-        GL_TRY(layers[i].forward(scratch, io.x, io.q, io.k, io.v, cublas.get(), stream, false));
-        GL_TRY(layers[i].loss_nmse(scratch, layer_sums, io.y, stream));
-        GL_TRY(layers[i].backward_nmse(scratch, layer_sums, scale, io.y, io.x, io.q, io.k, io.v,
-                                       cublas.get(), stream));
+        // The mixing fused with the loss: no y or dy buffer (mixers/cuda/hybrid_mixer.h).
+        const HybridIO in{T, io.x, io.q, io.k, io.v};
+        GL_TRY(layers[i].forward_train(scratch, in, nullptr, cublas.get(), stream));
+        GL_TRY(layers[i].loss_nmse(scratch, in, layer_sums, io.y, stream));
+        GL_TRY(layers[i].backward_nmse(scratch, in, layer_sums, scale, io.y, cublas.get(), stream));
       }
       if (pipelined) GL_CUDA_CHECK(cudaEventRecord(students_done[seq % 2].get(), stream));
       tokens_this_run += T;

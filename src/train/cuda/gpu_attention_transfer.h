@@ -2,12 +2,12 @@
 // options, schedule, loss and report. Per step and sequence, one teacher forward gives every
 // layer's mixer inputs and teacher output on the device (bf16); every linearized layer then runs
 // the GPU hybrid layer's training forward, its normalized MSE and backward
-// (mixers/cuda/gpu_hybrid_layer.h); then the global gradient norm, clipping and AdamW over one
+// (mixers/cuda/hybrid_mixer.h); then the global gradient norm, clipping and AdamW over one
 // flat fp32 buffer holding every layer's parameters.
 //
 // Resume checkpoints are the CPU trainer's (train_state_save/load: every parameter, the AdamW
 // moments in the CPU parameter order, the step), so a run may stop on one device and resume on
-// the other. Only the default recipe trains here (gpu_hybrid_check_recipe); other layers must be
+// the other. Every recipe the GPU hybrid mixer runs trains here (hybrid_check_recipe); other layers must be
 // softmax (kept full).
 #pragma once
 

@@ -16,7 +16,7 @@
 #include "kernels/cuda/hybrid.h"
 #include "kernels/cuda/hybrid_train.h"
 #include "kernels/cuda/model_ops.h"
-#include "mixers/cuda/gpu_hybrid_layer.h"
+#include "mixers/cuda/hybrid_mixer.h"
 #include "train/cuda/gpu_train_util.h"
 #include "mixers/hybrid_mixer.h"
 #include "model/cuda/gpu_model.h"
@@ -27,8 +27,9 @@ namespace golinear::train::cuda {
 namespace kc = kernels::cuda;
 using golinear::cuda::DeviceArena;
 using kernels::cuda::bf16;
-using mixers::cuda::GpuHybridLayer;
-using mixers::cuda::GpuHybridScratch;
+using mixers::cuda::GpuHybridMixer;
+using mixers::cuda::HybridIO;
+using mixers::cuda::HybridScratch;
 
 namespace {
 
@@ -42,7 +43,7 @@ class Distiller {
   Result<double> accumulate(const int32_t* host_ids, float scale);
 
   const std::vector<int>& trained() const { return trained_; }
-  std::vector<GpuHybridLayer>& layers() { return hybrid_; }
+  std::vector<GpuHybridMixer>& layers() { return hybrid_; }
   long parameter_count() const { return P_; }
   float* value() const { return value_.get(); }
   float* grad() const { return grad_.get(); }
@@ -72,8 +73,8 @@ class Distiller {
   std::vector<Layer> layers_;
   std::vector<int> trained_;
   mixers::MixerOptions recipe_;
-  std::vector<GpuHybridLayer> hybrid_;
-  GpuHybridScratch scratch_;
+  std::vector<GpuHybridMixer> hybrid_;
+  HybridScratch scratch_;
   long P_ = 0;
   kc::DeviceBuffer<float> value_, grad_;
   // Working buffers.
@@ -131,18 +132,19 @@ Status Distiller::init(const Model& model, MixerStack& students, int T) {
     GL_TRY(golinear::cuda::upload_layer_weights(weights_, model.layers[l], c_, nullptr, &layers_[l]));
 
   // The trained layers: one flat parameter / gradient buffer.
-  const long per_layer = mixers::cuda::gpu_hybrid_parameter_count(shape);
+  const long per_layer = mixers::cuda::hybrid_parameter_count(recipe_, shape);
   P_ = per_layer * (long)trained_.size();
   GL_TRY(value_.allocate(P_));
   GL_TRY(grad_.allocate(P_));
   GL_CUDA_CHECK(cudaMemset(grad_.get(), 0, P_ * 4));
   for (size_t i = 0; i < trained_.size(); ++i) {
-    GL_ASSIGN_OR_RETURN(GpuHybridLayer layer,
-                        GpuHybridLayer::create(recipe_, shape, model.inv_freq, value_.get() + i * per_layer,
+    GL_ASSIGN_OR_RETURN(GpuHybridMixer layer,
+                        GpuHybridMixer::create(recipe_, shape, model.inv_freq, value_.get() + i * per_layer,
                                                grad_.get() + i * per_layer));
     hybrid_.push_back(std::move(layer));
   }
-  GL_TRY(scratch_.allocate(shape, recipe_, T));
+  GL_TRY(scratch_.reserve(std::max(HybridScratch::bytes(recipe_, shape, T, true),
+                                    HybridScratch::bytes(recipe_, shape, T, false))));
 
   // Activations and working buffers.
   const size_t t = T, C = C_, F = F_, V = V_, HD = HD_, GD = GD_, QKV = QKV_, H = H_;
@@ -224,9 +226,8 @@ Status Distiller::forward(bool student, float* logits) {
                                       (size_t)GD_ * 4, T, cudaMemcpyDeviceToDevice, s));
     }
     GL_TRY(kc::qkv_split(d.q, d.k, d.v, qkv32_, nullptr, d.q_norm, d.k_norm, T, H_, G_, D_, eps_, s));
-    if (student && d.hybrid >= 0) {
-      GL_TRY(hybrid_[d.hybrid].forward(scratch_, d.xn, d.q, d.k, d.v, cb, s));
-      GL_TRY(kc::convert_f32_to_bf16(d.y, scratch_.y, (long)T * HD_, s));
+    if (student && d.hybrid >= 0) {  // the backward recomputes what it needs
+      GL_TRY(hybrid_[d.hybrid].forward(scratch_, HybridIO{T, d.xn, d.q, d.k, d.v}, d.y, nullptr, cb, s));
     } else {
       GL_CUDA_CHECK(cudaMemcpyAsync(d.qr, d.q, (size_t)T * HD_ * 2, cudaMemcpyDeviceToDevice, s));
       GL_CUDA_CHECK(cudaMemcpyAsync(d.kr, d.k, (size_t)T * GD_ * 2, cudaMemcpyDeviceToDevice, s));
@@ -269,10 +270,10 @@ Status Distiller::backward(float scale) {
     GL_TRY(kc::convert_f32_to_bf16(dh_bf_, dh_, (long)T * C_, s));
     GL_TRY(kc::gemm_bf16_nn(cb, dy_, 0.0f, dh_bf_, d.w_o, T, HD_, C_, s));
     if (d.hybrid >= 0) {
-      GpuHybridLayer& layer = hybrid_[d.hybrid];
-      GL_TRY(layer.forward(scratch_, d.xn, d.q, d.k, d.v, cb, s));  // its intermediates again
-      GL_CUDA_CHECK(cudaMemcpyAsync(scratch_.dy, dy_, (size_t)T * HD_ * 4, cudaMemcpyDeviceToDevice, s));
-      GL_TRY(layer.backward(scratch_, d.xn, d.q, d.k, d.v, cb, s, dx_mix_, dq_, dk_, dv_));
+      GpuHybridMixer& layer = hybrid_[d.hybrid];
+      const HybridIO in{T, d.xn, d.q, d.k, d.v};
+      GL_TRY(layer.forward_train(scratch_, in, nullptr, cb, s));  // its intermediates again
+      GL_TRY(layer.backward(scratch_, in, dy_, cb, s, dx_mix_, dq_, dk_, dv_));
     } else {
       GL_TRY(kc::attention_backward(dqr_, dkr_, dv_, dy_, d.y, d.lse, d.qr, d.kr, d.v, T, H_, G_, D_,
                                     kc::AttentionMaskSpec{}, attn_ws_, attn_ws_bytes_, s));

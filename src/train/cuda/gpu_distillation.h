@@ -3,7 +3,7 @@
 //   1 the teacher's logits: the backbone with every layer softmax attention (bf16 weights, fp32
 //     residual, as model/cuda/gpu_model.h);
 //   2 the student's forward through the same backbone with the linearized layers' mixers
-//     (mixers/cuda/gpu_hybrid_layer.h; layers kept full stay softmax), keeping every layer's
+//     (mixers/cuda/hybrid_mixer.h; layers kept full stay softmax), keeping every layer's
 //     activations (residual fp32, norms/q/k/v/y/[gate;up] bf16, the softmax lse); the hybrid
 //     mixer's own intermediates are recomputed in the backward (one shared scratch);
 //   3 KL(teacher ‖ student) per token (fp32 logits, stable log-softmax, fp64 sums), its gradient
@@ -20,8 +20,8 @@
 //
 // Same TrainOptions / TrainReport / resume checkpoints (train_state_save/load: every parameter,
 // the AdamW moments in the CPU order, the step) as train::distill_end_to_end, so a run may stop
-// on one device and resume on the other. Only the default hybrid recipe trains here
-// (gpu_hybrid_check_recipe); other student layers must be softmax (kept full); the teacher's
+// on one device and resume on the other. Every recipe the GPU hybrid mixer runs trains here
+// (hybrid_check_recipe); other student layers must be softmax (kept full); the teacher's
 // mixers must all be softmax attention.
 #pragma once
 

@@ -9,7 +9,7 @@
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/hybrid_train.h"
 
-#include "mixers/cuda/gpu_hybrid_layer.h"
+#include "mixers/cuda/hybrid_mixer.h"
 #include "mixers/hybrid_mixer.h"
 
 namespace golinear::train::cuda {
@@ -59,12 +59,15 @@ Result<GpuTrainedLayers> gpu_trained_layers(const MixerStack& students, const st
     const auto* hybrid = dynamic_cast<const mixers::HybridMixer*>(students[l].get());
     if (!hybrid)
       return make_error(what, ": layer ", l, " is '", students[l]->kind(),
-                        "': only the default hybrid recipe or softmax (kept full) trains on the GPU");
-    if (Status st = mixers::cuda::gpu_hybrid_check_recipe(hybrid->options(), hybrid->shape()); !st.ok())
+                        "': only hybrid mixers or softmax (kept full) train on the GPU");
+    if (Status st = mixers::cuda::hybrid_check_recipe(hybrid->options(), hybrid->shape()); !st.ok())
       return make_error("golinear linearize --device cuda: ", st.error());
-    if (!out.layers.empty() && (hybrid->options().sinks != out.recipe.sinks ||
-                                hybrid->options().window != out.recipe.window))
-      return make_error(what, ": every linearized layer must share sinks and window");
+    const mixers::MixerOptions& o = hybrid->options();
+    if (!out.layers.empty() &&
+        (o.kind != out.recipe.kind || o.mix != out.recipe.mix || o.sinks != out.recipe.sinks ||
+         o.window != out.recipe.window || o.conv != out.recipe.conv ||
+         o.linear_rope != out.recipe.linear_rope))
+      return make_error(what, ": every linearized layer must share one recipe (layer ", l, " differs)");
     out.recipe = hybrid->options();
     out.layers.push_back((int)l);
   }
@@ -84,12 +87,12 @@ Status GpuAdamW::allocate(long P) {
 }
 
 Status GpuAdamW::step(float* value, float* grad, float lr, const AdamWOptions& o, long t,
-                      std::vector<mixers::cuda::GpuHybridLayer>& layers, cudaStream_t stream) {
+                      std::vector<mixers::cuda::GpuHybridMixer>& layers, cudaStream_t stream) {
   namespace kc = kernels::cuda;
   GL_TRY(kc::grad_norm(norm_.get(), grad, P_, norm_ws_.get(), norm_ws_.size(), stream));
   const kc::AdamWStep adam{lr, o.beta1, o.beta2, o.eps, o.weight_decay, o.clip_norm, t};
   GL_TRY(kc::adamw_step(value, grad, m_.get(), v_.get(), P_, norm_.get(), adam, stream));
-  for (mixers::cuda::GpuHybridLayer& layer : layers) GL_TRY(layer.refresh_gates(stream));
+  for (mixers::cuda::GpuHybridMixer& layer : layers) GL_TRY(layer.refresh_gates(stream));
   return ok_status();
 }
 
@@ -107,7 +110,7 @@ Result<std::vector<FlatPiece>> flat_pieces(MixerStack& students, const std::vect
     const long block = (long)(it - trained.begin()) * per_layer;
     auto* hybrid = dynamic_cast<mixers::HybridMixer*>(students[l].get());
     if (!hybrid) return make_error(what, ": layer ", l, " is not a hybrid mixer");
-    const auto layout = mixers::cuda::gpu_hybrid_layout(hybrid->shape());
+    const auto layout = mixers::cuda::hybrid_layout(hybrid->options(), hybrid->shape());
     for (const mixers::Parameter* p : params) {
       const mixers::cuda::GpuParamSlot* slot = nullptr;
       for (const auto& s : layout)

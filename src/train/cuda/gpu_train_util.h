@@ -12,7 +12,7 @@
 #include "model/transformer.h"
 #include "train/attention_transfer.h"
 #include "kernels/cuda/cuda_common.h"
-#include "mixers/cuda/gpu_hybrid_layer.h"
+#include "mixers/cuda/hybrid_mixer.h"
 #include "train/optimizer.h"
 
 namespace golinear::train::cuda {
@@ -61,8 +61,8 @@ class CudaEvent {
   cudaEvent_t event_ = nullptr;
 };
 
-// The layers a GPU trainer trains: every hybrid mixer of `students`, each of the GPU's recipe
-// (gpu_hybrid_check_recipe) and all with the same sinks and window; the other layers must be
+// The layers a GPU trainer trains: every hybrid mixer of `students`, each of a recipe the GPU
+// runs (hybrid_check_recipe) and all of one recipe; the other layers must be
 // softmax attention (kept full). `what` names the trainer in errors.
 struct GpuTrainedLayers {
   std::vector<int> layers;
@@ -80,7 +80,7 @@ class GpuAdamW {
   // One step (t: the step count after it) on value, grad (P); then each layer's bf16 gate
   // weights are refreshed from the new values.
   Status step(float* value, float* grad, float lr, const AdamWOptions& o, long t,
-              std::vector<mixers::cuda::GpuHybridLayer>& layers, cudaStream_t stream);
+              std::vector<mixers::cuda::GpuHybridMixer>& layers, cudaStream_t stream);
 
  private:
   long P_ = 0;
@@ -94,7 +94,7 @@ struct FlatPiece {
 };
 
 // The CPU AdamW flattens trainable_parameters(students) in order (layers, then each mixer's
-// parameters()); the device buffer holds each trained layer's gpu_hybrid_layout block, layer
+// parameters()); the device buffer holds each trained layer's hybrid_layout block, layer
 // trained[i] at i · per_layer. `what` names the trainer in errors.
 Result<std::vector<FlatPiece>> flat_pieces(MixerStack& students, const std::vector<int>& trained,
                                            long per_layer, const std::string& what);
