@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
-#include <cstdlib>
 #include <type_traits>
 #include <vector>
 
@@ -791,10 +790,6 @@ __global__ void __launch_bounds__(BV * 2, 1) gdn_state_pass_kernel(
   }
 }
 
-int env_int(const char* name, int fallback) {
-  const char* e = std::getenv(name);
-  return e ? std::atoi(e) : fallback;
-}
 // (A state pass at value_block 64 on Hopper's warpgroup MMA, wgmma, was correct but slower and
 // was removed; its numbers are in docs/BENCHMARKS.md.)
 // (A two-stage state pass for D = 128, 64 value columns, 151 KB of shared memory so that one
@@ -860,13 +855,12 @@ Status state_pass(int value_block, bf16* o, float* state_final, const float* sta
   }
 }
 
-// The prepare kernel, its shared memory allowed (SIGNAL: the persistent pass's).
+// The prepare kernel, its shared memory allowed (SIGNAL: the persistent pass's; staged: the
+// staged stores, else the fragment stores).
 template <int D, bool SIGNAL = false>
-Result<decltype(&gdn_prepare_kernel<D, true, SIGNAL>)> prepare_kernel() {
+Result<decltype(&gdn_prepare_kernel<D, true, SIGNAL>)> prepare_kernel(bool staged) {
   using L = PrepareLayout<D>;
   static_assert(8 * 16 * (D / 2) * 2 <= 64 * L::LDF * 4, "W/U staging tiles must fit in T's buffer");
-  // GOLINEAR_GDN_PREP_STAGED=0 picks the fragment stores.
-  const bool staged = env_int("GOLINEAR_GDN_PREP_STAGED", 1) != 0;
   auto prepare =
       staged ? gdn_prepare_kernel<D, true, SIGNAL> : gdn_prepare_kernel<D, false, SIGNAL>;
   GL_CUDA_CHECK(cudaFuncSetAttribute(prepare, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -876,8 +870,8 @@ Result<decltype(&gdn_prepare_kernel<D, true, SIGNAL>)> prepare_kernel() {
 template <int D>
 Status launch_prepare(const bf16* q, const bf16* k, const bf16* v, const float* g,
                       const float* beta, int N, int H, int G, const ForwardWorkspace& ws,
-                      int c_begin, int c_end, bf16* T_out, cudaStream_t stream) {
-  GL_ASSIGN_OR_RETURN(auto prepare, prepare_kernel<D>());
+                      int c_begin, int c_end, bf16* T_out, cudaStream_t stream, bool staged) {
+  GL_ASSIGN_OR_RETURN(auto prepare, prepare_kernel<D>(staged));
   prepare<<<dim3(H, c_end - c_begin), kPrepareThreads, PrepareLayout<D>::total, stream>>>(
       ws.W, ws.U, ws.P, ws.gamma, ws.gexp, q, k, v, g, beta, N, H, G, c_begin, T_out, nullptr,
       0);
@@ -885,15 +879,14 @@ Status launch_prepare(const bf16* q, const bf16* k, const bf16* v, const float* 
   return ok_status();
 }
 
-// Pipelined forward (GOLINEAR_GDN_SEGMENTS=1 turns it off): the chunks split into
+// Pipelined forward (options.segments = 1 turns it off): the chunks split into
 // segments; the state pass of segment s (on a high-priority side stream) overlaps the prepare of
 // segment s + 1 (on the caller's stream), the state carried between segments in the workspace.
-// Segments of the pipelined forward: GOLINEAR_GDN_SEGMENTS, else one per 32 chunks, at most 16
-// (H200, H = 32, G = 8, D = 128, one segment → auto: 8K 0.49 → 0.42 ms, 16K 0.96 → 0.79,
-// 32K 1.90 → 1.50; with the prepare's staged stores 32K 1.70 → 1.41).
-int forward_segments(int NC) {
-  const int env = env_int("GOLINEAR_GDN_SEGMENTS", 0);
-  const int n = env > 0 ? env : std::clamp(NC / 32, 1, 16);
+// Segments of the pipelined forward: `requested` (options.segments) if > 0, else one per 32
+// chunks, at most 16 (H200, H = 32, G = 8, D = 128, one segment → auto: 8K 0.49 → 0.42 ms, 16K
+// 0.96 → 0.79, 32K 1.90 → 1.50; with the prepare's staged stores 32K 1.70 → 1.41).
+int forward_segments(int NC, int requested) {
+  const int n = requested > 0 ? requested : std::clamp(NC / 32, 1, 16);
   return std::min({n, NC, kMaxSegments});
 }
 // Chunk boundaries b[0..NS] of the pipelined forward's NS even segments. (Measured slower and
@@ -976,8 +969,8 @@ Result<SideStream*> side_stream(cudaStream_t stream) {
   return &s;
 }
 
-// The persistent state pass (by default from 256 chunks on, T ≥ 16K; GOLINEAR_GDN_PERSISTENT=0
-// never, =1 at every length): ONE state-pass launch on the side stream for all segments, its
+// The persistent state pass (by default from 256 chunks on, T ≥ 16K; options.persistent never or
+// always overrides): ONE state-pass launch on the side stream for all segments, its
 // state in registers throughout. The segments (the pipeline's) only mark where the state pass
 // waits: before staging the first chunk of segment s (gdn_state_pass_kernel's WAIT) until all
 // H·(its chunks) prepare blocks have counted themselves in ws.ready[s] (zeroed on `stream`
@@ -999,9 +992,13 @@ constexpr int kPersistentFreeSms = 8;
 // → 0.392 ms (slower: a single segment's prepare hides less), 16K 0.718 → 0.703, 32K 1.399 →
 // 1.343; hence the default threshold.
 constexpr int kPersistentMinChunks = 256;
-bool persistent_wanted(int NC) {
-  const int m = env_int("GOLINEAR_GDN_PERSISTENT", -1);
-  return m < 0 ? NC >= kPersistentMinChunks : m != 0;
+bool persistent_wanted(int NC, GatedDeltaPersistent mode) {
+  switch (mode) {
+    case GatedDeltaPersistent::never: return false;
+    case GatedDeltaPersistent::always: return true;
+    case GatedDeltaPersistent::automatic: break;
+  }
+  return NC >= kPersistentMinChunks;
 }
 template <int D>
 Result<bool> persistent_usable(const SideStream& side, int H, int value_block,
@@ -1019,7 +1016,7 @@ Status persistent_forward(bf16* o, float* state_final, const float* state_init, 
                           const bf16* k, const bf16* v, const float* g, const float* beta, int N,
                           int H, int G, const ForwardWorkspace& ws, cudaStream_t stream,
                           int value_block, int NS, const int (&bounds)[kMaxSegments + 1],
-                          SideStream& side) {
+                          SideStream& side, bool staged_prepare) {
   const int NC = (N + kChunk - 1) / kChunk;
   SegmentWait wait;
   wait.ready = ws.ready;
@@ -1029,7 +1026,7 @@ Status persistent_forward(bf16* o, float* state_final, const float* state_init, 
   GL_CUDA_CHECK(cudaMemsetAsync(ws.ready, 0, NS * sizeof(unsigned), stream));
   GL_CUDA_CHECK(cudaEventRecord(side.fork, stream));
   GL_CUDA_CHECK(cudaStreamWaitEvent(side.stream, side.fork, 0));
-  GL_ASSIGN_OR_RETURN(auto prepare, (prepare_kernel<D, true>()));
+  GL_ASSIGN_OR_RETURN(auto prepare, (prepare_kernel<D, true>(staged_prepare)));
   for (int s = 0; s < NS; ++s) {
     const int cb = bounds[s], ce = bounds[s + 1];
     prepare<<<dim3(H, ce - cb), kPrepareThreads, PrepareLayout<D>::total, stream>>>(
@@ -1051,31 +1048,32 @@ Status chunked_forward(bf16* o, float* state_final, const float* state_init, con
                        const bf16* k, const bf16* v, const float* g, const float* beta, int N,
                        int H, int G, const ForwardWorkspace& ws, cudaStream_t stream,
                        void* checkpoints, int value_block, bf16* T_out = nullptr,
-                       bool ck_bf16 = false) {
+                       bool ck_bf16 = false, const GatedDeltaForwardOptions& options = {}) {
   const int NC = (N + kChunk - 1) / kChunk;
   int bounds[kMaxSegments + 1];
-  const int NS = checkpoints || T_out ? 1 : forward_segments(NC);
+  const int NS = checkpoints || T_out ? 1 : forward_segments(NC, options.segments);
+  const bool staged = options.staged_prepare;
   segment_bounds(NC, NS, bounds);
   SideStream* side = nullptr;
   if (NS > 1) {
     GL_ASSIGN_OR_RETURN(side, side_stream(stream));
   }
   if (!side) {
-    GL_TRY(launch_prepare<D>(q, k, v, g, beta, N, H, G, ws, 0, NC, T_out, stream));
+    GL_TRY(launch_prepare<D>(q, k, v, g, beta, N, H, G, ws, 0, NC, T_out, stream, staged));
     return state_pass<D>(value_block, o, state_final, state_init, checkpoints, ck_bf16, q, k, ws,
                          N, H, G, 0, NC, stream);
   }
-  if (persistent_wanted(NC)) {
+  if (persistent_wanted(NC, options.persistent)) {
     GL_ASSIGN_OR_RETURN(const bool usable, persistent_usable<D>(*side, H, value_block, stream));
     if (usable)
       return persistent_forward<D>(o, state_final, state_init, q, k, v, g, beta, N, H, G, ws,
-                                   stream, value_block, NS, bounds, *side);
+                                   stream, value_block, NS, bounds, *side, staged);
   }
   // Every prepare on `stream`, one after another; segment s's state pass on the side stream.
   float* carry[2] = {ws.carry, ws.carry + (size_t)H * D * D};
   for (int s = 0; s < NS; ++s) {
     const int cb = bounds[s], ce = bounds[s + 1];
-    GL_TRY(launch_prepare<D>(q, k, v, g, beta, N, H, G, ws, cb, ce, nullptr, stream));
+    GL_TRY(launch_prepare<D>(q, k, v, g, beta, N, H, G, ws, cb, ce, nullptr, stream, staged));
     GL_CUDA_CHECK(cudaEventRecord(side->ready[s % 2], stream));
     GL_CUDA_CHECK(cudaStreamWaitEvent(side->stream, side->ready[s % 2], 0));
     GL_TRY(state_pass<D>(value_block, o, s == NS - 1 ? state_final : carry[s % 2],
@@ -1862,15 +1860,20 @@ Status gated_delta_chunked_forward(bf16* o, float* state_final, const float* sta
                                    const bf16* q, const bf16* k, const bf16* v, const float* g,
                                    const float* beta, int N, int H, int G, int D, void* workspace,
                                    size_t workspace_bytes, cudaStream_t stream,
-                                   float* checkpoints, int value_block) {
+                                   float* checkpoints, int value_block,
+                                   const GatedDeltaForwardOptions& options) {
   GL_TRY(check_shapes("gated_delta_chunked_forward", N, H, G));
+  if (options.segments < 0)
+    return make_error("gated_delta_chunked_forward: segments ", options.segments,
+                      " (0: automatic, else ≥ 1)");
   const ForwardWorkspace ws = forward_workspace(workspace, N, H, D);
   if (workspace_bytes < ws.bytes)
     return make_error("gated_delta_chunked_forward: workspace of ", workspace_bytes,
                       " bytes, needs ", ws.bytes);
   return dispatch_head_dim(D, [&](auto d) {
     return chunked_forward<decltype(d)::value>(o, state_final, state_init, q, k, v, g, beta, N, H,
-                                               G, ws, stream, checkpoints, value_block);
+                                               G, ws, stream, checkpoints, value_block,
+                                               nullptr, false, options);
   });
 }
 
