@@ -22,6 +22,11 @@ struct TrainOptions {
   float lr = 3e-3f;
   long warmup = 10;
   AdamWOptions adam;
+  // GPU trainer (gpu_attention_transfer) only: per-stage milliseconds on stderr (CUDA events
+  // between the stages; slower), and the teacher of the next sequence traced beside the students
+  // of this one where the teacher can (false: synchronously, before them; same loss curve).
+  bool profile = false;
+  bool pipeline_teacher = true;
   long checkpoint_every = 0;  // steps between resume checkpoints (0: none)
   std::string state_path;     // where resume checkpoints go (train_state.safetensors)
   bool resume = false;

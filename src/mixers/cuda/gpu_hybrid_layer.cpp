@@ -79,11 +79,6 @@ GpuStageProfile::~GpuStageProfile() {
   for (cudaEvent_t e : events_) cudaEventDestroy(e);  // nothing to report from a destructor
 }
 
-bool GpuStageProfile::enabled_by_env() {
-  const char* env = std::getenv("GOLINEAR_TRANSFER_PROFILE");
-  return env && *env && std::strcmp(env, "0") != 0;
-}
-
 void GpuStageProfile::mark(const char* stage, cudaStream_t stream) {
   if (!enabled_) return;
   if (used_ == events_.size()) {

@@ -42,7 +42,7 @@ Status gpu_hybrid_check_recipe(const MixerOptions& options, const AttentionShape
 std::vector<GpuParamSlot> gpu_hybrid_layout(const AttentionShape& shape);
 long gpu_hybrid_parameter_count(const AttentionShape& shape);
 
-// Stage timing of the GPU trainers (GOLINEAR_TRANSFER_PROFILE=1): mark(stage) records a CUDA
+// Stage timing of the GPU trainers (TrainOptions::profile): mark(stage) records a CUDA
 // event on the stream; the GPU time since the previous mark is charged to `stage`, so a stage's
 // time includes any idle gap before it (host work, synchronization). collect() after the stream
 // is idle folds the recorded intervals into the totals; report() is a table, one row per stage
@@ -53,8 +53,6 @@ class GpuStageProfile {
   GpuStageProfile(const GpuStageProfile&) = delete;
   GpuStageProfile& operator=(const GpuStageProfile&) = delete;
   ~GpuStageProfile();
-  // Set when GOLINEAR_TRANSFER_PROFILE is set to anything but "" or "0".
-  static bool enabled_by_env();
   void enable() { enabled_ = true; }
   bool enabled() const { return enabled_; }
   void mark(const char* stage, cudaStream_t stream);

@@ -94,11 +94,9 @@ Result<TrainReport> gpu_attention_transfer(const GpuTeacher& teacher_trace, cons
   // take SMs as the teacher's GEMM tiles free them) while the teacher of the next sequence runs
   // on its stream, into the other of two trace slots. Same kernels, same order of every sum:
   // the loss curve equals the synchronous run's bit for bit (tests/train/cuda). Measured on the
-  // 8B shape (H200): 21.4K vs 19.7K tokens/s. GOLINEAR_TRANSFER_PIPELINE=0 turns it off: the
-  // students then run on the legacy default stream after each synchronous trace.
-  const char* pipeline_env = std::getenv("GOLINEAR_TRANSFER_PIPELINE");
-  const bool pipelined =
-      (bool)teacher_trace.async() && !(pipeline_env && std::strcmp(pipeline_env, "0") == 0);
+  // 8B shape (H200): 21.4K vs 19.7K tokens/s. options.pipeline_teacher = false turns it off:
+  // the students then run on the legacy default stream after each synchronous trace.
+  const bool pipelined = (bool)teacher_trace.async() && options.pipeline_teacher;
   CudaStream student_stream;
   CudaEvent teacher_done[2], students_done[2];
   if (pipelined) {
@@ -120,9 +118,9 @@ Result<TrainReport> gpu_attention_transfer(const GpuTeacher& teacher_trace, cons
   }
   GpuHybridScratch scratch;
   GL_TRY(scratch.allocate(shape, recipe, T));
-  // GOLINEAR_TRANSFER_PROFILE=1: CUDA events between the stages, a table on stderr at the end.
+  // options.profile: CUDA events between the stages, a table on stderr at the end.
   GpuStageProfile profile;
-  if (GpuStageProfile::enabled_by_env()) profile.enable();
+  if (options.profile) profile.enable();
   scratch.profile = profile.enabled() ? &profile : nullptr;
 
   // The CPU optimizer only stores the moments for checkpoints (same format as the CPU trainer).
