@@ -20,10 +20,6 @@ target_link_libraries(golinear_cuda PUBLIC CUDA::cudart CUDA::cublas)
 target_compile_options(golinear_cuda PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall --expt-relaxed-constexpr>)
 target_compile_definitions(golinear_cuda PUBLIC GOLINEAR_HAVE_CUDA=1)
 
-# The mixer table of ANCHORS.md without the rest of the CLI (same code as `golinear bench`).
-add_executable(golinear_bench_cuda ${CMAKE_SOURCE_DIR}/bench/cuda/golinear_bench_cuda.cpp)
-target_link_libraries(golinear_bench_cuda PRIVATE golinear_cuda)
-
 # The GPU parts of the higher boxes of DESIGN.md §8: src/<module>/cuda/*.{cu,cpp} becomes
 # golinear_<module>_cuda on top of golinear_<module> and the kernels (full builds only: the
 # device build has no io/tokenizer dependencies). Each links the GPU boxes below it.
@@ -40,3 +36,20 @@ foreach(module mixers model train analysis eval runtime)
     list(PREPEND GOLINEAR_CUDA_MODULE_LIBS golinear_${module}_cuda)
   endif()
 endforeach()
+
+# The benchmarks, a box apart from the boxes they measure: src/bench/cuda becomes
+# golinear_benchmarks_cuda on top of the GPU boxes above, called by `golinear bench` (src/cli
+# parses the options). The device build has only the kernels: there it holds the mixer benchmark.
+file(GLOB GOLINEAR_BENCH_CUDA_SOURCES CONFIGURE_DEPENDS
+     ${CMAKE_SOURCE_DIR}/src/bench/cuda/*.cu ${CMAKE_SOURCE_DIR}/src/bench/cuda/*.cpp)
+if(NOT GOLINEAR_CUDA_MODULE_LIBS)
+  list(FILTER GOLINEAR_BENCH_CUDA_SOURCES INCLUDE REGEX "/mixer_bench\\.cu$")
+endif()
+add_library(golinear_benchmarks_cuda STATIC ${GOLINEAR_BENCH_CUDA_SOURCES})
+target_link_libraries(golinear_benchmarks_cuda PUBLIC golinear_cuda ${GOLINEAR_CUDA_MODULE_LIBS})
+target_compile_options(golinear_benchmarks_cuda PRIVATE
+                       $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall --expt-relaxed-constexpr>)
+
+# The mixer table of ANCHORS.md without the rest of the CLI (same code as `golinear bench`).
+add_executable(golinear_bench_cuda ${CMAKE_SOURCE_DIR}/bench/cuda/golinear_bench_cuda.cpp)
+target_link_libraries(golinear_bench_cuda PRIVATE golinear_benchmarks_cuda)
