@@ -1,16 +1,22 @@
-// golinear bench: the GPU benchmarks.
+// golinear bench: the GPU benchmarks of src/bench/cuda; the options are parsed here.
 //   golinear bench [--mixers] [mixer options]      the mixer table of ANCHORS.md
-//                                                  (kernels/cuda/mixer_bench.h)
+//                                                  (bench/cuda/mixer_bench.h)
 //   golinear bench --config FILE.json | --model DIR [model options]
-//                                                  the whole-model table (runtime/cuda/model_bench.h)
+//                                                  the whole-model table (bench/cuda/model_bench.h)
+//   golinear bench --transfer --config FILE.json [transfer options]
+//                                                  attention-transfer throughput
+//                                                  (bench/cuda/transfer_bench.h)
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
+#include <sstream>
 
 #include "cli/commands.h"
 #ifdef GOLINEAR_HAVE_CUDA
-#include "kernels/cuda/mixer_bench.h"
-#include "runtime/cuda/model_bench.h"
-#include "train/cuda/transfer_bench.h"
+#include "bench/cuda/mixer_bench.h"
+#include "bench/cuda/model_bench.h"
+#include "bench/cuda/transfer_bench.h"
 #endif
 #include "cli/args.h"
 
@@ -20,9 +26,12 @@ namespace {
 
 constexpr const char* kUsage = R"(usage:
   golinear bench [--mixers] [--json --seq 2048,... --contexts 4096,... --repeats N --warmups N
-                 --value-block V --no-backward --heads H --kv-heads G --head-dim D --hidden C]
+                 --value-block V --gdn-segments N --gdn-persistent auto|never|always
+                 --no-backward --heads H --kv-heads G --head-dim D --hidden C]
       per-layer mixer table: prefill, forward+backward, decode step and cache bytes for full
-      attention, Gated DeltaNet and the hybrid mixer (Llama-3.1-8B attention shapes by default)
+      attention, Gated DeltaNet and the hybrid mixer (Llama-3.1-8B attention shapes by default);
+      --gdn-segments and --gdn-persistent schedule the Gated DeltaNet row's forward (0 and auto:
+      the default)
   golinear bench --config FILE.json | --model DIR [--contexts 4096,32768,131072,1048576
                  --variants hybrid,full --full-prefill-max 131072 --prefill-max N --repeats N
                  --warmups N --decode-repeats N --sinks S --window W --seed S --json --json-file F]
@@ -32,22 +41,143 @@ constexpr const char* kUsage = R"(usage:
       random bf16 weights of that Hugging Face config.json on the GPU (e.g.
       bench/configs/llama-3.1-8b.json); --model loads a checkpoint.
   golinear bench --transfer --config FILE.json [--seq-len 4096 --batch 1 --steps 20 --sinks 8
-                 --window 56 --seed 0 --json]
+                 --window 56 --seed 0 --json --profile --no-pipeline]
       attention-transfer throughput of that shape with random weights and random tokens, every
       layer a fresh default-recipe hybrid, trained as `linearize --device cuda` trains (tokens/s,
-      minutes per 10 M tokens)
+      minutes per 10 M tokens); --profile prints per-stage milliseconds of the hybrid layers
+      on stderr (synchronizing: slower), --no-pipeline runs the teacher's next layer after the
+      students instead of beside them
 )";
 
 #ifdef GOLINEAR_HAVE_CUDA
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream in(s);
+  std::string item;
+  while (std::getline(in, item, ',')) out.push_back(item);
+  return out;
+}
+
+// The comma-separated integers of option `name`, each in [lo, hi], into `out` (kept when absent).
+template <class T>
+Status parse_list(const Args& args, const std::string& name, long lo, long hi,
+                  std::vector<T>& out) {
+  if (!args.has(name)) return ok_status();
+  out.clear();
+  for (const std::string& item : split_commas(args.get(name))) {
+    errno = 0;
+    char* end = nullptr;
+    const long value = std::strtol(item.c_str(), &end, 10);
+    if (item.empty() || *end != '\0' || errno == ERANGE || value < lo || value > hi)
+      return make_error("golinear bench: option --", name, " expects integers in [", lo, ", ", hi,
+                        "], got '", item, "'");
+    out.push_back((T)value);
+  }
+  if (out.empty()) return make_error("golinear bench: option --", name, " needs a list of values");
+  return ok_status();
+}
+
+int bench_mixers(const Argv& argv) {
+  auto args = Args::parse("bench", argv,
+                          {{"mixers", false}, {"json", false}, {"no-backward", false}, {"seq", true},
+                           {"contexts", true}, {"repeats", true}, {"warmups", true},
+                           {"value-block", true}, {"gdn-segments", true}, {"gdn-persistent", true},
+                           {"heads", true}, {"kv-heads", true}, {"head-dim", true},
+                           {"hidden", true}},
+                          0, 0);
+  if (!args.ok()) return fail(args.error());
+  bench::cuda::MixerBenchOptions o;
+  o.json = args->has("json");
+  o.backward = !args->has("no-backward");
+  if (auto st = parse_list(*args, "seq", 1, 1 << 24, o.seq_lens); !st.ok()) return fail(st.error());
+  if (auto st = parse_list(*args, "contexts", 1, 1L << 31, o.contexts); !st.ok())
+    return fail(st.error());
+  auto repeats = args->get_int("repeats", o.repeats, 1, 1000000);
+  auto warmups = args->get_int("warmups", o.warmups, 0, 1000000);
+  auto value_block = args->get_int("value-block", o.value_block, 0, 128);
+  auto segments = args->get_int("gdn-segments", o.gdn.segments, 0, 64);
+  auto heads = args->get_int("heads", o.H, 1, 1024);
+  auto kv_heads = args->get_int("kv-heads", o.G, 1, 1024);
+  auto head_dim = args->get_int("head-dim", o.D, 1, 1024);
+  auto hidden = args->get_int("hidden", o.C, 1, 1 << 20);
+  for (const auto* r : {&repeats, &warmups, &value_block, &segments, &heads, &kv_heads, &head_dim,
+                        &hidden})
+    if (!r->ok()) return fail(r->error());
+  o.repeats = (int)*repeats;
+  o.warmups = (int)*warmups;
+  o.value_block = (int)*value_block;
+  o.gdn.segments = (int)*segments;
+  o.H = (int)*heads;
+  o.G = (int)*kv_heads;
+  o.D = (int)*head_dim;
+  o.C = (int)*hidden;
+  if (o.H % o.G != 0) return fail("golinear bench: --kv-heads must divide --heads");
+  const std::string persistent = args->get("gdn-persistent", "auto");
+  if (persistent == "auto") o.gdn.persistent = kernels::cuda::GatedDeltaPersistent::automatic;
+  else if (persistent == "never") o.gdn.persistent = kernels::cuda::GatedDeltaPersistent::never;
+  else if (persistent == "always") o.gdn.persistent = kernels::cuda::GatedDeltaPersistent::always;
+  else return fail("golinear bench: --gdn-persistent " + persistent + " (auto, never, always)");
+  auto table = bench::cuda::mixer_bench_run(o);
+  if (!table.ok()) return fail(table.error());
+  std::fputs(table->c_str(), stdout);
+  return 0;
+}
+
+int bench_model(const Argv& argv) {
+  auto args = Args::parse("bench", argv,
+                          {{"config", true}, {"model", true}, {"contexts", true}, {"variants", true},
+                           {"full-prefill-max", true}, {"prefill-max", true}, {"repeats", true},
+                           {"warmups", true}, {"decode-repeats", true}, {"sinks", true},
+                           {"window", true}, {"seed", true}, {"json", false}, {"json-file", true}},
+                          0, 0);
+  if (!args.ok()) return fail(args.error());
+  bench::cuda::ModelBenchOptions o;
+  o.config_path = args->get("config");
+  o.model_dir = args->get("model");
+  if (o.config_path.empty() == o.model_dir.empty())
+    return fail("golinear bench: give exactly one of --config FILE.json and --model DIR");
+  o.json = args->has("json");
+  o.json_file = args->get("json-file");
+  if (auto st = parse_list(*args, "contexts", 1, 0x7fffffffL, o.contexts); !st.ok())
+    return fail(st.error());
+  if (args->has("variants")) o.variants = split_commas(args->get("variants"));
+  for (const auto& v : o.variants)
+    if (v != "hybrid" && v != "full")
+      return fail("golinear bench: unknown variant '" + v + "' (hybrid, full)");
+  auto full_prefill_max = args->get_int("full-prefill-max", o.full_prefill_max, 0, 1L << 40);
+  auto prefill_max = args->get_int("prefill-max", o.prefill_max, 0, 1L << 40);
+  auto repeats = args->get_int("repeats", o.repeats, 1, 1000000);
+  auto warmups = args->get_int("warmups", o.warmups, 0, 1000000);
+  auto decode_repeats = args->get_int("decode-repeats", o.decode_repeats, 1, 1000000);
+  auto sinks = args->get_int("sinks", o.sinks, 0, 4096);
+  auto window = args->get_int("window", o.window, 0, 4096);
+  auto seed = args->get_int("seed", (long)o.seed, 0, 1L << 62);
+  for (const auto* r : {&full_prefill_max, &prefill_max, &repeats, &warmups, &decode_repeats,
+                        &sinks, &window, &seed})
+    if (!r->ok()) return fail(r->error());
+  o.full_prefill_max = *full_prefill_max;
+  o.prefill_max = *prefill_max;
+  o.repeats = (int)*repeats;
+  o.warmups = (int)*warmups;
+  o.decode_repeats = (int)*decode_repeats;
+  o.sinks = (int)*sinks;
+  o.window = (int)*window;
+  o.seed = (uint64_t)*seed;
+  auto table = bench::cuda::model_bench_run(o);
+  if (!table.ok()) return fail(table.error());
+  std::fputs(table->c_str(), stdout);
+  return 0;
+}
+
 int bench_transfer(const Argv& argv) {
   auto args = Args::parse("bench", argv,
                           {{"transfer", false}, {"config", true}, {"seq-len", true}, {"batch", true},
                            {"steps", true}, {"sinks", true}, {"window", true}, {"seed", true},
-                           {"json", false}},
+                           {"json", false}, {"profile", false}, {"no-pipeline", false}},
                           0, 0);
   if (!args.ok()) return fail(args.error());
   if (!args->has("config")) return fail("golinear bench --transfer: --config FILE.json is required");
-  train::cuda::TransferBenchOptions o;
+  bench::cuda::TransferBenchOptions o;
   o.config_path = args->get("config");
   auto seq_len = args->get_int("seq-len", 4096, 2, 1 << 20);
   auto batch = args->get_int("batch", 1, 1, 1024);
@@ -63,7 +193,9 @@ int bench_transfer(const Argv& argv) {
   o.sinks = (int)*sinks;
   o.window = (int)*window;
   o.seed = (uint64_t)*seed;
-  auto result = train::cuda::gpu_transfer_bench(o);
+  o.profile = args->has("profile");
+  o.pipeline_teacher = !args->has("no-pipeline");
+  auto result = bench::cuda::gpu_transfer_bench(o);
   if (!result.ok()) return fail(result.error());
   const Json& r = *result;
   if (args->has("json")) {
@@ -90,23 +222,8 @@ int cmd_bench(const Argv& argv) {
   if (std::find(argv.begin(), argv.end(), "--transfer") != argv.end()) return bench_transfer(argv);
   const bool model_table = std::find(argv.begin(), argv.end(), "--config") != argv.end() ||
                            std::find(argv.begin(), argv.end(), "--model") != argv.end();
-  if (model_table) {
-    auto options = cuda::model_bench_parse(argv);
-    if (!options.ok()) return fail(options.error());
-    auto table = cuda::model_bench_run(*options);
-    if (!table.ok()) return fail(table.error());
-    std::fputs(table->c_str(), stdout);
-    return 0;
-  }
-  Argv rest;
-  for (const auto& a : argv)
-    if (a != "--mixers") rest.push_back(a);
-  auto options = kernels::cuda::mixer_bench_parse(rest);
-  if (!options.ok()) return fail(options.error());
-  auto table = kernels::cuda::mixer_bench_run(*options);
-  if (!table.ok()) return fail(table.error());
-  std::fputs(table->c_str(), stdout);
-  return 0;
+  if (model_table) return bench_model(argv);
+  return bench_mixers(argv);
 #else
   (void)argv;
   return fail("bench needs the CUDA build: this golinear was built without nvcc (GOLINEAR_CUDA=ON "

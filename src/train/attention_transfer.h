@@ -22,11 +22,15 @@ struct TrainOptions {
   float lr = 3e-3f;
   long warmup = 10;
   AdamWOptions adam;
+  // GPU trainer (gpu_attention_transfer) only: per-stage milliseconds on stderr (CUDA events
+  // between the stages; slower), and the teacher of the next sequence traced beside the students
+  // of this one where the teacher can (false: synchronously, before them; same loss curve).
+  bool profile = false;
+  bool pipeline_teacher = true;
   long checkpoint_every = 0;  // steps between resume checkpoints (0: none)
   std::string state_path;     // where resume checkpoints go (train_state.safetensors)
   bool resume = false;
   long stop_after = 0;        // stop (as if interrupted) after this many steps (tests; 0: off)
-  bool profile = false;       // GPU trainers: time each stage (CUDA events), a table on stderr
 };
 
 // What a trainer does after step `step` (0-based) of a run that began at step `start`: write the

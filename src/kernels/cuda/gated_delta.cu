@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
-#include <cstdlib>
 #include <type_traits>
 #include <vector>
 
@@ -31,7 +30,7 @@ using FragB = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major>;
 using FragBT = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major>;
 using FragC = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
 
-size_t align_up(size_t x) { return (x + 255) / 256 * 256; }
+using device::align_up;
 
 // Where the chunked forward's scratch lives inside the workspace.
 struct ForwardWorkspace {
@@ -791,360 +790,11 @@ __global__ void __launch_bounds__(BV * 2, 1) gdn_state_pass_kernel(
   }
 }
 
-// ---- kernel 2 on Hopper's warpgroup MMA (value_block 64) ------------------------------------
-//
-// The chain of gdn_state_pass_kernel for one warpgroup (4 warps, 64 value columns), its products
-// on wgmma: A = the warp's registers (the mma.sync m16n8k16 A fragment of its 16 rows, so Sᵀ and
-// ũᵀ feed it as they are), B from shared memory by descriptor, read once per warpgroup instead
-// of once per warp (meant to remove the mma.sync kernel's ldmatrix traffic, 4 warps × W, Q, K;
-// measured slower, see wgmma_state_pass):
-//   [Xᵀ Yᵀ] = Sᵀ [W; Q]ᵀ (m64n128k16 × D/16),  Oᵀ = Yᵀ + ũᵀ Pᵀ (m64n64k16 × 4),
-//   Sᵀ ← e^{γL} Sᵀ + (ũ e^{γL−γ})ᵀ K (m64nDk16 × 4, K read MN-major).
-// The accumulators are the mma.sync m16n8 C layout per 8 columns, so the epilogues are kernel 2's.
-// W, Q, K and P live in the canonical no-swizzle layout: core matrices of 8 rows × 16 bytes, 128
-// contiguous bytes each; row r, 16-byte vector v of a tile of V vectors per row at byte
-// (r / 8)·128V + 128v + 16 (r % 8) (cp.async writes whole core matrices: no bank conflicts).
-
-__device__ __forceinline__ int canon_off(int r, int v, int V) {
-  return (r >> 3) * (V * 128) + v * 128 + (r & 7) * 16;
-}
-// Shared-memory matrix descriptor, no swizzle: lbo = byte stride between core matrices along K,
-// sbo = along M / N.
-__device__ __forceinline__ uint64_t wg_desc(uint32_t saddr, uint32_t lbo, uint32_t sbo) {
-  return (uint64_t)((saddr & 0x3FFFF) >> 4) | ((uint64_t)(lbo >> 4) << 16) |
-         ((uint64_t)(sbo >> 4) << 32);
-}
-__device__ __forceinline__ void wg_fence() {
-  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-}
-__device__ __forceinline__ void wg_commit() {
-  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-}
-__device__ __forceinline__ void wg_wait_all() {
-  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-}
-// Generic-proxy shared-memory writes (cp.async, st.shared) made visible to wgmma's reads.
-__device__ __forceinline__ void fence_proxy_async() {
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-}
-
-#define GDN_WG_ACC8(d)                                                                          \
-  "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),     \
-      "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), \
-      "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), \
-      "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), \
-      "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), \
-      "+f"(d[7][2]), "+f"(d[7][3])
-#define GDN_WG_R32                                                                             \
-  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
-  "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
-#define GDN_WG_R64                                                                             \
-  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
-  "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, "  \
-  "%38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, "  \
-  "%56, %57, %58, %59, %60, %61, %62, %63}"
-
-// d (64 × 64) += a (64 × 16, registers) · B (16 × 64, descriptor); TB: B stored MN-major.
-template <int TB>
-__device__ __forceinline__ void wg_m64n64(float (&d)[8][4], const uint32_t (&a)[4], uint64_t desc) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %38, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " GDN_WG_R32
-      ", {%32, %33, %34, %35}, %36, p, 1, 1, %37;\n}\n"
-      : GDN_WG_ACC8(d)
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "n"(TB), "r"(1));
-}
-// [d0 d1] (64 × 128, columns 0–63 in d0) += a · B (16 × 128).
-template <int TB>
-__device__ __forceinline__ void wg_m64n128(float (&d0)[8][4], float (&d1)[8][4],
-                                           const uint32_t (&a)[4], uint64_t desc) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %70, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " GDN_WG_R64
-      ", {%64, %65, %66, %67}, %68, p, 1, 1, %69;\n}\n"
-      : GDN_WG_ACC8(d0), GDN_WG_ACC8(d1)
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "n"(TB), "r"(1));
-}
-
-#define GDN_WG_ACC8_AT(d, o)                                                                   \
-  "+f"(d[o][0]), "+f"(d[o][1]), "+f"(d[o][2]), "+f"(d[o][3]), "+f"(d[o + 1][0]),               \
-      "+f"(d[o + 1][1]), "+f"(d[o + 1][2]), "+f"(d[o + 1][3]), "+f"(d[o + 2][0]),              \
-      "+f"(d[o + 2][1]), "+f"(d[o + 2][2]), "+f"(d[o + 2][3]), "+f"(d[o + 3][0]),              \
-      "+f"(d[o + 3][1]), "+f"(d[o + 3][2]), "+f"(d[o + 3][3]), "+f"(d[o + 4][0]),              \
-      "+f"(d[o + 4][1]), "+f"(d[o + 4][2]), "+f"(d[o + 4][3]), "+f"(d[o + 5][0]),              \
-      "+f"(d[o + 5][1]), "+f"(d[o + 5][2]), "+f"(d[o + 5][3]), "+f"(d[o + 6][0]),              \
-      "+f"(d[o + 6][1]), "+f"(d[o + 6][2]), "+f"(d[o + 6][3]), "+f"(d[o + 7][0]),              \
-      "+f"(d[o + 7][1]), "+f"(d[o + 7][2]), "+f"(d[o + 7][3])
-// d (64 × 128) += a · B (16 × 128).
-template <int TB>
-__device__ __forceinline__ void wg_m64n128(float (&d)[16][4], const uint32_t (&a)[4],
-                                           uint64_t desc) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %70, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " GDN_WG_R64
-      ", {%64, %65, %66, %67}, %68, p, 1, 1, %69;\n}\n"
-      : GDN_WG_ACC8_AT(d, 0), GDN_WG_ACC8_AT(d, 8)
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "n"(TB), "r"(1));
-}
-
-
-template <int D>
-struct WgStateLayout {
-  static constexpr int STAGES = 3, LDU = 64 + 8, LDO = 16 + 8;
-  static constexpr size_t wq = 0;               // [W; Q] (128, D), canonical
-  static constexpr size_t k = wq + 128 * D * 2;  // K (64, D), canonical
-  static constexpr size_t p = k + 64 * D * 2;    // P (64, 64), canonical
-  static constexpr size_t u = p + 64 * 64 * 2;   // U slice (64, 64), padded rows
-  static constexpr size_t gm = u + 64 * LDU * 2;
-  static constexpr size_t stage_bytes = (gm + 128 * 4 + 127) / 128 * 128;
-  static constexpr size_t ostage = STAGES * stage_bytes;  // per warp (64, 16) bf16
-  static constexpr size_t total = ostage + 4 * 64 * LDO * 2;
-};
-
-// grid (D / 64, H), 128 threads: head h, value columns [64·slice, 64·slice + 64). Arguments as
-// gdn_state_pass_kernel's.
-template <int D, bool CK_BF16>
-__global__ void __launch_bounds__(128, 1) gdn_state_pass_wg_kernel(
-    bf16* __restrict__ o, float* __restrict__ state_final, const float* __restrict__ state_init,
-    void* __restrict__ checkpoints, const bf16* __restrict__ q, const bf16* __restrict__ k,
-    const bf16* __restrict__ W, const bf16* __restrict__ U, const bf16* __restrict__ P,
-    const float* __restrict__ gexp, int N, int H, int G, int c_begin, int c_end) {
-  using L = WgStateLayout<D>;
-  constexpr int BV = 64, NT = 128, LDU = L::LDU, LDO = L::LDO, STAGES = L::STAGES;
-  constexpr int VPR = D / 8, ND = D / 8, KD = D / 16;
-  extern __shared__ __align__(128) unsigned char smem[];
-
-  const int slice = blockIdx.x, h = blockIdx.y, col0 = slice * BV;
-  const int NC = (N + kChunk - 1) / kChunk, hk = h / (H / G);
-  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  const int gi = lane / 4, ti = lane % 4;
-  const int wc = warp * 16;
-  bf16* Os = reinterpret_cast<bf16*>(smem + L::ostage) + warp * 64 * LDO;
-  const uint32_t smem0 = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-
-  float S[ND][4];  // Sᵀ as in gdn_state_pass_kernel
-#pragma unroll
-  for (int nt = 0; nt < ND; ++nt)
-#pragma unroll
-    for (int r = 0; r < 4; ++r) {
-      const int d = 8 * nt + 2 * ti + (r & 1), e = col0 + wc + gi + 8 * (r >> 1);
-      S[nt][r] = state_init ? state_init[((size_t)h * D + d) * D + e] : 0.0f;
-    }
-
-  auto load_stage = [&](int c, int st) {
-    unsigned char* base = smem + st * L::stage_bytes;
-    const int c0 = c * kChunk;
-    const size_t chunk_row = ((size_t)h * NC + c) * 64;
-    const bool full = c0 + 64 <= N;
-    // W, Q, K: 8 consecutive threads fill one core matrix (8 rows of one 16-byte column).
-#pragma unroll
-    for (int it = 0; it < 64 * VPR / NT; ++it) {
-      const int idx = tid + it * NT, v = (idx >> 3) % VPR, r = (idx >> 3) / VPR * 8 + (idx & 7);
-      const int so = canon_off(r, v, VPR);
-      const bool valid = full || c0 + r < N;
-      cp_async16(base + L::wq + so, W + (chunk_row + r) * D + v * 8, true);
-      cp_async16(base + L::wq + 64 * D * 2 + so,
-                 valid ? q + ((size_t)(c0 + r) * H + h) * D + v * 8 : q, valid);
-      cp_async16(base + L::k + so, valid ? k + ((size_t)(c0 + r) * G + hk) * D + v * 8 : k,
-                 valid);
-    }
-#pragma unroll
-    for (int it = 0; it < 64 * 8 / NT; ++it) {
-      const int idx = tid + it * NT, v = (idx >> 3) & 7, r = (idx >> 6) * 8 + (idx & 7);
-      cp_async16(base + L::p + canon_off(r, v, 8), P + (chunk_row + r) * 64 + v * 8, true);
-    }
-    {
-      bf16* Us = reinterpret_cast<bf16*>(base + L::u);
-      const int ru = tid / 8, vu = (tid % 8) * 8;
-#pragma unroll
-      for (int it = 0; it < 64 / (NT / 8); ++it) {
-        const int r = ru + it * (NT / 8);
-        cp_async16(Us + r * LDU + vu, U + (chunk_row + r) * D + col0 + vu, true);
-      }
-    }
-    if (tid < 32) {
-      float* gs = reinterpret_cast<float*>(base + L::gm);
-      cp_async16(gs + tid * 4, gexp + chunk_row * 2 + tid * 4, true);
-    }
-  };
-
-#pragma unroll
-  for (int s = 0; s < STAGES - 1; ++s) {
-    if (c_begin + s < c_end) load_stage(c_begin + s, s);
-    cp_async_commit();
-  }
-  const int mi = lane / 8, lr = lane % 8;
-  // K descriptor strides: along K (tokens) 8 rows = 128·VPR bytes, along N (d) 128 bytes.
-  constexpr uint32_t k_lbo = 128 * VPR, k_sbo = 128;
-  for (int c = c_begin; c < c_end; ++c) {
-    cp_async_wait<STAGES - 2>();
-    fence_proxy_async();
-    __syncthreads();  // chunk c visible to all (and to wgmma); chunk c − 1's stage is free
-    if (c + STAGES - 1 < c_end) load_stage(c + STAGES - 1, (c - c_begin + STAGES - 1) % STAGES);
-    cp_async_commit();
-    const uint32_t sb = smem0 + ((c - c_begin) % STAGES) * (uint32_t)L::stage_bytes;
-    unsigned char* base = smem + ((c - c_begin) % STAGES) * L::stage_bytes;
-    const bf16* Us = reinterpret_cast<const bf16*>(base + L::u);
-    const float* gs = reinterpret_cast<const float*>(base + L::gm);
-
-    if (checkpoints) {
-      if constexpr (CK_BF16) {
-        bf16* cp = static_cast<bf16*>(checkpoints) + ((size_t)h * NC + c) * D * D;
-        const int e = col0 + wc + gi;
-#pragma unroll
-        for (int nt = 0; nt < ND; ++nt) {
-          const int d = 8 * nt + 2 * ti;
-          *reinterpret_cast<uint32_t*>(cp + (size_t)e * D + d) = pack_bf16(S[nt][0], S[nt][1]);
-          *reinterpret_cast<uint32_t*>(cp + (size_t)(e + 8) * D + d) =
-              pack_bf16(S[nt][2], S[nt][3]);
-        }
-      } else {
-        float* cp = static_cast<float*>(checkpoints) + ((size_t)h * NC + c) * D * D;
-#pragma unroll
-        for (int nt = 0; nt < ND; ++nt)
-#pragma unroll
-          for (int r = 0; r < 4; ++r)
-            cp[(size_t)(8 * nt + 2 * ti + (r & 1)) * D + col0 + wc + gi + 8 * (r >> 1)] = S[nt][r];
-      }
-    }
-
-    // [Xᵀ Yᵀ] = Sᵀ [W; Q]ᵀ.
-    float X[8][4], Y[8][4];
-#pragma unroll
-    for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-      for (int r = 0; r < 4; ++r) X[nt][r] = Y[nt][r] = 0.0f;
-    // All A fragments first: no register the wgmma chain reads is written inside it (ptxas
-    // would otherwise serialize the chain with waits).
-    uint32_t sa[KD][4];
-#pragma unroll
-    for (int kk = 0; kk < KD; ++kk) {
-      sa[kk][0] = pack_bf16(S[2 * kk][0], S[2 * kk][1]);
-      sa[kk][1] = pack_bf16(S[2 * kk][2], S[2 * kk][3]);
-      sa[kk][2] = pack_bf16(S[2 * kk + 1][0], S[2 * kk + 1][1]);
-      sa[kk][3] = pack_bf16(S[2 * kk + 1][2], S[2 * kk + 1][3]);
-    }
-    wg_fence();
-#pragma unroll
-    for (int kk = 0; kk < KD; ++kk)
-      wg_m64n128<0>(X, Y, sa[kk], wg_desc(sb + L::wq + kk * 256, 128, 128 * VPR));
-    wg_commit();
-    wg_wait_all();
-    const float decay_last = gs[63];
-    // ũᵀ = Uᵀ − Xᵀ (into X); Yᵀ column i scaled by e^{γ_i}.
-#pragma unroll
-    for (int np = 0; np < 4; ++np) {
-      uint32_t u4[4];
-      ldsm_x4_trans(u4, Us + (16 * np + 8 * (mi >> 1) + lr) * LDU + wc + 8 * (mi & 1));
-#pragma unroll
-      for (int hn = 0; hn < 2; ++hn) {
-        const int nt = 2 * np + hn, m0 = 8 * nt + 2 * ti;
-        const float e0 = gs[m0], e1 = gs[m0 + 1];
-        Y[nt][0] *= e0, Y[nt][1] *= e1, Y[nt][2] *= e0, Y[nt][3] *= e1;
-        const float2 ulo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u4[2 * hn]));
-        const float2 uhi =
-            __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u4[2 * hn + 1]));
-        X[nt][0] = ulo.x - X[nt][0], X[nt][1] = ulo.y - X[nt][1];
-        X[nt][2] = uhi.x - X[nt][2], X[nt][3] = uhi.y - X[nt][3];
-      }
-    }
-    uint32_t ua[4][4], ud[4][4];
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
-      const int m0 = 16 * kk + 2 * ti;
-      const float d0 = gs[64 + m0], d1 = gs[64 + m0 + 1];
-      const float d8 = gs[64 + m0 + 8], d9 = gs[64 + m0 + 9];
-      const float* x0 = X[2 * kk];
-      const float* x1 = X[2 * kk + 1];
-      ua[kk][0] = pack_bf16(x0[0], x0[1]);
-      ua[kk][1] = pack_bf16(x0[2], x0[3]);
-      ua[kk][2] = pack_bf16(x1[0], x1[1]);
-      ua[kk][3] = pack_bf16(x1[2], x1[3]);
-      ud[kk][0] = pack_bf16(x0[0] * d0, x0[1] * d1);
-      ud[kk][1] = pack_bf16(x0[2] * d0, x0[3] * d1);
-      ud[kk][2] = pack_bf16(x1[0] * d8, x1[1] * d9);
-      ud[kk][3] = pack_bf16(x1[2] * d8, x1[3] * d9);
-    }
-#pragma unroll
-    for (int nt = 0; nt < ND; ++nt)
-#pragma unroll
-      for (int r = 0; r < 4; ++r) S[nt][r] *= decay_last;
-    // Oᵀ = Yᵀ + ũᵀ Pᵀ and Sᵀ += (ũ e^{γL−γ})ᵀ K, one wgmma group.
-    wg_fence();
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk)
-      wg_m64n64<0>(Y, ua[kk], wg_desc(sb + L::p + kk * 256, 128, 1024));
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
-      const uint64_t dk = wg_desc(sb + L::k + kk * 2 * 128 * VPR, k_lbo, k_sbo);
-      if constexpr (D == 128)
-        wg_m64n128<1>(S, ud[kk], dk);
-      else
-        wg_m64n64<1>(S, ud[kk], dk);
-    }
-    wg_commit();
-    wg_wait_all();
-    // Output: Oᵀ (16 columns × 64 tokens) through this warp's staging tile to global.
-#pragma unroll
-    for (int np = 0; np < 4; ++np) {
-      const uint32_t r4[4] = {pack_bf16(Y[2 * np][0], Y[2 * np][1]),
-                              pack_bf16(Y[2 * np][2], Y[2 * np][3]),
-                              pack_bf16(Y[2 * np + 1][0], Y[2 * np + 1][1]),
-                              pack_bf16(Y[2 * np + 1][2], Y[2 * np + 1][3])};
-      stsm_x4_trans(Os + (16 * np + 8 * (mi >> 1) + lr) * LDO + 8 * (mi & 1), r4);
-    }
-    __syncwarp();
-    const int c0 = c * kChunk;
-#pragma unroll
-    for (int x = 0; x < 4; ++x) {
-      const int idx = lane + 32 * x, r = idx / 2, half = idx % 2, n = c0 + r;
-      if (n < N)
-        *reinterpret_cast<uint4*>(o + ((size_t)n * H + h) * D + col0 + wc + 8 * half) =
-            *reinterpret_cast<const uint4*>(Os + r * LDO + 8 * half);
-    }
-    __syncwarp();
-  }
-  if (state_final) {
-#pragma unroll
-    for (int nt = 0; nt < ND; ++nt)
-#pragma unroll
-      for (int r = 0; r < 4; ++r)
-        state_final[((size_t)h * D + 8 * nt + 2 * ti + (r & 1)) * D + col0 + wc + gi + 8 * (r >> 1)] =
-            S[nt][r];
-  }
-}
-
-int env_int(const char* name, int fallback) {
-  const char* e = std::getenv(name);
-  return e ? std::atoi(e) : fallback;
-}
-// The state pass at value_block 64 on wgmma (gdn_state_pass_wg_kernel) with GOLINEAR_GDN_WGMMA=1.
-// Off by default: correct (the same values as the mma.sync kernel) but slower, H200, H = 32,
-// G = 8, D = 128, 32K: the state pass alone 1.77 ms against 1.13 (3.5 µs a chunk against 2.2:
-// latency, not the shared-memory traffic it removes, bounds the chain), pipelined 1.99 against
-// 1.41. (A warp-specialized variant, warps 4–7 computing Y and the output from Sᵀ and ũᵀ handed
-// over through shared memory while warps 0–3 keep the X → ũ → S chain, two stages: 1.32 ms alone,
-// pipelined 1.58; removed.)
-bool wgmma_state_pass() { return env_int("GOLINEAR_GDN_WGMMA", 0) != 0; }
-template <int D, bool CK_BF16>
-Status launch_state_pass_wg(bf16* o, float* state_final, const float* state_init,
-                            void* checkpoints, const bf16* q, const bf16* k,
-                            const ForwardWorkspace& ws, int N, int H, int G, int c_begin,
-                            int c_end, cudaStream_t stream) {
-  using L = WgStateLayout<D>;
-  auto kernel = gdn_state_pass_wg_kernel<D, CK_BF16>;
-  GL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     (int)L::total));
-  kernel<<<dim3(D / 64, H), 128, L::total, stream>>>(
-      o, state_final, state_init, checkpoints, q, k, ws.W, ws.U, ws.P, ws.gexp, N, H, G, c_begin,
-      c_end);
-  GL_CUDA_CHECK_LAUNCH();
-  return ok_status();
-}
-
+// (A state pass at value_block 64 on Hopper's warpgroup MMA, wgmma, was correct but slower and
+// was removed; its numbers are in docs/BENCHMARKS.md.)
 // (A two-stage state pass for D = 128, 64 value columns, 151 KB of shared memory so that one
 // prepare block fits beside it, was slower pipelined: H200, 32K 1.41 → 1.55 ms.)
-// wait: the persistent pass (value_block 32 or 64, no checkpoints, not on wgmma).
+// wait: the persistent pass (value_block 32 or 64, no checkpoints).
 template <int D, int BV>
 Status launch_state_pass(bf16* o, float* state_final, const float* state_init, void* checkpoints,
                          bool ck_bf16, const bf16* q, const bf16* k, const ForwardWorkspace& ws,
@@ -1163,13 +813,6 @@ Status launch_state_pass(bf16* o, float* state_final, const float* state_init, v
       return ok_status();
     }
     return make_error("gated_delta_chunked_forward: no persistent state pass at value_block ", BV);
-  }
-  if constexpr (BV == 64) {
-    if (wgmma_state_pass())
-      return ck_bf16 ? launch_state_pass_wg<D, true>(o, state_final, state_init, checkpoints, q, k,
-                                                     ws, N, H, G, c_begin, c_end, stream)
-                     : launch_state_pass_wg<D, false>(o, state_final, state_init, checkpoints, q,
-                                                      k, ws, N, H, G, c_begin, c_end, stream);
   }
   auto kernel = ck_bf16 ? gdn_state_pass_kernel<D, BV, true> : gdn_state_pass_kernel<D, BV, false>;
   GL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -1212,13 +855,12 @@ Status state_pass(int value_block, bf16* o, float* state_final, const float* sta
   }
 }
 
-// The prepare kernel, its shared memory allowed (SIGNAL: the persistent pass's).
+// The prepare kernel, its shared memory allowed (SIGNAL: the persistent pass's; staged: the
+// staged stores, else the fragment stores).
 template <int D, bool SIGNAL = false>
-Result<decltype(&gdn_prepare_kernel<D, true, SIGNAL>)> prepare_kernel() {
+Result<decltype(&gdn_prepare_kernel<D, true, SIGNAL>)> prepare_kernel(bool staged) {
   using L = PrepareLayout<D>;
   static_assert(8 * 16 * (D / 2) * 2 <= 64 * L::LDF * 4, "W/U staging tiles must fit in T's buffer");
-  // GOLINEAR_GDN_PREP_STAGED=0 picks the fragment stores.
-  const bool staged = env_int("GOLINEAR_GDN_PREP_STAGED", 1) != 0;
   auto prepare =
       staged ? gdn_prepare_kernel<D, true, SIGNAL> : gdn_prepare_kernel<D, false, SIGNAL>;
   GL_CUDA_CHECK(cudaFuncSetAttribute(prepare, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -1228,8 +870,8 @@ Result<decltype(&gdn_prepare_kernel<D, true, SIGNAL>)> prepare_kernel() {
 template <int D>
 Status launch_prepare(const bf16* q, const bf16* k, const bf16* v, const float* g,
                       const float* beta, int N, int H, int G, const ForwardWorkspace& ws,
-                      int c_begin, int c_end, bf16* T_out, cudaStream_t stream) {
-  GL_ASSIGN_OR_RETURN(auto prepare, prepare_kernel<D>());
+                      int c_begin, int c_end, bf16* T_out, cudaStream_t stream, bool staged) {
+  GL_ASSIGN_OR_RETURN(auto prepare, prepare_kernel<D>(staged));
   prepare<<<dim3(H, c_end - c_begin), kPrepareThreads, PrepareLayout<D>::total, stream>>>(
       ws.W, ws.U, ws.P, ws.gamma, ws.gexp, q, k, v, g, beta, N, H, G, c_begin, T_out, nullptr,
       0);
@@ -1237,15 +879,14 @@ Status launch_prepare(const bf16* q, const bf16* k, const bf16* v, const float* 
   return ok_status();
 }
 
-// Pipelined forward (GOLINEAR_GDN_SEGMENTS=1 turns it off): the chunks split into
+// Pipelined forward (options.segments = 1 turns it off): the chunks split into
 // segments; the state pass of segment s (on a high-priority side stream) overlaps the prepare of
 // segment s + 1 (on the caller's stream), the state carried between segments in the workspace.
-// Segments of the pipelined forward: GOLINEAR_GDN_SEGMENTS, else one per 32 chunks, at most 16
-// (H200, H = 32, G = 8, D = 128, one segment → auto: 8K 0.49 → 0.42 ms, 16K 0.96 → 0.79,
-// 32K 1.90 → 1.50; with the prepare's staged stores 32K 1.70 → 1.41).
-int forward_segments(int NC) {
-  const int env = env_int("GOLINEAR_GDN_SEGMENTS", 0);
-  const int n = env > 0 ? env : std::clamp(NC / 32, 1, 16);
+// Segments of the pipelined forward: `requested` (options.segments) if > 0, else one per 32
+// chunks, at most 16 (H200, H = 32, G = 8, D = 128, one segment → auto: 8K 0.49 → 0.42 ms, 16K
+// 0.96 → 0.79, 32K 1.90 → 1.50; with the prepare's staged stores 32K 1.70 → 1.41).
+int forward_segments(int NC, int requested) {
+  const int n = requested > 0 ? requested : std::clamp(NC / 32, 1, 16);
   return std::min({n, NC, kMaxSegments});
 }
 // Chunk boundaries b[0..NS] of the pipelined forward's NS even segments. (Measured slower and
@@ -1328,8 +969,8 @@ Result<SideStream*> side_stream(cudaStream_t stream) {
   return &s;
 }
 
-// The persistent state pass (by default from 256 chunks on, T ≥ 16K; GOLINEAR_GDN_PERSISTENT=0
-// never, =1 at every length): ONE state-pass launch on the side stream for all segments, its
+// The persistent state pass (by default from 256 chunks on, T ≥ 16K; options.persistent never or
+// always overrides): ONE state-pass launch on the side stream for all segments, its
 // state in registers throughout. The segments (the pipeline's) only mark where the state pass
 // waits: before staging the first chunk of segment s (gdn_state_pass_kernel's WAIT) until all
 // H·(its chunks) prepare blocks have counted themselves in ws.ready[s] (zeroed on `stream`
@@ -1340,8 +981,8 @@ Result<SideStream*> side_stream(cudaStream_t stream) {
 // serialized execution, CUDA_LAUNCH_BLOCKING=1 or streams sharing a hardware queue, runs them
 // first), and the spinning grid leaves at least kPersistentFreeSms multiprocessors free, so the
 // prepares always find room. Used only when that holds (value_block 32 or 64: (D / vb)·H blocks
-// ≤ SMs − kPersistentFreeSms), outside stream capture (a graph gives no concurrency guarantee)
-// and not with GOLINEAR_GDN_WGMMA; otherwise the pipeline below runs. Assumes no other spinning work holds the
+// ≤ SMs − kPersistentFreeSms) and outside stream capture (a graph gives no concurrency
+// guarantee); otherwise the pipeline below runs. Assumes no other spinning work holds the
 // remaining SMs (two persistent forwards at once from different host threads on one device
 // still leave 4 SMs at H = 32; more could starve their prepares).
 // (Measured slower and removed: queueing the state pass after the first prepare launch, and
@@ -1351,16 +992,19 @@ constexpr int kPersistentFreeSms = 8;
 // → 0.392 ms (slower: a single segment's prepare hides less), 16K 0.718 → 0.703, 32K 1.399 →
 // 1.343; hence the default threshold.
 constexpr int kPersistentMinChunks = 256;
-bool persistent_wanted(int NC) {
-  const int m = env_int("GOLINEAR_GDN_PERSISTENT", -1);
-  return m < 0 ? NC >= kPersistentMinChunks : m != 0;
+bool persistent_wanted(int NC, GatedDeltaPersistent mode) {
+  switch (mode) {
+    case GatedDeltaPersistent::never: return false;
+    case GatedDeltaPersistent::always: return true;
+    case GatedDeltaPersistent::automatic: break;
+  }
+  return NC >= kPersistentMinChunks;
 }
 template <int D>
 Result<bool> persistent_usable(const SideStream& side, int H, int value_block,
                                cudaStream_t stream) {
   const int vb = resolved_value_block<D>(value_block);
   if (vb != 32 && vb != 64) return false;
-  if (vb == 64 && wgmma_state_pass()) return false;
   if ((long)(D / vb) * H > side.sms - kPersistentFreeSms) return false;
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   GL_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
@@ -1372,7 +1016,7 @@ Status persistent_forward(bf16* o, float* state_final, const float* state_init, 
                           const bf16* k, const bf16* v, const float* g, const float* beta, int N,
                           int H, int G, const ForwardWorkspace& ws, cudaStream_t stream,
                           int value_block, int NS, const int (&bounds)[kMaxSegments + 1],
-                          SideStream& side) {
+                          SideStream& side, bool staged_prepare) {
   const int NC = (N + kChunk - 1) / kChunk;
   SegmentWait wait;
   wait.ready = ws.ready;
@@ -1382,7 +1026,7 @@ Status persistent_forward(bf16* o, float* state_final, const float* state_init, 
   GL_CUDA_CHECK(cudaMemsetAsync(ws.ready, 0, NS * sizeof(unsigned), stream));
   GL_CUDA_CHECK(cudaEventRecord(side.fork, stream));
   GL_CUDA_CHECK(cudaStreamWaitEvent(side.stream, side.fork, 0));
-  GL_ASSIGN_OR_RETURN(auto prepare, (prepare_kernel<D, true>()));
+  GL_ASSIGN_OR_RETURN(auto prepare, (prepare_kernel<D, true>(staged_prepare)));
   for (int s = 0; s < NS; ++s) {
     const int cb = bounds[s], ce = bounds[s + 1];
     prepare<<<dim3(H, ce - cb), kPrepareThreads, PrepareLayout<D>::total, stream>>>(
@@ -1404,31 +1048,32 @@ Status chunked_forward(bf16* o, float* state_final, const float* state_init, con
                        const bf16* k, const bf16* v, const float* g, const float* beta, int N,
                        int H, int G, const ForwardWorkspace& ws, cudaStream_t stream,
                        void* checkpoints, int value_block, bf16* T_out = nullptr,
-                       bool ck_bf16 = false) {
+                       bool ck_bf16 = false, const GatedDeltaForwardOptions& options = {}) {
   const int NC = (N + kChunk - 1) / kChunk;
   int bounds[kMaxSegments + 1];
-  const int NS = checkpoints || T_out ? 1 : forward_segments(NC);
+  const int NS = checkpoints || T_out ? 1 : forward_segments(NC, options.segments);
+  const bool staged = options.staged_prepare;
   segment_bounds(NC, NS, bounds);
   SideStream* side = nullptr;
   if (NS > 1) {
     GL_ASSIGN_OR_RETURN(side, side_stream(stream));
   }
   if (!side) {
-    GL_TRY(launch_prepare<D>(q, k, v, g, beta, N, H, G, ws, 0, NC, T_out, stream));
+    GL_TRY(launch_prepare<D>(q, k, v, g, beta, N, H, G, ws, 0, NC, T_out, stream, staged));
     return state_pass<D>(value_block, o, state_final, state_init, checkpoints, ck_bf16, q, k, ws,
                          N, H, G, 0, NC, stream);
   }
-  if (persistent_wanted(NC)) {
+  if (persistent_wanted(NC, options.persistent)) {
     GL_ASSIGN_OR_RETURN(const bool usable, persistent_usable<D>(*side, H, value_block, stream));
     if (usable)
       return persistent_forward<D>(o, state_final, state_init, q, k, v, g, beta, N, H, G, ws,
-                                   stream, value_block, NS, bounds, *side);
+                                   stream, value_block, NS, bounds, *side, staged);
   }
   // Every prepare on `stream`, one after another; segment s's state pass on the side stream.
   float* carry[2] = {ws.carry, ws.carry + (size_t)H * D * D};
   for (int s = 0; s < NS; ++s) {
     const int cb = bounds[s], ce = bounds[s + 1];
-    GL_TRY(launch_prepare<D>(q, k, v, g, beta, N, H, G, ws, cb, ce, nullptr, stream));
+    GL_TRY(launch_prepare<D>(q, k, v, g, beta, N, H, G, ws, cb, ce, nullptr, stream, staged));
     GL_CUDA_CHECK(cudaEventRecord(side->ready[s % 2], stream));
     GL_CUDA_CHECK(cudaStreamWaitEvent(side->stream, side->ready[s % 2], 0));
     GL_TRY(state_pass<D>(value_block, o, s == NS - 1 ? state_final : carry[s % 2],
@@ -1764,7 +1409,6 @@ __device__ __forceinline__ void block_mma(float* C, int ldc, const bf16* A, int 
   }
 }
 
-constexpr size_t round128(size_t x) { return (x + 127) / 128 * 128; }
 
 template <int D>
 struct GradLayout {
@@ -1774,11 +1418,11 @@ struct GradLayout {
   static constexpr size_t ut = u + tile, dut = ut + tile;
   // bf16 (D, D): S_0, then dSᵀ; then fp32 (64, D): the dk of the current head.
   static constexpr size_t s0 = dut + tile;
-  static constexpr size_t s0_bytes = round128(std::max<size_t>(D * LDB * 2, 64 * LDA * 4));
+  static constexpr size_t s0_bytes = align_up(std::max<size_t>(D * LDB * 2, 64 * LDA * 4), 128);
   static constexpr size_t f1 = s0 + s0_bytes;  // fp32 (64, 64); bf16 T in step 4
   static constexpr size_t zb = f1 + 64 * LDF * 4;
   static constexpr size_t acc = zb + 64 * LDZ * 2;  // fp32 (64, D) or (64, 64)
-  static constexpr size_t vec = acc + round128(64 * std::max(LDA, LDF) * 4);
+  static constexpr size_t vec = acc + align_up(64 * std::max(LDA, LDF) * 4, 128);
   static constexpr size_t total = vec + (5 * 64 + 32) * 4;
 };
 
@@ -2215,15 +1859,20 @@ Status gated_delta_chunked_forward(bf16* o, float* state_final, const float* sta
                                    const bf16* q, const bf16* k, const bf16* v, const float* g,
                                    const float* beta, int N, int H, int G, int D, void* workspace,
                                    size_t workspace_bytes, cudaStream_t stream,
-                                   float* checkpoints, int value_block) {
+                                   float* checkpoints, int value_block,
+                                   const GatedDeltaForwardOptions& options) {
   GL_TRY(check_shapes("gated_delta_chunked_forward", N, H, G));
+  if (options.segments < 0)
+    return make_error("gated_delta_chunked_forward: segments ", options.segments,
+                      " (0: automatic, else ≥ 1)");
   const ForwardWorkspace ws = forward_workspace(workspace, N, H, D);
   if (workspace_bytes < ws.bytes)
     return make_error("gated_delta_chunked_forward: workspace of ", workspace_bytes,
                       " bytes, needs ", ws.bytes);
   return dispatch_head_dim(D, [&](auto d) {
     return chunked_forward<decltype(d)::value>(o, state_final, state_init, q, k, v, g, beta, N, H,
-                                               G, ws, stream, checkpoints, value_block);
+                                               G, ws, stream, checkpoints, value_block,
+                                               nullptr, false, options);
   });
 }
 

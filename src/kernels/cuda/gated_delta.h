@@ -20,13 +20,14 @@
 //     run without leaving registers; W, Q, K, P, U tiles stream through shared memory (cp.async,
 //     2–3 stages, one barrier per chunk).
 // Without checkpoints the forward is pipelined: the chunks split into segments (one per 32
-// chunks, at most 16; GOLINEAR_GDN_SEGMENTS overrides, 1 turns it off) and the state pass of
+// chunks, at most 16; GatedDeltaForwardOptions::segments overrides, 1 turns it off) and the state pass of
 // segment s runs on a high-priority side stream while the prepares of the next segments run on
 // `stream`; the state is carried between segments in the workspace, and the side stream is
 // joined back into `stream` before returning. The side stream and its 4 events belong to the
 // calling host thread and device: created on first use outside stream capture (until then a
 // captured forward runs unpipelined), destroyed when the thread exits.
-// From T ≥ 16K (256 chunks; GOLINEAR_GDN_PERSISTENT=0 never, =1 at every length) a persistent
+// From T ≥ 16K (256 chunks; GatedDeltaForwardOptions::persistent never / always overrides) a
+// persistent
 // state pass replaces the per-segment state passes by ONE launch that carries the state in
 // registers across all segments: its blocks (at most SMs − 8 of them: value block 32 or 64; else
 // the pipeline runs) wait in the kernel, before each segment, for a counter that every prepare
@@ -51,6 +52,21 @@ inline constexpr int kGatedDeltaChunk = 64;
 // fp32 state entering every chunk (what the backward reads).
 size_t gated_delta_forward_workspace_bytes(int N, int H, int D, bool checkpoints);
 
+// How the chunked forward schedules its kernels; every choice computes the same values (the
+// defaults are the fastest measured; the others are for tests and the mixer bench).
+enum class GatedDeltaPersistent {
+  automatic,  // the persistent state pass from 256 chunks on (T ≥ 16K), where usable
+  never,      // always the per-segment pipeline
+  always,     // the persistent state pass at every length, where usable
+};
+struct GatedDeltaForwardOptions {
+  int segments = 0;  // pipeline segments without checkpoints: 0 one per 32 chunks (at most 16),
+                     // 1 no pipeline, n > 1 n segments (at most the chunks and 64)
+  GatedDeltaPersistent persistent = GatedDeltaPersistent::automatic;
+  bool staged_prepare = true;  // the prepare kernel stages W, U through shared memory (false: its
+                               // fragment stores, slower)
+};
+
 // o (N, H, D) bf16. state_init (H, D, D) fp32 or null (zero); state_final (H, D, D) fp32 or null.
 // checkpoints (H, ⌈N/64⌉, D, D) fp32 or null: the state entering each chunk.
 // value_block: value columns per state-pass block (16, 32, 64, or 128 when D = 128; 0 picks 64
@@ -59,7 +75,8 @@ Status gated_delta_chunked_forward(bf16* o, float* state_final, const float* sta
                                    const bf16* q, const bf16* k, const bf16* v, const float* g,
                                    const float* beta, int N, int H, int G, int D, void* workspace,
                                    size_t workspace_bytes, cudaStream_t stream,
-                                   float* checkpoints = nullptr, int value_block = 0);
+                                   float* checkpoints = nullptr, int value_block = 0,
+                                   const GatedDeltaForwardOptions& options = {});
 
 // The token-by-token recurrence over N tokens (the decode form; also a second forward to test
 // against). state (H, D, D) fp32 in/out (zero it for a fresh sequence); o (N, H, D) bf16.

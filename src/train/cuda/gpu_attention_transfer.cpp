@@ -95,11 +95,9 @@ Result<TrainReport> gpu_attention_transfer(const GpuTeacher& teacher_trace, cons
   // take SMs as the teacher's GEMM tiles free them) while the teacher of the next sequence runs
   // on its stream, into the other of two trace slots. Same kernels, same order of every sum:
   // the loss curve equals the synchronous run's bit for bit (tests/train/cuda). Measured on the
-  // 8B shape (H200): 21.4K vs 19.7K tokens/s. GOLINEAR_TRANSFER_PIPELINE=0 turns it off: the
-  // students then run on the legacy default stream after each synchronous trace.
-  const char* pipeline_env = std::getenv("GOLINEAR_TRANSFER_PIPELINE");
-  const bool pipelined =
-      (bool)teacher_trace.async() && !(pipeline_env && std::strcmp(pipeline_env, "0") == 0);
+  // 8B shape (H200): 21.4K vs 19.7K tokens/s. options.pipeline_teacher = false turns it off:
+  // the students then run on the legacy default stream after each synchronous trace.
+  const bool pipelined = (bool)teacher_trace.async() && options.pipeline_teacher;
   CudaStream student_stream;
   CudaEvent teacher_done[2], students_done[2];
   if (pipelined) {
@@ -121,7 +119,7 @@ Result<TrainReport> gpu_attention_transfer(const GpuTeacher& teacher_trace, cons
   }
   HybridScratch scratch;
   GL_TRY(scratch.reserve(HybridScratch::bytes(recipe, shape, T, true)));
-  // GOLINEAR_TRANSFER_PROFILE=1: CUDA events between the stages, a table on stderr at the end.
+  // options.profile: CUDA events between the stages, a table on stderr at the end.
   GpuStageProfile profile;
   if (options.profile) profile.enable();
   scratch.profile = profile.enabled() ? &profile : nullptr;

@@ -35,7 +35,8 @@ using GpuTraceAsyncFn =
 
 // A teacher: the synchronous trace, and optionally the pipelined one, with which the trainer
 // runs the teacher of the next sequence on the teacher's stream while the students of this one
-// train (the default; GOLINEAR_TRANSFER_PIPELINE=0 turns it off: see gpu_attention_transfer.cpp).
+// train (the default; TrainOptions::pipeline_teacher = false turns it off: see
+// gpu_attention_transfer.cpp).
 class GpuTeacher {
  public:
   GpuTeacher() = default;

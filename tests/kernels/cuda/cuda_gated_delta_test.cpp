@@ -12,9 +12,9 @@
 // on H200 (largest for g near 0 over many chunks; values are printed). Threshold kNmseTol = 1e-4:
 // about 4× the worst measured.
 // The forward tests below (CudaGatedDeltaForward) cover what the ones of cuda_kernels_test.cpp do
-// not reach: the pipelined segments (their streams, per host thread), the opt-in wgmma state
-// pass against the mma.sync one, and the persistent state pass (GOLINEAR_GDN_PERSISTENT; the
-// default from T ≥ 16K) bit for bit against the pipeline. Against the CPU recurrence they keep the forward tests' NMSE
+// not reach: the pipelined segments (their streams, per host thread) against one segment, and
+// the persistent state pass (GatedDeltaForwardOptions::persistent; the default from T ≥ 16K) bit
+// for bit against the pipeline. Against the CPU recurrence they keep the forward tests' NMSE
 // threshold, 5e-3 (measured on H200: at most 1.4e-5).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -161,44 +161,19 @@ TEST(CudaGatedDeltaBackward, Fp32Checkpoints) {
   run_backward({150, 4, 2, 64, -0.3f, 0.0f}, 42, {0, 32, false});
 }
 
-// ---- forward: the wgmma state pass and the pipelined segments ---------------------------------
-
-// Sets an environment variable for a scope (the forward reads its GOLINEAR_GDN_* knobs per call).
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) had_ = true, old_ = old;
-    if (value) setenv(name, value, 1);
-    else unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (had_) setenv(name_, old_.c_str(), 1);
-    else unsetenv(name_);
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-  bool had_ = false;
-  std::string old_;
-};
+// ---- forward: the pipelined segments ----------------------------------------------------------
 
 struct ForwardResult {
   std::vector<float> o, state;
 };
-// The chunked forward (value_block vb, initial state when with_init) under the current
-// environment, against the CPU recurrence (NMSE < 5e-3, the tolerance of the other forward
-// tests); returns the outputs for cross-checks between the GPU paths.
-ForwardResult run_forward(const Case& cs, int vb, bool with_init, uint64_t seed) {
+// The chunked forward (value_block vb, initial state when with_init, under `options`) against
+// the CPU recurrence (NMSE < 5e-3, the tolerance of the other forward tests); returns the outputs
+// for cross-checks between the GPU paths.
+ForwardResult run_forward(const Case& cs, int vb, bool with_init, uint64_t seed,
+                          const GatedDeltaForwardOptions& options = {}) {
   const int N = cs.N, H = cs.H, G = cs.G, D = cs.D;
-  auto env = [](const char* name, const char* unset) {
-    const char* e = std::getenv(name);
-    return e ? e : unset;
-  };
-  std::printf("forward N=%d H=%d G=%d D=%d vb=%d init=%d wgmma=%s segments=%s\n", N, H, G, D,
-              vb, (int)with_init, env("GOLINEAR_GDN_WGMMA", "default"),
-              env("GOLINEAR_GDN_SEGMENTS", "auto"));
+  std::printf("forward N=%d H=%d G=%d D=%d vb=%d init=%d segments=%d (0: auto)\n", N, H, G, D,
+              vb, (int)with_init, options.segments);
   std::vector<float> q = random_floats((size_t)N * H * D, seed, -1, 1);
   std::vector<float> k = random_floats((size_t)N * G * D, seed + 1, -1, 1);
   std::vector<float> v = random_floats((size_t)N * G * D, seed + 2, -1, 1);
@@ -223,7 +198,7 @@ ForwardResult run_forward(const Case& cs, int vb, bool with_init, uint64_t seed)
   EXPECT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
   const Status st = gated_delta_chunked_forward(o.ptr, s1.ptr, with_init ? s0.ptr : nullptr, dq.ptr,
                                                 dk.ptr, dv.ptr, dg.ptr, db.ptr, N, H, G, D, ws,
-                                                ws_bytes, stream, nullptr, vb);
+                                                ws_bytes, stream, nullptr, vb, options);
   EXPECT_TRUE(st.ok()) << st.error();
   EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
   ForwardResult r{o.download(), s1.download()};
@@ -234,58 +209,59 @@ ForwardResult run_forward(const Case& cs, int vb, bool with_init, uint64_t seed)
   return r;
 }
 
-// The wgmma state pass (GOLINEAR_GDN_WGMMA=1, off by default) against the mma.sync one and the
-// CPU: value_block 64, D = 128 and 64, a ragged last chunk, an initial state, one segment and
-// pipelined segments. Both run the same bf16 products accumulated in the same order (measured:
-// identical values), so the cross-check is tight.
-void forward_modes(const Case& cs, bool with_init, const char* segments, uint64_t seed) {
-  ScopedEnv seg("GOLINEAR_GDN_SEGMENTS", segments);
-  ForwardResult base;
-  {
-    ScopedEnv m("GOLINEAR_GDN_WGMMA", "0");
-    base = run_forward(cs, 64, with_init, seed);
-  }
-  ScopedEnv m("GOLINEAR_GDN_WGMMA", "1");
-  const ForwardResult r = run_forward(cs, 64, with_init, seed);
+// value_block 64 (the default at D = 128), D = 128 and 64, a ragged last chunk, an initial
+// state: `segments` pipelined segments (0: automatic) against one segment and the CPU. Both run
+// the same bf16 products accumulated in the same order, the state carried between segments
+// through exact fp32 copies, so the cross-check is tight.
+void segments_vs_one(const Case& cs, bool with_init, int segments, uint64_t seed) {
+  GatedDeltaForwardOptions one;
+  one.segments = 1;
+  const ForwardResult base = run_forward(cs, 64, with_init, seed, one);
+  if (segments == 1) return;
+  GatedDeltaForwardOptions pipelined;
+  pipelined.segments = segments;
+  const ForwardResult r = run_forward(cs, 64, with_init, seed, pipelined);
   const Comparison eo = compare(r.o, base.o), es = compare(r.state, base.state);
-  std::printf("  wgmma vs mma.sync: o nmse %.3e, state nmse %.3e\n", eo.nmse, es.nmse);
+  std::printf("  %d segments vs one: o nmse %.3e, state nmse %.3e\n", segments, eo.nmse, es.nmse);
   EXPECT_LT(eo.nmse, 1e-6);
   EXPECT_LT(es.nmse, 1e-6);
 }
 
-TEST(CudaGatedDeltaForward, WgmmaD128Gqa4OneSegment) {
+TEST(CudaGatedDeltaForward, ValueBlock64D128Gqa4OneSegment) {
   REQUIRE_GPU();
-  forward_modes({1000, 8, 2, 128, -0.3f, 0.0f}, true, "1", 51);
+  segments_vs_one({1000, 8, 2, 128, -0.3f, 0.0f}, true, 1, 51);
 }
-TEST(CudaGatedDeltaForward, WgmmaD128Pipelined) {
+TEST(CudaGatedDeltaForward, ValueBlock64D128Pipelined) {
   REQUIRE_GPU();
-  forward_modes({1000, 8, 2, 128, -0.1f, 0.0f}, false, "4", 52);  // 16 chunks in 4 segments
-  forward_modes({4100, 4, 1, 128, -0.05f, 0.0f}, true, nullptr, 53);  // auto: 2 segments
+  segments_vs_one({1000, 8, 2, 128, -0.1f, 0.0f}, false, 4, 52);  // 16 chunks in 4 segments
+  segments_vs_one({4100, 4, 1, 128, -0.05f, 0.0f}, true, 0, 53);  // auto: 2 segments
 }
-TEST(CudaGatedDeltaForward, WgmmaD64) {
+TEST(CudaGatedDeltaForward, ValueBlock64D64) {
   REQUIRE_GPU();
-  forward_modes({700, 4, 2, 64, -0.3f, 0.0f}, true, "3", 54);
-  forward_modes({37, 2, 1, 64, -0.3f, 0.0f}, false, nullptr, 55);
+  segments_vs_one({700, 4, 2, 64, -0.3f, 0.0f}, true, 3, 54);
+  segments_vs_one({37, 2, 1, 64, -0.3f, 0.0f}, false, 0, 55);
 }
 // The default configuration over many segments (the pipeline's side stream and its events).
 TEST(CudaGatedDeltaForward, DefaultPipelinedManySegments) {
   REQUIRE_GPU();
-  ScopedEnv seg("GOLINEAR_GDN_SEGMENTS", "16");
-  for (int vb : {0, 32}) run_forward({2100, 4, 1, 128, -0.1f, 0.0f}, vb, true, 56 + vb);
+  GatedDeltaForwardOptions options;
+  options.segments = 16;
+  for (int vb : {0, 32}) run_forward({2100, 4, 1, 128, -0.1f, 0.0f}, vb, true, 56 + vb, options);
 }
 // The pipeline's streams and events belong to the host thread: a thread that runs a pipelined
 // forward and exits releases them (no error left behind).
 TEST(CudaGatedDeltaForward, PipelineStreamsPerThreadReleased) {
   REQUIRE_GPU();
-  ScopedEnv seg("GOLINEAR_GDN_SEGMENTS", "4");
+  GatedDeltaForwardOptions options;
+  options.segments = 4;
   ForwardResult a, b;
-  std::thread worker([&] { a = run_forward({600, 4, 1, 128, -0.1f, 0.0f}, 0, true, 80); });
+  std::thread worker([&] { a = run_forward({600, 4, 1, 128, -0.1f, 0.0f}, 0, true, 80, options); });
   worker.join();
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
-  b = run_forward({600, 4, 1, 128, -0.1f, 0.0f}, 0, true, 80);
+  b = run_forward({600, 4, 1, 128, -0.1f, 0.0f}, 0, true, 80, options);
   EXPECT_TRUE(a.o == b.o && a.state == b.state) << "same input, another thread, other result";
 }
-// ---- forward: the persistent state pass (GOLINEAR_GDN_PERSISTENT; default from 256 chunks) --
+// ---- forward: the persistent state pass (options.persistent; default from 256 chunks) -------
 
 // The persistent pass's 64 counters: the 256 bytes that end the forward's workspace
 // (gated_delta.h), uint32 each.
@@ -300,8 +276,8 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-// Under `segments` (GOLINEAR_GDN_SEGMENTS; null: auto), value_block vb: the forward with
-// GOLINEAR_GDN_PERSISTENT=0, then =1 twice on the same workspace (first on other values of v, so
+// Under `segments` (options.segments; 0: auto), value_block vb: the forward with persistent
+// never, then always twice on the same workspace (first on other values of v, so
 // that a counter left over from the previous call, which would let the state pass read that
 // call's stale W and U, shows as a difference). The persistent outputs and final state must
 // equal the default's bit for bit (the same kernels per chunk; the state carried in registers
@@ -309,13 +285,12 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
 // `ref_heads` query heads (all when empty; the forward tests' NMSE tolerance 5e-3). With
 // `persistent`, the counters show that the persistent pass ran (one per even segment, H per
 // chunk, H·NC in all); without, that it fell back to the pipeline (counters untouched).
-void persistent_vs_default(const Case& cs, int vb, bool with_init, const char* segments,
-                           uint64_t seed, bool persistent, std::vector<int> ref_heads = {}) {
+void persistent_vs_default(const Case& cs, int vb, bool with_init, int segments, uint64_t seed,
+                           bool persistent, std::vector<int> ref_heads = {}) {
   const int N = cs.N, H = cs.H, G = cs.G, D = cs.D;
   const int NC = (N + kGatedDeltaChunk - 1) / kGatedDeltaChunk;
-  ScopedEnv seg("GOLINEAR_GDN_SEGMENTS", segments);
-  std::printf("persistent N=%d H=%d G=%d D=%d vb=%d init=%d segments=%s expect %s\n",
-              N, H, G, D, vb, (int)with_init, segments ? segments : "auto",
+  std::printf("persistent N=%d H=%d G=%d D=%d vb=%d init=%d segments=%d (0: auto) expect %s\n",
+              N, H, G, D, vb, (int)with_init, segments,
               persistent ? "persistent" : "fallback");
   std::vector<float> q = random_floats((size_t)N * H * D, seed, -1, 1);
   std::vector<float> k = random_floats((size_t)N * G * D, seed + 1, -1, 1);
@@ -336,21 +311,23 @@ void persistent_vs_default(const Case& cs, int vb, bool with_init, const char* s
   ASSERT_EQ(cudaMemset(ws, 0xFF, ws_bytes), cudaSuccess);
   cudaStream_t stream;
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
-  auto forward = [&](const char* persistent_env) -> ForwardResult {
-    ScopedEnv p("GOLINEAR_GDN_PERSISTENT", persistent_env);
+  auto forward = [&](GatedDeltaPersistent mode) -> ForwardResult {
+    GatedDeltaForwardOptions options;
+    options.segments = segments;
+    options.persistent = mode;
     const Status st = gated_delta_chunked_forward(o.ptr, s1.ptr, with_init ? s0.ptr : nullptr,
                                                   dq.ptr, dk.ptr, dv.ptr, dg.ptr, db.ptr, N, H, G,
-                                                  D, ws, ws_bytes, stream, nullptr, vb);
+                                                  D, ws, ws_bytes, stream, nullptr, vb, options);
     EXPECT_TRUE(st.ok()) << st.error();
     EXPECT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
     return {o.download(), s1.download()};
   };
-  const ForwardResult base = forward("0");
+  const ForwardResult base = forward(GatedDeltaPersistent::never);
   for (uint32_t c : ready_counters(ws, ws_bytes)) ASSERT_EQ(c, 0xFFFFFFFFu) << "default path";
   dv.upload(v_other);
-  const ForwardResult other = forward("1");
+  const ForwardResult other = forward(GatedDeltaPersistent::always);
   dv.upload(v);
-  const ForwardResult r = forward("1");
+  const ForwardResult r = forward(GatedDeltaPersistent::always);
   EXPECT_FALSE(same_bits(other.o, r.o)) << "other values of v, same output";
   EXPECT_TRUE(same_bits(r.o, base.o)) << "o differs from the default path's";
   EXPECT_TRUE(same_bits(r.state, base.state)) << "state_final differs from the default path's";
@@ -367,8 +344,8 @@ void persistent_vs_default(const Case& cs, int vb, bool with_init, const char* s
       EXPECT_TRUE(ready[s] > 0 && ready[s] % H == 0) << "segment " << s << ": " << ready[s];
     for (int s = used; s < 64; ++s) EXPECT_EQ(ready[s], 0xFFFFFFFFu) << "counter " << s;
     EXPECT_EQ(total, (long)H * NC) << "prepare blocks counted";
-    if (segments && std::atoi(segments) > 0) {  // even segments
-      const int ns = std::min(std::atoi(segments), NC);
+    if (segments > 0) {  // even segments
+      const int ns = std::min(segments, NC);
       EXPECT_EQ(used, ns);
       for (int s = 0; s < std::min(used, ns); ++s)
         EXPECT_EQ(ready[s], (uint32_t)H * (uint32_t)((long)NC * (s + 1) / ns - (long)NC * s / ns))
@@ -415,17 +392,17 @@ void persistent_vs_default(const Case& cs, int vb, bool with_init, const char* s
 // D = 64 (value_block 32, 64 blocks); an initial state and a final state throughout.
 TEST(CudaGatedDeltaForward, PersistentD128) {
   REQUIRE_GPU();
-  persistent_vs_default({64 * 16 + 37, 32, 8, 128, -0.1f, 0.0f}, 0, true, "16", 90, true);
-  persistent_vs_default({8192 + 13, 32, 8, 128, -0.05f, 0.0f}, 0, true, "16", 91, true,
+  persistent_vs_default({64 * 16 + 37, 32, 8, 128, -0.1f, 0.0f}, 0, true, 16, 90, true);
+  persistent_vs_default({8192 + 13, 32, 8, 128, -0.05f, 0.0f}, 0, true, 16, 91, true,
                         {0, 9, 31});
-  persistent_vs_default({32768 - 5, 32, 8, 128, -0.02f, 0.0f}, 0, true, "16", 92, true,
+  persistent_vs_default({32768 - 5, 32, 8, 128, -0.02f, 0.0f}, 0, true, 16, 92, true,
                         {0, 17, 31});
 }
 TEST(CudaGatedDeltaForward, PersistentD64) {
   REQUIRE_GPU();
-  persistent_vs_default({64 * 16 + 37, 32, 8, 64, -0.1f, 0.0f}, 0, true, "16", 93, true);
-  persistent_vs_default({8192, 32, 8, 64, -0.05f, 0.0f}, 0, false, "16", 94, true, {1, 12, 30});
-  persistent_vs_default({32768 - 29, 32, 8, 64, -0.02f, 0.0f}, 0, true, "16", 95, true,
+  persistent_vs_default({64 * 16 + 37, 32, 8, 64, -0.1f, 0.0f}, 0, true, 16, 93, true);
+  persistent_vs_default({8192, 32, 8, 64, -0.05f, 0.0f}, 0, false, 16, 94, true, {1, 12, 30});
+  persistent_vs_default({32768 - 29, 32, 8, 64, -0.02f, 0.0f}, 0, true, 16, 95, true,
                         {3, 20, 31});
 }
 // Other segmentations and slices: the automatic count, more segments than chunks (2 chunks:
@@ -433,24 +410,22 @@ TEST(CudaGatedDeltaForward, PersistentD64) {
 // (H = 16: 64 blocks) and 64 at D = 64, fewer heads, no initial state.
 TEST(CudaGatedDeltaForward, PersistentSegmentsAndSlices) {
   REQUIRE_GPU();
-  persistent_vs_default({8192 + 13, 32, 8, 128, -0.05f, 0.0f}, 0, false, nullptr, 96, true,
+  persistent_vs_default({8192 + 13, 32, 8, 128, -0.05f, 0.0f}, 0, false, 0, 96, true,
                         {5});
-  persistent_vs_default({100, 4, 1, 128, -0.1f, 0.0f}, 0, true, "16", 97, true);
-  persistent_vs_default({64 * 16 + 37, 8, 2, 128, -0.1f, 0.0f}, 0, true, "4", 98, true);
-  persistent_vs_default({4096 + 100, 32, 8, 128, -0.05f, 0.0f}, 0, true, "16", 106, true,
+  persistent_vs_default({100, 4, 1, 128, -0.1f, 0.0f}, 0, true, 16, 97, true);
+  persistent_vs_default({64 * 16 + 37, 8, 2, 128, -0.1f, 0.0f}, 0, true, 4, 98, true);
+  persistent_vs_default({4096 + 100, 32, 8, 128, -0.05f, 0.0f}, 0, true, 16, 106, true,
                         {2, 30});
-  persistent_vs_default({2100, 16, 4, 128, -0.1f, 0.0f}, 32, true, "16", 99, true, {0, 15});
-  persistent_vs_default({2100, 4, 2, 64, -0.1f, 0.0f}, 64, true, "7", 100, true);
+  persistent_vs_default({2100, 16, 4, 128, -0.1f, 0.0f}, 32, true, 16, 99, true, {0, 15});
+  persistent_vs_default({2100, 4, 2, 64, -0.1f, 0.0f}, 64, true, 7, 100, true);
 }
 // Where the persistent pass must not run, the pipeline does (same bits, counters untouched):
-// value_block 16 (256 blocks: more than SMs − 8), 128, and the wgmma state pass.
+// value_block 16 (256 blocks: more than SMs − 8) and 128.
 TEST(CudaGatedDeltaForward, PersistentFallbacks) {
   REQUIRE_GPU();
-  persistent_vs_default({64 * 16 + 37, 32, 8, 128, -0.1f, 0.0f}, 16, true, "16", 101, false,
+  persistent_vs_default({64 * 16 + 37, 32, 8, 128, -0.1f, 0.0f}, 16, true, 16, 101, false,
                         {0, 31});
-  persistent_vs_default({64 * 16 + 37, 4, 1, 128, -0.1f, 0.0f}, 128, true, "16", 102, false);
-  ScopedEnv wg("GOLINEAR_GDN_WGMMA", "1");
-  persistent_vs_default({64 * 16 + 37, 4, 1, 128, -0.1f, 0.0f}, 64, true, "16", 103, false);
+  persistent_vs_default({64 * 16 + 37, 4, 1, 128, -0.1f, 0.0f}, 128, true, 16, 102, false);
 }
 // Under stream capture the persistent pass is not used (a graph gives no guarantee that its
 // branches run concurrently): a captured persistent-mode forward replays to the uncaptured
@@ -458,7 +433,8 @@ TEST(CudaGatedDeltaForward, PersistentFallbacks) {
 TEST(CudaGatedDeltaForward, PersistentNotCaptured) {
   REQUIRE_GPU();
   const int N = 64 * 16 + 37, H = 8, G = 2, D = 128;
-  ScopedEnv seg("GOLINEAR_GDN_SEGMENTS", "16");
+  GatedDeltaForwardOptions options;
+  options.segments = 16;
   std::vector<float> q = random_floats((size_t)N * H * D, 110, -1, 1);
   std::vector<float> k = random_floats((size_t)N * G * D, 111, -1, 1);
   std::vector<float> v = random_floats((size_t)N * G * D, 112, -1, 1);
@@ -476,15 +452,14 @@ TEST(CudaGatedDeltaForward, PersistentNotCaptured) {
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
   auto call = [&] {
     return gated_delta_chunked_forward(o.ptr, s1.ptr, nullptr, dq.ptr, dk.ptr, dv.ptr, dg.ptr,
-                                       db.ptr, N, H, G, D, ws, ws_bytes, stream);
+                                       db.ptr, N, H, G, D, ws, ws_bytes, stream, nullptr, 0,
+                                       options);
   };
-  {
-    ScopedEnv p0("GOLINEAR_GDN_PERSISTENT", "0");
-    ASSERT_OK(call());  // the pipeline, uncaptured (creates this thread's side streams)
-    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-  }
+  options.persistent = GatedDeltaPersistent::never;
+  ASSERT_OK(call());  // the pipeline, uncaptured (creates this thread's side streams)
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
   const std::vector<float> o_base = o.download(), s_base = s1.download();
-  ScopedEnv p("GOLINEAR_GDN_PERSISTENT", "1");
+  options.persistent = GatedDeltaPersistent::always;
   ASSERT_EQ(cudaMemset(o.ptr, 0, o.n * sizeof(__nv_bfloat16)), cudaSuccess);
   ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
   const Status st = call();
@@ -504,15 +479,12 @@ TEST(CudaGatedDeltaForward, PersistentNotCaptured) {
   cudaFree(ws);
 }
 
-// The backward with the forward's state pass at value_block 64, mma.sync and wgmma.
+// The backward with the forward's state pass at value_block 64.
 TEST(CudaGatedDeltaBackward, ForwardSlice64) {
   REQUIRE_GPU();
-  for (const char* mode : {"0", "1"}) {
-    ScopedEnv m("GOLINEAR_GDN_WGMMA", mode);
-    run_backward({520, 4, 1, 128, -0.02f, 0.0f}, 60, {64, 32});
-    run_backward({300, 8, 2, 128, -0.5f, 0.0f}, 61, {64, 0, false});
-    run_backward({150, 4, 2, 64, -0.3f, 0.0f}, 62, {64, 32});
-  }
+  run_backward({520, 4, 1, 128, -0.02f, 0.0f}, 60, {64, 32});
+  run_backward({300, 8, 2, 128, -0.5f, 0.0f}, 61, {64, 0, false});
+  run_backward({150, 4, 2, 64, -0.3f, 0.0f}, 62, {64, 32});
 }
 
 // Timing at the bench shapes (H = 32, G = 8, D = 128): forward per value_block, and forward +

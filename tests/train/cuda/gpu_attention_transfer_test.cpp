@@ -208,7 +208,7 @@ TEST(GpuAttentionTransfer, PipelinedTraceSlotsHoldTheirOwnSequence) {
 
 // Training with the pipelined teacher (the default with a GPU-model teacher: the next
 // sequence's trace on the model's stream while the students train on theirs) against the same
-// teacher run synchronously (GOLINEAR_TRANSFER_PIPELINE=0): the same traces in the same order
+// teacher run synchronously (TrainOptions::pipeline_teacher false): the same traces in the same order
 // and the same kernels, so the same loss curve bit for bit. Batch 2 over 3 sequences: both
 // slots, and a slot refilled while the other is being read. (Measured before session 3's fixes:
 // the pipelined curve drifted by 1% from run to run while cuBLAS drew from its shared workspace
@@ -224,11 +224,10 @@ TEST(GpuAttentionTransfer, PipelinedTeacherEqualsTheSynchronousOne) {
   TrainOptions options = small_options(5);
   options.batch = 2;
   MixerStack a = students_of(*model), b = students_of(*model);
-  ::setenv("GOLINEAR_TRANSFER_PIPELINE", "0", 1);
-  auto ra = gpu_attention_transfer(*pipelined, *model, a, data, options);
-  ::unsetenv("GOLINEAR_TRANSFER_PIPELINE");
+  TrainOptions synchronous = options;
+  synchronous.pipeline_teacher = false;
+  auto ra = gpu_attention_transfer(*pipelined, *model, a, data, synchronous);
   auto rb = gpu_attention_transfer(*pipelined, *model, b, data, options);
-  ::unsetenv("GOLINEAR_TRANSFER_PIPELINE");
   ASSERT_OK(ra);
   ASSERT_OK(rb);
   ASSERT_EQ(ra->loss_curve.size(), 5u);

@@ -1,4 +1,4 @@
-#include "train/cuda/transfer_bench.h"
+#include "bench/cuda/transfer_bench.h"
 
 #include <chrono>
 #include <memory>
@@ -8,7 +8,10 @@
 #include "model/linearization.h"
 #include "train/cuda/gpu_attention_transfer.h"
 
-namespace golinear::train::cuda {
+namespace golinear::bench::cuda {
+
+using namespace golinear::train;
+using namespace golinear::train::cuda;
 
 Result<Json> gpu_transfer_bench(const TransferBenchOptions& o) {
   if (o.seq_len < 2 || o.batch < 1 || o.steps < 1)
@@ -43,6 +46,8 @@ Result<Json> gpu_transfer_bench(const TransferBenchOptions& o) {
   train.steps = o.steps;
   train.batch = o.batch;
   train.warmup = 1;
+  train.profile = o.profile;
+  train.pipeline_teacher = o.pipeline_teacher;
   GL_ASSIGN_OR_RETURN(TrainReport report, gpu_attention_transfer(teacher, shape, students, data, train));
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const long tokens = o.steps * o.batch * (long)o.seq_len;
@@ -52,4 +57,4 @@ Result<Json> gpu_transfer_bench(const TransferBenchOptions& o) {
               {"minutes_per_10m_tokens", report.tokens_per_s > 0 ? 1e7 / report.tokens_per_s / 60 : -1.0}};
 }
 
-}  // namespace golinear::train::cuda
+}  // namespace golinear::bench::cuda

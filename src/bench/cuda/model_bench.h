@@ -2,7 +2,8 @@
 // memory against context length, for the model with every layer linearized (default hybrid
 // recipe, fresh parameters) and for the same model with full attention (KV cache). The model is
 // a Hugging Face config.json with random bf16 weights built on the GPU, or a checkpoint
-// directory. Used by `golinear bench --config FILE | --model DIR`.
+// directory. Used by `golinear bench --config FILE | --model DIR`, which parses the command line
+// into ModelBenchOptions.
 #pragma once
 
 #include <cstdint>
@@ -11,7 +12,7 @@
 
 #include "common/result.h"
 
-namespace golinear::cuda {
+namespace golinear::bench::cuda {
 
 struct ModelBenchOptions {
   std::string config_path;  // --config FILE.json (random weights), or
@@ -28,12 +29,7 @@ struct ModelBenchOptions {
   std::string json_file;  // also write the JSON here (with the markdown on stdout)
 };
 
-// Parses `--config FILE | --model DIR [--contexts 4096,...] [--variants hybrid,full]
-// [--full-prefill-max N] [--prefill-max N] [--repeats N] [--warmups N] [--decode-repeats N]
-// [--sinks S] [--window W] [--seed S] [--json] [--json-file PATH]`.
-Result<ModelBenchOptions> model_bench_parse(const std::vector<std::string>& argv);
-
 // Runs it on the current device; returns the markdown table (or JSON).
 Result<std::string> model_bench_run(const ModelBenchOptions& options);
 
-}  // namespace golinear::cuda
+}  // namespace golinear::bench::cuda

@@ -1,4 +1,4 @@
-// Timing of GPU work for the benchmarks (mixer_bench, runtime/cuda/model_bench): CUDA events
+// Timing of GPU work for the benchmarks (mixer_bench, model_bench): CUDA events
 // recorded on a stream around each call, medians of the per-call milliseconds.
 #pragma once
 
@@ -11,7 +11,7 @@
 
 #include "kernels/cuda/cuda_common.h"
 
-namespace golinear::kernels::cuda {
+namespace golinear::bench::cuda {
 
 // Milliseconds of each of `repeats` calls of f after `warmups` untimed calls, with CUDA events
 // recorded on `stream` before and after each call. An error of f is returned once its stop event
@@ -57,4 +57,4 @@ inline Result<double> time_median(const std::function<Status()>& f, int warmups,
   return median(std::move(ms));
 }
 
-}  // namespace golinear::kernels::cuda
+}  // namespace golinear::bench::cuda

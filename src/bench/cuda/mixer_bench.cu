@@ -1,5 +1,5 @@
 // The mixer benchmark (mixer_bench.h).
-#include "kernels/cuda/mixer_bench.h"
+#include "bench/cuda/mixer_bench.h"
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -11,14 +11,16 @@
 #include <functional>
 #include <sstream>
 
+#include "bench/cuda/cuda_timing.h"
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/cuda_common.h"
-#include "kernels/cuda/cuda_timing.h"
 #include "kernels/cuda/gated_delta.h"
 #include "kernels/cuda/gated_linear.h"
 #include "kernels/cuda/hybrid.h"
 
-namespace golinear::kernels::cuda {
+namespace golinear::bench::cuda {
+
+using namespace golinear::kernels::cuda;
 
 namespace {
 
@@ -48,14 +50,6 @@ Status fill(float* p, size_t n, unsigned long long seed, float lo, float hi) {
   return ok_status();
 }
 
-std::vector<std::string> split_commas(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream in(s);
-  std::string item;
-  while (std::getline(in, item, ',')) out.push_back(item);
-  return out;
-}
-
 struct Row {
   std::string mixer, measure;
   long T;
@@ -65,43 +59,13 @@ struct Row {
 
 }  // namespace
 
-Result<MixerBenchOptions> mixer_bench_parse(const std::vector<std::string>& argv) {
-  MixerBenchOptions o;
-  for (size_t i = 0; i < argv.size(); ++i) {
-    const std::string& a = argv[i];
-    auto value = [&]() -> Result<std::string> {
-      if (i + 1 >= argv.size()) return make_error("bench: ", a, " needs a value");
-      return argv[++i];
-    };
-    try {
-      if (a == "--json") o.json = true;
-      else if (a == "--no-backward") o.backward = false;
-      else if (a == "--seq") { GL_ASSIGN_OR_RETURN(auto v, value()); o.seq_lens.clear(); for (auto& x : split_commas(v)) o.seq_lens.push_back(std::stoi(x)); }
-      else if (a == "--contexts") { GL_ASSIGN_OR_RETURN(auto v, value()); o.contexts.clear(); for (auto& x : split_commas(v)) o.contexts.push_back(std::stol(x)); }
-      else if (a == "--repeats") { GL_ASSIGN_OR_RETURN(auto v, value()); o.repeats = std::stoi(v); }
-      else if (a == "--warmups") { GL_ASSIGN_OR_RETURN(auto v, value()); o.warmups = std::stoi(v); }
-      else if (a == "--value-block") { GL_ASSIGN_OR_RETURN(auto v, value()); o.value_block = std::stoi(v); }
-      else if (a == "--heads") { GL_ASSIGN_OR_RETURN(auto v, value()); o.H = std::stoi(v); }
-      else if (a == "--kv-heads") { GL_ASSIGN_OR_RETURN(auto v, value()); o.G = std::stoi(v); }
-      else if (a == "--head-dim") { GL_ASSIGN_OR_RETURN(auto v, value()); o.D = std::stoi(v); }
-      else if (a == "--hidden") { GL_ASSIGN_OR_RETURN(auto v, value()); o.C = std::stoi(v); }
-      else return make_error("bench: unknown option ", a);
-    } catch (const std::exception&) {
-      return make_error("bench: bad number after ", a);
-    }
-  }
-  if (o.repeats < 1 || o.warmups < 0 || o.H % o.G != 0)
-    return make_error("bench: need repeats ≥ 1, warmups ≥ 0 and kv heads dividing heads");
-  return o;
-}
-
 Result<std::string> mixer_bench_run(const MixerBenchOptions& o) {
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0)
     return make_error("bench: no CUDA device visible (it needs a GPU; this build has the CUDA backend)");
   cudaStream_t stream = 0;
   cublasHandle_t cublas;
-  if (cublasCreate(&cublas) != CUBLAS_STATUS_SUCCESS) return make_error("bench: cublasCreate failed");
+  GL_CUBLAS_CHECK(cublasCreate(&cublas));
   cudaDeviceProp prop;
   GL_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   const int H = o.H, G = o.G, D = o.D, C = o.C;
@@ -208,7 +172,7 @@ Result<std::string> mixer_bench_run(const MixerBenchOptions& o) {
     GL_ASSIGN_OR_RETURN(double gdn, time_median([&] {
       return gated_delta_chunked_forward(y.get(), nullptr, nullptr, qn.get(), kn.get(), v.get(),
                                          g.get(), beta.get(), T, H, G, D, workspace.get(),
-                                         ws_bytes, stream, nullptr, o.value_block);
+                                         ws_bytes, stream, nullptr, o.value_block, o.gdn);
     }, o.warmups, o.repeats, stream));
     rows.push_back({"gated deltanet (chunked)", "prefill fwd ms", T, gdn, ""});
     if (o.backward) {
@@ -369,4 +333,4 @@ Result<std::string> mixer_bench_run(const MixerBenchOptions& o) {
   return out.str();
 }
 
-}  // namespace golinear::kernels::cuda
+}  // namespace golinear::bench::cuda

@@ -10,7 +10,7 @@
 #include "common/json.h"
 #include "common/result.h"
 
-namespace golinear::train::cuda {
+namespace golinear::bench::cuda {
 
 struct TransferBenchOptions {
   std::string config_path;  // config.json of the shape
@@ -19,10 +19,12 @@ struct TransferBenchOptions {
   long steps = 20;          // timed steps
   int sinks = 8, window = 56;
   uint64_t seed = 0;
+  bool profile = false;          // the trainer's per-stage table on stderr (TrainOptions::profile)
+  bool pipeline_teacher = true;  // TrainOptions::pipeline_teacher
 };
 
 // {"config", "seq_len", "batch", "steps", "tokens", "tokens_per_s" (the trainer's own rate),
 //  "wall_s" (setup included), "new_params", "final_nmse", "minutes_per_10m_tokens"}.
 Result<Json> gpu_transfer_bench(const TransferBenchOptions& options);
 
-}  // namespace golinear::train::cuda
+}  // namespace golinear::bench::cuda

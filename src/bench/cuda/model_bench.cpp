@@ -1,5 +1,5 @@
 // The whole-model benchmark (model_bench.h).
-#include "runtime/cuda/model_bench.h"
+#include "bench/cuda/model_bench.h"
 
 #include <cuda_runtime.h>
 
@@ -9,25 +9,16 @@
 #include <random>
 #include <sstream>
 
+#include "bench/cuda/cuda_timing.h"
 #include "io/config.h"
-#include "kernels/cuda/cuda_timing.h"
 #include "model/cuda/gpu_model.h"
 #include "model/transformer.h"
 
-namespace golinear::cuda {
+namespace golinear::bench::cuda {
+
+using namespace golinear::cuda;
 
 namespace {
-
-using kernels::cuda::median;
-using kernels::cuda::time_runs;
-
-std::vector<std::string> split_commas(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream in(s);
-  std::string item;
-  while (std::getline(in, item, ',')) out.push_back(item);
-  return out;
-}
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
@@ -65,45 +56,6 @@ std::string json_escape(const std::string& s) {
 }
 
 }  // namespace
-
-Result<ModelBenchOptions> model_bench_parse(const std::vector<std::string>& argv) {
-  ModelBenchOptions o;
-  for (size_t i = 0; i < argv.size(); ++i) {
-    const std::string& a = argv[i];
-    auto value = [&]() -> Result<std::string> {
-      if (i + 1 >= argv.size()) return make_error("bench: ", a, " needs a value");
-      return argv[++i];
-    };
-    try {
-      if (a == "--json") o.json = true;
-      else if (a == "--json-file") { GL_ASSIGN_OR_RETURN(o.json_file, value()); }
-      else if (a == "--config") { GL_ASSIGN_OR_RETURN(o.config_path, value()); }
-      else if (a == "--model") { GL_ASSIGN_OR_RETURN(o.model_dir, value()); }
-      else if (a == "--contexts") { GL_ASSIGN_OR_RETURN(auto v, value()); o.contexts.clear(); for (auto& x : split_commas(v)) o.contexts.push_back(std::stol(x)); }
-      else if (a == "--variants") { GL_ASSIGN_OR_RETURN(auto v, value()); o.variants = split_commas(v); }
-      else if (a == "--full-prefill-max") { GL_ASSIGN_OR_RETURN(auto v, value()); o.full_prefill_max = std::stol(v); }
-      else if (a == "--prefill-max") { GL_ASSIGN_OR_RETURN(auto v, value()); o.prefill_max = std::stol(v); }
-      else if (a == "--repeats") { GL_ASSIGN_OR_RETURN(auto v, value()); o.repeats = std::stoi(v); }
-      else if (a == "--warmups") { GL_ASSIGN_OR_RETURN(auto v, value()); o.warmups = std::stoi(v); }
-      else if (a == "--decode-repeats") { GL_ASSIGN_OR_RETURN(auto v, value()); o.decode_repeats = std::stoi(v); }
-      else if (a == "--sinks") { GL_ASSIGN_OR_RETURN(auto v, value()); o.sinks = std::stoi(v); }
-      else if (a == "--window") { GL_ASSIGN_OR_RETURN(auto v, value()); o.window = std::stoi(v); }
-      else if (a == "--seed") { GL_ASSIGN_OR_RETURN(auto v, value()); o.seed = std::stoull(v); }
-      else return make_error("bench: unknown option ", a, " (model table)");
-    } catch (const std::exception&) {
-      return make_error("bench: bad number after ", a);
-    }
-  }
-  if (o.config_path.empty() == o.model_dir.empty())
-    return make_error("bench: give exactly one of --config FILE.json and --model DIR");
-  for (const auto& v : o.variants)
-    if (v != "hybrid" && v != "full") return make_error("bench: unknown variant '", v, "' (hybrid, full)");
-  for (long c : o.contexts)
-    if (c < 1 || c > 0x7fffffffL) return make_error("bench: context ", c, " out of range");
-  if (o.repeats < 1 || o.warmups < 0 || o.decode_repeats < 1)
-    return make_error("bench: need repeats ≥ 1, warmups ≥ 0, decode repeats ≥ 1");
-  return o;
-}
 
 Result<std::string> model_bench_run(const ModelBenchOptions& o) {
   int devices = 0;
@@ -288,4 +240,4 @@ Result<std::string> model_bench_run(const ModelBenchOptions& o) {
   return o.json ? js.str() : out.str();
 }
 
-}  // namespace golinear::cuda
+}  // namespace golinear::bench::cuda
