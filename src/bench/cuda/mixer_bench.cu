@@ -17,6 +17,8 @@
 #include "kernels/cuda/gated_delta.h"
 #include "kernels/cuda/gated_linear.h"
 #include "kernels/cuda/hybrid.h"
+#include "mixers/cuda/hybrid_mixer.h"
+#include "mixers/mixer_factory.h"
 
 namespace golinear::bench::cuda {
 
@@ -95,31 +97,26 @@ Result<std::string> mixer_bench_run(const MixerBenchOptions& o) {
   GL_TRY(unit_rows_forward(qn.get(), q.get(), (long)T_max * H, D, stream));
   GL_TRY(unit_rows_forward(kn.get(), k.get(), (long)T_max * G, D, stream));
 
-  // Hybrid parameters (random, realistic ranges).
-  DeviceBuffer<float> conv_q, conv_k, conv_v, b_beta, A_log, dt_bias, b_lambda, inv_freq;
-  DeviceBuffer<bf16> w_gates;
-  GL_TRY(conv_q.allocate((size_t)H * D * 4));
-  GL_TRY(conv_k.allocate((size_t)G * D * 4));
-  GL_TRY(conv_v.allocate((size_t)G * D * 4));
-  GL_TRY(w_gates.allocate((size_t)3 * H * C));
-  for (auto* b : {&b_beta, &A_log, &dt_bias, &b_lambda}) GL_TRY(b->allocate(H));
-  GL_TRY(inv_freq.allocate(D / 2));
-  GL_TRY(fill(conv_q.get(), conv_q.size(), 11, -0.5f, 0.5f));
-  GL_TRY(fill(conv_k.get(), conv_k.size(), 12, -0.5f, 0.5f));
-  GL_TRY(fill(conv_v.get(), conv_v.size(), 13, -0.5f, 0.5f));
-  GL_TRY(fill(w_gates.get(), w_gates.size(), 14, -0.02f, 0.02f));
-  GL_TRY(fill(b_beta.get(), H, 15, -1, 1));
-  GL_TRY(fill(A_log.get(), H, 16, 0, 2.7f));
-  GL_TRY(fill(dt_bias.get(), H, 17, -5, -2));
-  GL_TRY(fill(b_lambda.get(), H, 18, -2, -2));
-  GL_TRY(fill(inv_freq.get(), D / 2, 19, 1e-4f, 1.0f));
-  HybridParams params{conv_q.get(), conv_k.get(), conv_v.get(), w_gates.get(), b_beta.get(),
-                      A_log.get(), dt_bias.get(), b_lambda.get(), inv_freq.get()};
-  HybridShape shape{C, H, G, D, o.sinks, o.window};
+  // The hybrid mixer of the default recipe (o.sinks, o.window), initialised as the CPU mixer
+  // initialises it (mixers::mixer_create), RoPE frequencies of θ = 500000.
+  mixers::MixerOptions recipe;
+  recipe.sinks = o.sinks;
+  recipe.window = o.window;
+  const mixers::AttentionShape ashape{C, H, G, D};
+  std::vector<float> inv_freq_host(D / 2);
+  for (int i = 0; i < D / 2; ++i) inv_freq_host[i] = (float)std::pow(500000.0, -2.0 * i / D);
+  GL_ASSIGN_OR_RETURN(std::unique_ptr<mixers::Mixer> cpu_mixer, mixers::mixer_create(recipe, ashape, 1));
+  DeviceBuffer<float> mixer_values;
+  GL_TRY(mixer_values.allocate(mixers::cuda::hybrid_parameter_count(recipe, ashape)));
+  GL_ASSIGN_OR_RETURN(mixers::cuda::GpuHybridMixer hybrid,
+                      mixers::cuda::GpuHybridMixer::create(recipe, ashape, inv_freq_host,
+                                                           mixer_values.get(), nullptr));
+  GL_TRY(hybrid.upload(*cpu_mixer, stream));
+  mixers::cuda::HybridScratch hybrid_scratch;
+  GL_TRY(hybrid_scratch.reserve(mixers::cuda::HybridScratch::bytes(recipe, ashape, T_max, false)));
 
   DeviceBuffer<char> workspace;
   size_t ws_bytes = std::max({gated_delta_forward_workspace_bytes(T_max, H, D, false),
-                              hybrid_forward_workspace_bytes(shape, T_max),
                               o.backward ? gated_delta_backward_workspace_bytes(T_max, H, D) : 0});
   GL_TRY(workspace.allocate(ws_bytes));
   DeviceBuffer<float> dq, dk, dv, dg, dbeta;
@@ -204,26 +201,28 @@ Result<std::string> mixer_bench_run(const MixerBenchOptions& o) {
                         "forward + backward (recomputes states); median of 3"});
       }
     }
+    const mixers::cuda::HybridIO io{T, x.get(), q.get(), k.get(), v.get()};
     GL_ASSIGN_OR_RETURN(double hyb, time_median([&] {
-      return hybrid_forward(y.get(), nullptr, shape, params, x.get(), q.get(), k.get(), v.get(),
-                            T, workspace.get(), ws_bytes, cublas, stream);
+      return hybrid.forward(hybrid_scratch, io, y.get(), nullptr, cublas, stream);
     }, o.warmups, o.repeats, stream));
     rows.push_back({"hybrid (gdn + 8 sinks + 56 window, gate, conv)", "prefill fwd ms", T, hyb,
                     "conv+rope+norm, gate GEMM, gdn, exact branch + mix (fused)"});
-    {  // stage breakdown of the hybrid forward (median of 5 event-timed runs per stage)
-      std::vector<float> st[4];
+    {  // stage breakdown of the hybrid forward: the mixer's stage marks, mean of 5 runs
+      mixers::cuda::GpuStageProfile profile;
+      profile.enable();
+      hybrid_scratch.profile = &profile;
       for (int r = 0; r < 5; ++r) {
-        float ms[4] = {0, 0, 0, 0};
-        GL_TRY(hybrid_forward_stage_ms(ms, y.get(), shape, params, x.get(), q.get(), k.get(),
-                                       v.get(), T, workspace.get(), ws_bytes, cublas, stream));
-        for (int i = 0; i < 4; ++i) st[i].push_back(ms[i]);
+        profile.mark("(between runs)", stream);
+        GL_TRY(hybrid.forward(hybrid_scratch, io, y.get(), nullptr, cublas, stream));
       }
-      const char* names[4] = {"hybrid stage: rope table + conv/rope/norm", "hybrid stage: gate gemm + gates",
-                              "hybrid stage: gdn (linear branch)", "hybrid stage: attention + mix"};
-      for (int i = 0; i < 4; ++i) {
-        std::sort(st[i].begin(), st[i].end());
-        rows.push_back({names[i], "prefill fwd ms", T, st[i][2], "events between stages, median of 5"});
-      }
+      profile.mark("(between runs)", stream);
+      GL_CUDA_CHECK(cudaStreamSynchronize(stream));
+      GL_TRY(profile.collect());
+      hybrid_scratch.profile = nullptr;
+      for (const auto& [stage, ms] : profile.totals())
+        if (stage != "(between runs)")
+          rows.push_back({"hybrid stage: " + stage, "prefill fwd ms", T, ms / 5,
+                          "events between stages, mean of 5"});
     }
   }
 
@@ -252,8 +251,11 @@ Result<std::string> mixer_bench_run(const MixerBenchOptions& o) {
   }
   {
     DeviceBuffer<char> cache_mem;
-    GL_TRY(cache_mem.allocate(hybrid_cache_bytes(shape)));
-    GL_ASSIGN_OR_RETURN(HybridCacheView cache, hybrid_cache_create(shape, cache_mem.get(), stream));
+    GL_TRY(cache_mem.allocate(hybrid.cache_bytes()));
+    GL_ASSIGN_OR_RETURN(HybridCacheView cache, hybrid.cache_create(cache_mem.get(), stream));
+    DeviceBuffer<HybridCacheView> cache_device;  // the decode step reads its views on the device
+    GL_TRY(cache_device.allocate(1));
+    GL_CUDA_CHECK(cudaMemcpy(cache_device.get(), &cache, sizeof cache, cudaMemcpyHostToDevice));
     GL_TRY(fill(cache.state, (size_t)H * D * D, 31, -0.05f, 0.05f));
     GL_TRY(fill(cache.ring_k, (size_t)(o.window + 1) * G * D, 32, -1, 1));
     GL_TRY(fill(cache.ring_v, (size_t)(o.window + 1) * G * D, 33, -1, 1));
@@ -272,7 +274,7 @@ Result<std::string> mixer_bench_run(const MixerBenchOptions& o) {
       cudaGraph_t graph;
       GL_CUDA_CHECK(cudaStreamBeginCapture(capture, cudaStreamCaptureModeThreadLocal));
       for (int s = 0; s < kSteps; ++s) {
-        Status st = hybrid_decode_step(y.get(), shape, params, cache, x.get(), q.get(), k.get(),
+        Status st = hybrid.decode_step(y.get(), cache_device.get(), 1, x.get(), q.get(), k.get(),
                                        v.get(), capture);
         if (!st.ok()) {
           cudaStreamEndCapture(capture, &graph);
@@ -292,7 +294,7 @@ Result<std::string> mixer_bench_run(const MixerBenchOptions& o) {
       GL_CUDA_CHECK(cudaStreamDestroy(capture));
       rows.push_back({"hybrid (fused step, CUDA graph)", "decode step ms", ctx, t / kSteps,
                       "1 launch/step; graph of 32 steps / 32"});
-      rows.push_back({"hybrid", "cache bytes/layer", ctx, (double)hybrid_cache_bytes(shape),
+      rows.push_back({"hybrid", "cache bytes/layer", ctx, (double)hybrid.cache_bytes(),
                       "state fp32 + sinks + ring + conv, constant"});
     }
   }

@@ -39,10 +39,11 @@ endforeach()
 
 # The benchmarks, a box apart from the boxes they measure: src/bench/cuda becomes
 # golinear_benchmarks_cuda on top of the GPU boxes above, called by `golinear bench` (src/cli
-# parses the options). The device build has only the kernels: there it holds the mixer benchmark.
+# parses the options). The device build has only the kernels and the mixers: there it holds the
+# mixer benchmark.
 file(GLOB GOLINEAR_BENCH_CUDA_SOURCES CONFIGURE_DEPENDS
      ${CMAKE_SOURCE_DIR}/src/bench/cuda/*.cu ${CMAKE_SOURCE_DIR}/src/bench/cuda/*.cpp)
-if(NOT GOLINEAR_CUDA_MODULE_LIBS)
+if(NOT TARGET golinear_model_cuda)
   list(FILTER GOLINEAR_BENCH_CUDA_SOURCES INCLUDE REGEX "/mixer_bench\\.cu$")
 endif()
 add_library(golinear_benchmarks_cuda STATIC ${GOLINEAR_BENCH_CUDA_SOURCES})

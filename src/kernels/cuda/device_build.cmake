@@ -4,7 +4,6 @@
 # GoogleTest comes from source: -DGOLINEAR_GTEST_SOURCE=<copy of /usr/src/googletest>.
 find_package(Threads REQUIRED)
 find_package(OpenMP)
-include(${CMAKE_SOURCE_DIR}/src/kernels/cuda/cuda.cmake)
 
 file(GLOB kernel_sources CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/kernels/cpu/*.cpp)
 list(FILTER kernel_sources EXCLUDE REGEX "/kernels/cpu/linear\\.cpp$")
@@ -26,6 +25,9 @@ add_library(golinear_reference_mixers STATIC ${mixer_sources})
 target_link_libraries(golinear_reference_mixers PUBLIC golinear_reference_kernels)
 set(GOLINEAR_CUDA_TEST_KERNELS golinear_reference_kernels)
 set(GOLINEAR_CUDA_TEST_MIXERS golinear_reference_mixers)
+# The GPU mixer (src/mixers/cuda) builds on the CPU mixers: here the reference ones.
+add_library(golinear_mixers ALIAS golinear_reference_mixers)
+include(${CMAKE_SOURCE_DIR}/src/kernels/cuda/cuda.cmake)
 
 find_package(GTest QUIET)
 if(NOT GTest_FOUND)

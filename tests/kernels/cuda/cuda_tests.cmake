@@ -3,7 +3,6 @@
 # GOLINEAR_CUDA_TEST_MIXERS name the libraries holding kernels/cpu and mixers.
 # (name source libraries-variable) per test binary.
 foreach(test IN ITEMS "kernels;cuda_kernels_test;GOLINEAR_CUDA_TEST_KERNELS"
-                      "hybrid;cuda_hybrid_test;GOLINEAR_CUDA_TEST_MIXERS"
                       "gated_delta;cuda_gated_delta_test;GOLINEAR_CUDA_TEST_KERNELS"
                       "attention;cuda_attention_test;GOLINEAR_CUDA_TEST_KERNELS"
                       "gated_linear;cuda_gated_linear_test;GOLINEAR_CUDA_TEST_KERNELS")

@@ -269,16 +269,16 @@ TEST(GpuModel, TraceMatchesCpu) {
 
 TEST(GpuModel, RefusesWhatTheKernelsDoNotImplement) {
   REQUIRE_GPU();
-  {  // a recipe other than the default
+  {  // a state kind the GPU does not run
     auto cpu = test::random_model(family_config("random-llama"), 19);
     mixers::MixerOptions o;
-    o.mix = mixers::MixKind::add;
+    o.kind = mixers::MixerKind::gla;
     auto stack = linearized_mixers(*cpu, o, {}, 1);
     ASSERT_TRUE(stack.ok());
     cpu->mixers = std::move(*stack);
     auto gpu = cuda::gpu_model_upload(*cpu);
     ASSERT_FALSE(gpu.ok());
-    EXPECT_NE(gpu.error().find("default recipe"), std::string::npos) << gpu.error();
+    EXPECT_NE(gpu.error().find("CPU only"), std::string::npos) << gpu.error();
   }
   // The fixtures themselves (head_dim 16 and 32).
   const std::string dir = fixtures_dir() + "/random-llama";

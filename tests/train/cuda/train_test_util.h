@@ -26,11 +26,17 @@ inline PackedDataset random_sequences(int n, int T, int V) {
 }
 
 // The default recipe with a short window (sinks 4, window 28), so that short sequences run the
-// GDN; seed 7.
-inline MixerStack students_of(const Model& model, const std::vector<int>& keep_full = {}) {
+// GDN.
+inline mixers::MixerOptions short_window_recipe() {
   mixers::MixerOptions options;
   options.sinks = 4;
   options.window = 28;
+  return options;
+}
+
+// Students of `options` (default: short_window_recipe), seed 7.
+inline MixerStack students_of(const Model& model, const std::vector<int>& keep_full = {},
+                              const mixers::MixerOptions& options = short_window_recipe()) {
   auto s = linearized_mixers(model, options, keep_full, 7);
   EXPECT_TRUE(s.ok()) << s.error();
   return std::move(*s);
