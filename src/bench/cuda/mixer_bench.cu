@@ -65,7 +65,7 @@ Result<std::string> mixer_bench_run(const MixerBenchOptions& o) {
     return make_error("bench: no CUDA device visible (it needs a GPU; this build has the CUDA backend)");
   cudaStream_t stream = 0;
   cublasHandle_t cublas;
-  if (cublasCreate(&cublas) != CUBLAS_STATUS_SUCCESS) return make_error("bench: cublasCreate failed");
+  GL_CUBLAS_CHECK(cublasCreate(&cublas));
   cudaDeviceProp prop;
   GL_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
   const int H = o.H, G = o.G, D = o.D, C = o.C;

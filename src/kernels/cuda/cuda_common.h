@@ -1,5 +1,7 @@
 // Shared pieces of the CUDA backend: the error idiom (every CUDA and cuBLAS call checked, errors
-// returned as golinear::Status naming the call, file and line), bf16 helpers, a device buffer.
+// returned as golinear::Status naming the call, file and line: GL_CUDA_CHECK, GL_CUBLAS_CHECK),
+// bf16 helpers; the owners of device resources (DeviceBuffer, ...) come with it from
+// device_resources.h.
 //
 // Storage is bf16 (__nv_bfloat16) for activations and weights, fp32 for states, gradients of
 // parameters and anything accumulated; arithmetic accumulates in fp32.
@@ -7,6 +9,7 @@
 // launcher's comment says "+=" (parameter gradients accumulate across calls).
 #pragma once
 
+#include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -24,6 +27,10 @@ inline Error cuda_error(cudaError_t code, const char* expr, const char* file, in
   return make_error("CUDA error '", cudaGetErrorString(code), "' in ", expr, " at ", file, ":",
                     line);
 }
+inline Error cublas_error(cublasStatus_t code, const char* expr, const char* file, int line) {
+  return make_error("cuBLAS error '", cublasGetStatusName(code), "' in ", expr, " at ", file, ":",
+                    line);
+}
 
 }  // namespace golinear::kernels::cuda
 
@@ -33,6 +40,14 @@ inline Error cuda_error(cudaError_t code, const char* expr, const char* file, in
     const cudaError_t gl_cuda_code_ = (expr);                                                \
     if (gl_cuda_code_ != cudaSuccess)                                                        \
       return ::golinear::kernels::cuda::cuda_error(gl_cuda_code_, #expr, __FILE__, __LINE__); \
+  } while (0)
+
+// Returns a golinear::Error from the enclosing function when a cuBLAS call fails.
+#define GL_CUBLAS_CHECK(expr)                                                                  \
+  do {                                                                                         \
+    const cublasStatus_t gl_cublas_code_ = (expr);                                             \
+    if (gl_cublas_code_ != CUBLAS_STATUS_SUCCESS)                                              \
+      return ::golinear::kernels::cuda::cublas_error(gl_cublas_code_, #expr, __FILE__, __LINE__); \
   } while (0)
 
 // After a kernel launch: reports launch-configuration errors (not asynchronous faults).
@@ -54,38 +69,7 @@ Status dispatch_head_dim(int D, F&& f) {
   }
 }
 
-// An owning device allocation of n elements of T (plain cudaMalloc, never managed memory).
-template <class T>
-class DeviceBuffer {
- public:
-  DeviceBuffer() = default;
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  DeviceBuffer(DeviceBuffer&& other) noexcept { *this = std::move(other); }
-  DeviceBuffer& operator=(DeviceBuffer&& other) noexcept {
-    std::swap(ptr_, other.ptr_);
-    std::swap(size_, other.size_);
-    return *this;
-  }
-  ~DeviceBuffer() {
-    if (ptr_) cudaFree(ptr_);  // nothing to report from a destructor
-  }
-  Status allocate(size_t n) {
-    if (ptr_) cudaFree(ptr_);
-    ptr_ = nullptr;
-    size_ = 0;
-    if (n == 0) return ok_status();
-    GL_CUDA_CHECK(cudaMalloc(&ptr_, n * sizeof(T)));
-    size_ = n;
-    return ok_status();
-  }
-  T* get() const { return ptr_; }
-  size_t size() const { return size_; }
-  size_t bytes() const { return size_ * sizeof(T); }
-
- private:
-  T* ptr_ = nullptr;
-  size_t size_ = 0;
-};
-
 }  // namespace golinear::kernels::cuda
+
+// DeviceBuffer and the other owners of device resources, reachable from here as before.
+#include "kernels/cuda/device_resources.h"

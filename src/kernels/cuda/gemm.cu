@@ -55,11 +55,6 @@ __global__ void __launch_bounds__(256) gemv_kernel(void* out, const bf16* __rest
   }
 }
 
-Status cublas_status(cublasStatus_t s, const char* call, const char* name) {
-  if (s == CUBLAS_STATUS_SUCCESS) return ok_status();
-  return make_error(cublasGetStatusName(s), " in ", call, " (", name, ")");
-}
-
 // The handles given a workspace of their own (gemm_use_workspace).
 std::mutex workspaces_mutex;
 std::unordered_map<cublasHandle_t, std::pair<void*, size_t>>& workspaces() {
@@ -74,8 +69,8 @@ Status gemm_use_workspace(cublasHandle_t handle, void* workspace, size_t bytes) 
     std::lock_guard<std::mutex> lock(workspaces_mutex);
     workspaces()[handle] = {workspace, bytes};
   }
-  return cublas_status(cublasSetWorkspace(handle, workspace, bytes), "cublasSetWorkspace",
-                       "gemm_use_workspace");
+  GL_CUBLAS_CHECK(cublasSetWorkspace(handle, workspace, bytes));
+  return ok_status();
 }
 
 void gemm_release_workspace(cublasHandle_t handle) {
@@ -85,10 +80,9 @@ void gemm_release_workspace(cublasHandle_t handle) {
 
 Status gemm_bind_stream(cublasHandle_t handle, cudaStream_t stream) {
   cudaStream_t current = nullptr;
-  cublasStatus_t st = cublasGetStream(handle, &current);
-  if (st == CUBLAS_STATUS_SUCCESS && current == stream) return ok_status();
-  if (st == CUBLAS_STATUS_SUCCESS) st = cublasSetStream(handle, stream);
-  if (st != CUBLAS_STATUS_SUCCESS) return cublas_status(st, "cublasSetStream", "gemm_bind_stream");
+  GL_CUBLAS_CHECK(cublasGetStream(handle, &current));
+  if (current == stream) return ok_status();
+  GL_CUBLAS_CHECK(cublasSetStream(handle, stream));
   std::pair<void*, size_t> own{nullptr, 0};
   {
     std::lock_guard<std::mutex> lock(workspaces_mutex);
@@ -96,8 +90,8 @@ Status gemm_bind_stream(cublasHandle_t handle, cudaStream_t stream) {
     if (it != workspaces().end()) own = it->second;
   }
   if (!own.first) return ok_status();
-  return cublas_status(cublasSetWorkspace(handle, own.first, own.second), "cublasSetWorkspace",
-                       "gemm_bind_stream");
+  GL_CUBLAS_CHECK(cublasSetWorkspace(handle, own.first, own.second));
+  return ok_status();
 }
 
 Status gemm_nt(cublasHandle_t handle, void* C, bool c_is_bf16, const bf16* A, const bf16* B,
@@ -126,9 +120,9 @@ Status gemm_nt(cublasHandle_t handle, void* C, bool c_is_bf16, const bf16* A, co
       cublasGemmEx(handle, CUBLAS_OP_T, CUBLAS_OP_N, N, (int)M, K, &one, B, CUDA_R_16BF, K, A,
                    CUDA_R_16BF, K, &beta, C, c_is_bf16 ? CUDA_R_16BF : CUDA_R_32F, N,
                    CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-  if (s != CUBLAS_STATUS_SUCCESS)
-    return make_error(cublasGetStatusName(s), " in cublasGemmEx (M=", M, " N=", N, " K=", K, ") at ",
-                      __FILE__, ":", __LINE__);
+  if (s != CUBLAS_STATUS_SUCCESS)  // GL_CUBLAS_CHECK's message, with the shape
+    return cublas_error(s, str_cat("cublasGemmEx (M=", M, " N=", N, " K=", K, ")").c_str(),
+                        __FILE__, __LINE__);
   return ok_status();
 }
 
@@ -143,20 +137,19 @@ Status gemm_bf16_nn(cublasHandle_t handle, float* C, float beta, const bf16* A, 
   // Row-major C (M, N) is column-major (N, M) = B_cm (N, K) · A_cm (K, M).
   const float one = 1.0f;
   GL_TRY(gemm_bind_stream(handle, stream));
-  const cublasStatus_t st =
-      cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &one, B, CUDA_R_16BF, N, A,
-                   CUDA_R_16BF, K, &beta, C, CUDA_R_32F, N, CUBLAS_COMPUTE_32F,
-                   CUBLAS_GEMM_DEFAULT);
-  return cublas_status(st, "cublasGemmEx", "gemm_bf16_nn");
+  GL_CUBLAS_CHECK(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &one, B, CUDA_R_16BF,
+                               N, A, CUDA_R_16BF, K, &beta, C, CUDA_R_32F, N,
+                               CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  return ok_status();
 }
 
 Status gemm_f32_nn(cublasHandle_t handle, float* C, float beta, const float* A, const float* B,
                    int M, int N, int K, cudaStream_t stream) {
   const float one = 1.0f;
   GL_TRY(gemm_bind_stream(handle, stream));
-  const cublasStatus_t st =
-      cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &one, B, N, A, K, &beta, C, N);
-  return cublas_status(st, "cublasSgemm", "gemm_f32_nn");
+  GL_CUBLAS_CHECK(
+      cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &one, B, N, A, K, &beta, C, N));
+  return ok_status();
 }
 
 Status gemm_bf16_tn_accumulate(cublasHandle_t handle, float* dW, const bf16* dout, const bf16* x,
@@ -164,11 +157,10 @@ Status gemm_bf16_tn_accumulate(cublasHandle_t handle, float* dW, const bf16* dou
   // Row-major dW (N, C) is column-major (C, N) = x_cm (C, T) · dout_cm (N, T)ᵀ.
   const float one = 1.0f;
   GL_TRY(gemm_bind_stream(handle, stream));
-  const cublasStatus_t st =
-      cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_T, C, N, T, &one, x, CUDA_R_16BF, C, dout,
-                   CUDA_R_16BF, N, &one, dW, CUDA_R_32F, C, CUBLAS_COMPUTE_32F,
-                   CUBLAS_GEMM_DEFAULT);
-  return cublas_status(st, "cublasGemmEx", "gemm_bf16_tn_accumulate");
+  GL_CUBLAS_CHECK(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_T, C, N, T, &one, x, CUDA_R_16BF,
+                               C, dout, CUDA_R_16BF, N, &one, dW, CUDA_R_32F, C,
+                               CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  return ok_status();
 }
 
 }  // namespace golinear::kernels::cuda

@@ -23,12 +23,6 @@ namespace {
 
 constexpr int kRowChunk = 16384;  // rows of the per-token stages per pass
 
-#define GL_CUBLAS_OK(expr)                                                             \
-  do {                                                                                 \
-    if ((expr) != CUBLAS_STATUS_SUCCESS)                                               \
-      return make_error("cuBLAS call failed: ", #expr, " at ", __FILE__, ":", __LINE__); \
-  } while (0)
-
 template <class T>
 Result<T*> upload(DeviceArena& arena, const T* host, size_t n, cudaStream_t stream) {
   GL_ASSIGN_OR_RETURN(T * p, arena.alloc<T>(n));
@@ -74,25 +68,6 @@ Result<float*> upload_f32(DeviceArena& arena, const std::vector<float>& x, cudaS
 
 // ---- DeviceArena ------------------------------------------------------------------------------
 
-Result<void*> DeviceArena::alloc_bytes(size_t bytes) {
-  void* p = nullptr;
-  const cudaError_t e = cudaMalloc(&p, std::max<size_t>(bytes, 1));
-  if (e != cudaSuccess) {
-    cudaGetLastError();  // an out-of-memory is not sticky: clear it
-    return make_error("out of GPU memory: cudaMalloc of ", bytes, " bytes failed (",
-                      cudaGetErrorString(e), ")");
-  }
-  blocks_.push_back(p);
-  bytes_ += bytes;
-  return p;
-}
-
-void DeviceArena::clear() {
-  for (void* p : blocks_) cudaFree(p);
-  blocks_.clear();
-  bytes_ = 0;
-}
-
 // ---- GpuModel -----------------------------------------------------------------------------------
 
 GpuModel::~GpuModel() {
@@ -122,8 +97,8 @@ Status GpuModel::init(const ModelConfig& config) {
     return make_error("gpu model: no CUDA device visible");
   }
   GL_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-  GL_CUBLAS_OK(cublasCreate(&cublas_));
-  GL_CUBLAS_OK(cublasSetStream(cublas_, stream_));
+  GL_CUBLAS_CHECK(cublasCreate(&cublas_));
+  GL_CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
   // A workspace of its own (kernels/cuda/gemm.h): graph-capture safe, and deterministic while
   // other streams run (the pipelined attention transfer).
   GL_ASSIGN_OR_RETURN(void* ws, weights_.alloc_bytes(kc::kCublasWorkspaceBytes));

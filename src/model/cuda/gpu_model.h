@@ -65,26 +65,7 @@ Status gpu_model_trace_async(GpuModel& model, const int32_t* tokens, int T, int 
                              cudaEvent_t wait, cudaEvent_t done,
                              std::vector<GpuLayerTrace>* layers);
 
-// Device memory owned in pieces (plain cudaMalloc), freed together.
-class DeviceArena {
- public:
-  DeviceArena() = default;
-  DeviceArena(const DeviceArena&) = delete;
-  DeviceArena& operator=(const DeviceArena&) = delete;
-  ~DeviceArena() { clear(); }
-  template <class T>
-  Result<T*> alloc(size_t n) {
-    GL_ASSIGN_OR_RETURN(void* p, alloc_bytes(n * sizeof(T)));
-    return static_cast<T*>(p);
-  }
-  Result<void*> alloc_bytes(size_t bytes);
-  void clear();
-  size_t bytes() const { return bytes_; }
-
- private:
-  std::vector<void*> blocks_;
-  size_t bytes_ = 0;
-};
+using kernels::cuda::DeviceArena;  // kernels/cuda/device_resources.h
 
 // Host fp32 → a new array in `arena` (synchronous): bf16 of the concatenated parts, or fp32 (null
 // for an empty vector, e.g. a bias the model does not have).

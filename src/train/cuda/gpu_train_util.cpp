@@ -14,44 +14,6 @@
 
 namespace golinear::train::cuda {
 
-CublasHandle::~CublasHandle() {
-  if (handle_) {
-    kernels::cuda::gemm_release_workspace(handle_);
-    cublasDestroy(handle_);
-  }
-  if (workspace_) cudaFree(workspace_);
-}
-
-Status CublasHandle::create() {
-  if (cublasCreate(&handle_) != CUBLAS_STATUS_SUCCESS) return make_error("cublasCreate failed");
-  // A workspace of its own (kernels/cuda/gemm.h): the pipelined transfer runs the teacher's
-  // products on another stream at the same time, and cuBLAS's shared pool would then make the
-  // results differ from run to run.
-  GL_CUDA_CHECK(cudaMalloc(&workspace_, kernels::cuda::kCublasWorkspaceBytes));
-  return kernels::cuda::gemm_use_workspace(handle_, workspace_, kernels::cuda::kCublasWorkspaceBytes);
-}
-
-CudaStream::~CudaStream() {
-  if (stream_) cudaStreamDestroy(stream_);  // nothing to report from a destructor
-}
-
-Status CudaStream::create(bool highest_priority) {
-  int least = 0, greatest = 0;
-  GL_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-  GL_CUDA_CHECK(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking,
-                                             highest_priority ? greatest : 0));
-  return ok_status();
-}
-
-CudaEvent::~CudaEvent() {
-  if (event_) cudaEventDestroy(event_);
-}
-
-Status CudaEvent::create() {
-  GL_CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming));
-  return ok_status();
-}
-
 Result<GpuTrainedLayers> gpu_trained_layers(const MixerStack& students, const std::string& what) {
   GpuTrainedLayers out;
   for (size_t l = 0; l < students.size(); ++l) {

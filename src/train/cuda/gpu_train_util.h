@@ -1,5 +1,5 @@
-// What the GPU trainers (attention transfer, end-to-end distillation) share: a cuBLAS handle
-// owner and the map between the CPU AdamW's flat parameter order and the device buffer.
+// What the GPU trainers (attention transfer, end-to-end distillation) share: the map between the
+// CPU AdamW's flat parameter order and the device buffer, the device AdamW, resume states.
 #pragma once
 
 #include <cublas_v2.h>
@@ -17,49 +17,9 @@
 
 namespace golinear::train::cuda {
 
-// A cuBLAS handle with a workspace of its own (kernels/cuda/gemm.h), destroyed with the object.
-class CublasHandle {
- public:
-  CublasHandle() = default;
-  CublasHandle(const CublasHandle&) = delete;
-  CublasHandle& operator=(const CublasHandle&) = delete;
-  ~CublasHandle();
-  Status create();
-  cublasHandle_t get() const { return handle_; }
-
- private:
-  cublasHandle_t handle_ = nullptr;
-  void* workspace_ = nullptr;  // kernels::cuda::kCublasWorkspaceBytes, its own (gemm.h)
-};
-
-// A non-blocking CUDA stream owned (destroyed with the object).
-class CudaStream {
- public:
-  CudaStream() = default;
-  CudaStream(const CudaStream&) = delete;
-  CudaStream& operator=(const CudaStream&) = delete;
-  ~CudaStream();
-  // priority: the device's highest (greatest) priority when true, else the default.
-  Status create(bool highest_priority);
-  cudaStream_t get() const { return stream_; }
-
- private:
-  cudaStream_t stream_ = nullptr;
-};
-
-// A CUDA event without timing, owned.
-class CudaEvent {
- public:
-  CudaEvent() = default;
-  CudaEvent(const CudaEvent&) = delete;
-  CudaEvent& operator=(const CudaEvent&) = delete;
-  ~CudaEvent();
-  Status create();
-  cudaEvent_t get() const { return event_; }
-
- private:
-  cudaEvent_t event_ = nullptr;
-};
+using kernels::cuda::CublasHandle;  // the resource owners (kernels/cuda/device_resources.h)
+using kernels::cuda::CudaEvent;
+using kernels::cuda::CudaStream;
 
 // The layers a GPU trainer trains: every hybrid mixer of `students`, each of the GPU's recipe
 // (gpu_hybrid_check_recipe) and all with the same sinks and window; the other layers must be
