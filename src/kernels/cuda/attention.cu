@@ -796,7 +796,7 @@ __global__ void decode_combine_kernel(bf16* __restrict__ y, const float* __restr
 
 constexpr int kSinkChunk = 512;  // queries per sink-part block (a multiple of 64)
 
-size_t align256(size_t x) { return (x + 255) / 256 * 256; }
+using device::align_up;
 
 template <int D, bool kMix>
 Status launch_forward(const ForwardArgs& args, cudaStream_t stream) {
@@ -835,8 +835,8 @@ Status attention_forward_mixed(bf16* y, const float* lambda, int lin_from, const
 size_t attention_backward_workspace_bytes(int T, int H, int G, int D) {
   const size_t rows = (size_t)T * H;
   const size_t chunks = ((size_t)T + kSinkChunk - 1) / kSinkChunk;
-  return align256(rows * D * 2) + align256(rows * 4) +
-         2 * align256(chunks * kTile * (size_t)G * D * 4);
+  return align_up(rows * D * 2) + align_up(rows * 4) +
+         2 * align_up(chunks * kTile * (size_t)G * D * 4);
 }
 
 Status attention_backward(float* dq, float* dk, float* dv, const float* dy, const bf16* y,
@@ -853,12 +853,12 @@ Status attention_backward(float* dq, float* dk, float* dv, const float* dy, cons
   const size_t rows = (size_t)T * H;
   char* w = static_cast<char*>(workspace);
   bf16* dob = reinterpret_cast<bf16*>(w);
-  w += align256(rows * D * 2);
+  w += align_up(rows * D * 2);
   float* dsum = reinterpret_cast<float*>(w);
-  w += align256(rows * 4);
+  w += align_up(rows * 4);
   const size_t chunks_cap = ((size_t)T + kSinkChunk - 1) / kSinkChunk;
   float* part_k = reinterpret_cast<float*>(w);
-  float* part_v = reinterpret_cast<float*>(w + align256(chunks_cap * kTile * (size_t)G * D * 4));
+  float* part_v = reinterpret_cast<float*>(w + align_up(chunks_cap * kTile * (size_t)G * D * 4));
 
   return dispatch_head_dim(D, [&](auto d) -> Status {
     constexpr int Dc = decltype(d)::value;

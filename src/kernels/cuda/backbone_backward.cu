@@ -5,15 +5,15 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/cuda/device_utils.cuh"
+
 namespace golinear::kernels::cuda {
 
 namespace {
 
 constexpr int kThreads = 256;
-
-unsigned grid_for(long n, int threads) {
-  return (unsigned)std::min<long>((n + threads - 1) / threads, 65535L * 8);
-}
+constexpr long kMaxBlocks = 65535L * 8;  // grid_for's cap here
+using device::grid_for;
 
 // Sum of v over the block (blockDim.x == kThreads), the result in every thread.
 __device__ double block_sum(double v, double* shared) {
@@ -133,7 +133,7 @@ Status rmsnorm_backward_f32(float* dx, bool accumulate, const float* dy, const f
 
 Status swiglu_stacked_backward(bf16* dgu, const float* dact, const bf16* gu, int T, int F,
                                cudaStream_t stream) {
-  swiglu_backward_kernel<<<grid_for((long)T * F, kThreads), kThreads, 0, stream>>>(dgu, dact, gu, T, F);
+  swiglu_backward_kernel<<<grid_for((long)T * F, kThreads, kMaxBlocks), kThreads, 0, stream>>>(dgu, dact, gu, T, F);
   GL_CUDA_CHECK_LAUNCH();
   return ok_status();
 }
@@ -149,7 +149,7 @@ Status kl_rows_forward_backward(double* kl, float* dlogits, const float* teacher
 
 Status pack_qkv_grad_bf16(bf16* dqkv, const float* dq, const float* dk, const float* dv, int T,
                           int HD, int GD, cudaStream_t stream) {
-  pack_qkv_kernel<<<grid_for((long)T * (HD + 2 * GD), kThreads), kThreads, 0, stream>>>(
+  pack_qkv_kernel<<<grid_for((long)T * (HD + 2 * GD), kThreads, kMaxBlocks), kThreads, 0, stream>>>(
       dqkv, dq, dk, dv, T, HD, GD);
   GL_CUDA_CHECK_LAUNCH();
   return ok_status();

@@ -1,10 +1,25 @@
-// Device-side helpers shared by the .cu files of kernels/cuda (not a public header).
+// Device-side helpers shared by the .cu files of kernels/cuda (not a public header), and the
+// host-side sizes of their launchers.
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <cstddef>
+
 namespace golinear::kernels::cuda::device {
+
+// x rounded up to a multiple of `alignment` (workspace carving: 256 bytes; shared-memory
+// sections: 128).
+constexpr size_t align_up(size_t x, size_t alignment = 256) {
+  return (x + alignment - 1) / alignment * alignment;
+}
+// Blocks of `threads` threads covering n items, at most max_blocks (the kernels' grid-stride
+// loops cover the rest).
+inline unsigned grid_for(long n, int threads, long max_blocks = 1L << 20) {
+  return (unsigned)std::min<long>((n + threads - 1) / threads, max_blocks);
+}
 
 // 16-byte asynchronous global → shared copy; zero-fills the destination when !valid.
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {

@@ -30,7 +30,7 @@ using FragB = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major>;
 using FragBT = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major>;
 using FragC = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
 
-size_t align_up(size_t x) { return (x + 255) / 256 * 256; }
+using device::align_up;
 
 // Where the chunked forward's scratch lives inside the workspace.
 struct ForwardWorkspace {
@@ -1409,7 +1409,6 @@ __device__ __forceinline__ void block_mma(float* C, int ldc, const bf16* A, int 
   }
 }
 
-constexpr size_t round128(size_t x) { return (x + 127) / 128 * 128; }
 
 template <int D>
 struct GradLayout {
@@ -1419,11 +1418,11 @@ struct GradLayout {
   static constexpr size_t ut = u + tile, dut = ut + tile;
   // bf16 (D, D): S_0, then dSᵀ; then fp32 (64, D): the dk of the current head.
   static constexpr size_t s0 = dut + tile;
-  static constexpr size_t s0_bytes = round128(std::max<size_t>(D * LDB * 2, 64 * LDA * 4));
+  static constexpr size_t s0_bytes = align_up(std::max<size_t>(D * LDB * 2, 64 * LDA * 4), 128);
   static constexpr size_t f1 = s0 + s0_bytes;  // fp32 (64, 64); bf16 T in step 4
   static constexpr size_t zb = f1 + 64 * LDF * 4;
   static constexpr size_t acc = zb + 64 * LDZ * 2;  // fp32 (64, D) or (64, 64)
-  static constexpr size_t vec = acc + round128(64 * std::max(LDA, LDF) * 4);
+  static constexpr size_t vec = acc + align_up(64 * std::max(LDA, LDF) * 4, 128);
   static constexpr size_t total = vec + (5 * 64 + 32) * 4;
 };
 

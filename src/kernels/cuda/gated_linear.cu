@@ -26,19 +26,20 @@ constexpr int kPassThreads = 128;      // state passes
 constexpr int kTV = 32;                // value columns per state-pass tile
 constexpr int kStages = 4;             // state-pass cp.async stages
 
-constexpr size_t align_up(size_t b) { return (b + 255) / 256 * 256; }
-constexpr size_t al(size_t b) { return (b + 127) / 128 * 128; }
+using device::align_up;
 
 // Shared-memory shapes for head dims DK (keys) and DV (values).
 template <int DK, int DV>
 struct Shapes {
   static constexpr int LK = DK + 8, LV = DV + 8, LC = kC + 8;  // bf16 row strides
   static constexpr int FK = DK + 4, FV = DV + 4, FC = kC + 4;  // fp32 row strides
-  static constexpr size_t bk = al(kC * LK * 2), bv = al(kC * LV * 2), bc = al(kC * LC * 2);
-  static constexpr size_t fk = al(kC * FK * 4), fv = al(kC * FV * 4), fc = al(kC * FC * 4);
-  static constexpr size_t st = al((size_t)DK * LV * 2);  // a bf16 (DK, DV) state
-  static constexpr size_t sub = al(96 * LK * 2);         // the sub-chunk factor sections
-  static constexpr size_t tot = al(4 * DK * 4);          // scan segment totals
+  static constexpr size_t bk = align_up(kC * LK * 2, 128), bv = align_up(kC * LV * 2, 128),
+                          bc = align_up(kC * LC * 2, 128);
+  static constexpr size_t fk = align_up(kC * FK * 4, 128), fv = align_up(kC * FV * 4, 128),
+                          fc = align_up(kC * FC * 4, 128);
+  static constexpr size_t st = align_up((size_t)DK * LV * 2, 128);  // a bf16 (DK, DV) state
+  static constexpr size_t sub = align_up(96 * LK * 2, 128);         // the sub-chunk factor sections
+  static constexpr size_t tot = align_up(4 * DK * 4, 128);          // scan segment totals
   // kernel 1 (prepare): q (then q̃), k, b, k̃, A (fp32), tot
   static constexpr size_t prep = bk * 2 + fk + sub + fc + tot;
   // kernel 3 (output): q̄, S, A, V, O (fp32)
@@ -47,13 +48,14 @@ struct Shapes {
   static constexpr size_t r_dov = std::max(2 * bv, fk), r_s = std::max(st, sub);
   static constexpr size_t dq = r_dov + bk + fk + r_s + fc + bc + fk + tot;
   // kernel 5 (dk, dv, dg): q, k, b, dA, dS | q̂, X, dO+A+k̄ | T, V, tot
-  static constexpr size_t r_x = std::max(fk, fv), r_3 = std::max(bv + bc + bk, al(48 * FK * 4));
+  static constexpr size_t r_x = std::max(fk, fv),
+                          r_3 = std::max(bv + bc + bk, align_up(48 * FK * 4, 128));
   static constexpr size_t dkv = bk * 2 + fk + bc + r_s + r_x + r_3 + bv + tot;
   // state pass: X (fp32 64×kTV) + kStages stages of (a 64×64 bf16, b and the next state
   // 64×kTV bf16, 64 decays)
   static constexpr int LT = kTV + 8, FT = kTV + 4;
-  static constexpr size_t stage = bc + 2 * al(kC * LT * 2) + al(kC * 4);
-  static constexpr size_t pass = al(kC * FT * 4) + kStages * stage;
+  static constexpr size_t stage = bc + 2 * align_up(kC * LT * 2, 128) + align_up(kC * 4, 128);
+  static constexpr size_t pass = align_up(kC * FT * 4, 128) + kStages * stage;
 };
 
 // Offsets of the first row of sub-chunk sections: k̃^{(I)} (rows m < 16I, I = 1..3) at
@@ -265,16 +267,17 @@ __global__ void __launch_bounds__(kPassThreads) gla_state_pass_kernel(
   constexpr int LC = Sh::LC, LT = Sh::LT, FT = Sh::FT;
   extern __shared__ __align__(128) char smem[];
   float* X = reinterpret_cast<float*>(smem);
-  char* stages = smem + al(kC * FT * 4);
+  char* stages = smem + align_up(kC * FT * 4, 128);
   const int e0 = blockIdx.x * kTV, d0 = blockIdx.y * 64, h = blockIdx.z;
   const int NC = (N + kC - 1) / kC, tid = threadIdx.x;
   auto stage_a = [&](int s) { return reinterpret_cast<bf16*>(stages + s * Sh::stage); };
   auto stage_b = [&](int s) { return reinterpret_cast<bf16*>(stages + s * Sh::stage + Sh::bc); };
   auto stage_d = [&](int s) {
-    return reinterpret_cast<float*>(stages + s * Sh::stage + Sh::bc + 2 * al(kC * LT * 2));
+    return reinterpret_cast<float*>(stages + s * Sh::stage + Sh::bc +
+                                    2 * align_up(kC * LT * 2, 128));
   };
   auto stage_n = [&](int s) {  // REVERSE: the tile of states[h][c + 1]
-    return reinterpret_cast<bf16*>(stages + s * Sh::stage + Sh::bc + al(kC * LT * 2));
+    return reinterpret_cast<bf16*>(stages + s * Sh::stage + Sh::bc + align_up(kC * LT * 2, 128));
   };
   auto issue = [&](int step) {
     if (step < NC) {

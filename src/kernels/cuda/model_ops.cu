@@ -11,11 +11,8 @@ namespace golinear::kernels::cuda {
 namespace {
 
 using device::block_sum;
+using device::grid_for;
 using device::warp_sum;
-
-unsigned grid_for(long n, int threads) {
-  return (unsigned)std::min<long>((n + threads - 1) / threads, 1L << 20);
-}
 
 __global__ void embed_gather_kernel(float* h, const bf16* embed, const int32_t* ids, int T, int C) {
   const long n = (long)T * C;
