@@ -137,20 +137,19 @@ Status gemm_bf16_nn(cublasHandle_t handle, float* C, float beta, const bf16* A, 
   // Row-major C (M, N) is column-major (N, M) = B_cm (N, K) · A_cm (K, M).
   const float one = 1.0f;
   GL_TRY(gemm_bind_stream(handle, stream));
-  const cublasStatus_t st =
-      cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &one, B, CUDA_R_16BF, N, A,
-                   CUDA_R_16BF, K, &beta, C, CUDA_R_32F, N, CUBLAS_COMPUTE_32F,
-                   CUBLAS_GEMM_DEFAULT);
-  return cublas_status(st, "cublasGemmEx", "gemm_bf16_nn");
+  GL_CUBLAS_CHECK(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &one, B, CUDA_R_16BF,
+                               N, A, CUDA_R_16BF, K, &beta, C, CUDA_R_32F, N,
+                               CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  return ok_status();
 }
 
 Status gemm_f32_nn(cublasHandle_t handle, float* C, float beta, const float* A, const float* B,
                    int M, int N, int K, cudaStream_t stream) {
   const float one = 1.0f;
   GL_TRY(gemm_bind_stream(handle, stream));
-  const cublasStatus_t st =
-      cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &one, B, N, A, K, &beta, C, N);
-  return cublas_status(st, "cublasSgemm", "gemm_f32_nn");
+  GL_CUBLAS_CHECK(
+      cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, N, M, K, &one, B, N, A, K, &beta, C, N));
+  return ok_status();
 }
 
 Status gemm_bf16_tn_accumulate(cublasHandle_t handle, float* dW, const bf16* dout, const bf16* x,
@@ -158,11 +157,10 @@ Status gemm_bf16_tn_accumulate(cublasHandle_t handle, float* dW, const bf16* dou
   // Row-major dW (N, C) is column-major (C, N) = x_cm (C, T) · dout_cm (N, T)ᵀ.
   const float one = 1.0f;
   GL_TRY(gemm_bind_stream(handle, stream));
-  const cublasStatus_t st =
-      cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_T, C, N, T, &one, x, CUDA_R_16BF, C, dout,
-                   CUDA_R_16BF, N, &one, dW, CUDA_R_32F, C, CUBLAS_COMPUTE_32F,
-                   CUBLAS_GEMM_DEFAULT);
-  return cublas_status(st, "cublasGemmEx", "gemm_bf16_tn_accumulate");
+  GL_CUBLAS_CHECK(cublasGemmEx(handle, CUBLAS_OP_N, CUBLAS_OP_T, C, N, T, &one, x, CUDA_R_16BF,
+                               C, dout, CUDA_R_16BF, N, &one, dW, CUDA_R_32F, C,
+                               CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+  return ok_status();
 }
 
 }  // namespace golinear::kernels::cuda
