@@ -154,7 +154,7 @@ train::TrainOptions transfer_options(const LinearizeSettings& s) {
 
 // --device cuda: attention transfer on the GPU (train/cuda), the teacher on the GPU too.
 Result<train::TrainReport> transfer_on_gpu(const Model& model, MixerStack& students,
-                                          const train::PackedDataset& data,
+                                          const PackedDataset& data,
                                           const train::TrainOptions& options) {
 #if GOLINEAR_HAVE_CUDA
   GL_ASSIGN_OR_RETURN(train::cuda::GpuTeacher teacher, train::cuda::gpu_teacher_from_model(model));
@@ -166,7 +166,7 @@ Result<train::TrainReport> transfer_on_gpu(const Model& model, MixerStack& stude
 
 // --device cuda: end-to-end distillation on the GPU (train/cuda/gpu_distillation.h).
 Result<train::TrainReport> e2e_on_gpu(const Model& model, MixerStack& students,
-                                     const train::PackedDataset& data,
+                                     const PackedDataset& data,
                                      const train::TrainOptions& options) {
 #if GOLINEAR_HAVE_CUDA
   return train::cuda::gpu_distill_end_to_end(model, students, data, options);
@@ -182,7 +182,7 @@ struct FullLayers {
   Json selection = Json::object();
 };
 
-Result<FullLayers> choose_full_layers(const Model& model, const train::PackedDataset& data,
+Result<FullLayers> choose_full_layers(const Model& model, const PackedDataset& data,
                                       const std::vector<int>& listed, int K, const std::string& select) {
   FullLayers out;
   out.layers = listed;
@@ -285,7 +285,7 @@ Result<std::vector<SweepRecipe>> parse_sweep(const std::string& path, const Line
 }
 
 int run_sweep(const std::vector<SweepRecipe>& recipes, const LinearizeSettings& s, Model& model,
-              const train::PackedDataset& data, const std::string& partial, const std::string& path) {
+              const PackedDataset& data, const std::string& partial, const std::string& path) {
   struct Entry {
     FullLayers full;
     MixerStack students;
@@ -385,12 +385,15 @@ int cmd_linearize(const Argv& argv) {
       return fail(s.base + ": already linearized; linearize its base checkpoint instead");
   const int bos = loaded->tokenizer.bos_id().value_or(model.config.bos_token_id);
   const int eos = model.config.eos_token_ids.empty() ? -1 : model.config.eos_token_ids[0];
-  train::DatasetOptions data_options;
+  DatasetOptions data_options;
   data_options.seq_len = s.seq_len;
   data_options.max_sequences = std::max(s.steps, s.e2e_steps) * s.batch;
   data_options.seed = s.seed;
   std::fprintf(stderr, "golinear linearize: tokenizing %s\n", s.data.c_str());
-  auto data = train::dataset_build(s.data, loaded->tokenizer, bos, eos, data_options);
+  const Tokenizer& tokenizer = loaded->tokenizer;
+  auto data = dataset_build(
+      s.data, [&tokenizer](const std::string& text) { return tokenizer.encode(text, /*add_special=*/false); },
+      bos, eos, data_options);
   if (!data.ok()) return fail(data.error());
   if (data->size() < std::max(s.steps, s.e2e_steps) * s.batch)
     std::fprintf(stderr, "golinear linearize: %s holds %ld sequences of %d tokens; %ld steps × %d "

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "model/transformer.h"
-#include "train/dataset.h"
+#include "io/packed_dataset.h"
 #include "train/optimizer.h"
 
 namespace golinear::train {
