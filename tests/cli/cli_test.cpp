@@ -174,7 +174,7 @@ TEST_F(Cli, LinearizeWritesACheckpointThatLoadsAndResumes) {
   const std::string common = "linearize " + kLlama + " --data " + data + " --steps 4 --seq-len 32 --sinks 2 --window 6 --seed 1 --stage transfer";
   // Interrupted after 2 of 4 steps: OUT does not exist, OUT.partial holds the resume state.
   const std::string out = (dir_ / "lin").string();
-  CliRun stopped = run(common + " --out " + out, "GOLINEAR_STOP_AFTER_STEPS=2");
+  CliRun stopped = run(common + " --out " + out + " --stop-after 2");
   EXPECT_EQ(stopped.status, 3) << stopped.err;
   EXPECT_FALSE(fs::exists(out));
   EXPECT_TRUE(fs::exists(out + ".partial/transfer_state.safetensors"));
@@ -222,7 +222,7 @@ TEST_F(Cli, BothStagesResumeAcrossTheStageBoundary) {
   // 2 transfer steps, then 4 distillation steps (4 × 32 tokens).
   const std::string common = "linearize " + kLlama + " --data " + data + " --steps 2 --e2e-tokens 128 --seq-len 32 --sinks 2 --window 6";
   const std::string out = (dir_ / "both").string(), straight = (dir_ / "straight").string();
-  CliRun stopped = run(common + " --out " + out, "GOLINEAR_STOP_AFTER_STEPS=3");
+  CliRun stopped = run(common + " --out " + out + " --stop-after 3");
   EXPECT_EQ(stopped.status, 3) << stopped.err;
   EXPECT_NE(stopped.err.find("distillation step 3 of 4"), std::string::npos) << stopped.err;
   EXPECT_FALSE(fs::exists(out));
