@@ -33,7 +33,8 @@ TrainOptions transfer_options(const LinearizeOptions& s) {
   return options;
 }
 
-// The training sequences, tokenized on first use.
+// The training sequences, tokenized on first use (a recipe with nothing to train never reads
+// them).
 class LazyData {
  public:
   LazyData(const LinearizeOptions& s, const Model& model, const Tokenizer& tokenizer)
@@ -242,13 +243,22 @@ Result<LinearizeOutcome> linearize(const LinearizeOptions& s, Model& model, cons
     selection = keep.selection;
     GL_ASSIGN_OR_RETURN(students, linearized_mixers(model, s.mixer, keep.layers, s.seed));
   }
-  GL_TRY(data.get());  // bad data fails before OUT.partial exists
+  // A recipe without parameters (--mixer none --no-conv: no linear branch, no gate, no
+  // convolution) has nothing to train: no teacher or student runs, the stages report 0 steps.
+  long trainable = 0;
+  for (mixers::Parameter* p : trainable_parameters(students)) trainable += (long)p->value.size();
+  const bool train = trainable > 0;
+  if (!train)
+    std::fprintf(stderr, "golinear linearize: the recipe has no trainable parameters; writing it without training\n");
+
+  if (train) GL_TRY(data.get());  // bad data fails before OUT.partial exists
   GL_TRY(checkpoint_copy_base(s.base, partial));
   TrainOptions options = transfer_options(s);
   options.state_path = partial + "/transfer_state.safetensors";
   const std::string transfer_report_path = partial + "/transfer_report.json";
   Json transfer = Json::object();
-  if (s.steps > 0) {
+  if (!train && s.steps > 0) transfer = {{"steps", 0}, {"tokens", 0}};
+  if (train && s.steps > 0) {
     bool transfer_finished_before = false;
     if (s.resume && file_exists(transfer_report_path)) {  // stage 1 finished before the interruption
       GL_ASSIGN_OR_RETURN(transfer, json_read_file(transfer_report_path));
@@ -265,7 +275,8 @@ Result<LinearizeOutcome> linearize(const LinearizeOptions& s, Model& model, cons
     }
   }
   Json e2e = Json::object();
-  if (s.e2e_steps > 0) {
+  if (!train && s.e2e_steps > 0) e2e = {{"steps", 0}, {"tokens", 0}};
+  if (train && s.e2e_steps > 0) {
     TrainOptions e2e_options = options;
     e2e_options.steps = s.e2e_steps;
     e2e_options.lr = s.e2e_lr;
@@ -285,6 +296,7 @@ Result<LinearizeOutcome> linearize(const LinearizeOptions& s, Model& model, cons
   recipe.training = {{"stage", s.stage}, {"data", s.data}, {"batch", s.batch},
                      {"seq_len", s.seq_len}, {"seed", s.seed}, {"init", s.init},
                      {"transfer", transfer}, {"e2e", e2e}, {"keep_full_selection", selection}};
+  if (!train) recipe.training["trainable_parameters"] = 0;
   Status saved = linearization_save(model, recipe, partial);
   model.mixers = std::move(teacher_mixers);
   GL_TRY(saved);

@@ -3,7 +3,8 @@
 // (fresh, or --init from a linearized directory), attention transfer and/or end-to-end
 // distillation, the report (linearization.json's "training"), all written in OUT.partial and
 // renamed to OUT only when complete; an interrupted run resumes from OUT.partial. A sweep trains
-// several recipes against one teacher pass, each written as OUT/<name>.
+// several recipes against one teacher pass, each written as OUT/<name>. A recipe with nothing
+// to train (e.g. --mixer none --no-conv) is written without any training loop.
 //
 // The trainers come from the caller (Trainers: the CPU ones, or the GPU ones of train/cuda,
 // which this library does not link).
