@@ -24,8 +24,8 @@ Model& bench_model() {
   return *model;
 }
 
-train::PackedDataset bench_data(int T, int V) {
-  train::PackedDataset data;
+PackedDataset bench_data(int T, int V) {
+  PackedDataset data;
   data.seq_len = T;
   for (long i = 0; i < T; ++i) data.tokens.push_back(i == 0 ? 0 : (int32_t)((i * 2654435761u) % (unsigned)V));
   return data;
@@ -36,7 +36,7 @@ void BM_TrainStep(benchmark::State& state) {
   Model& model = bench_model();
   const int T = (int)state.range(0);
   auto students = linearized_mixers(model, mixers::MixerOptions{}, {}, 0);
-  train::PackedDataset data = bench_data(T, model.config.vocab_size);
+  PackedDataset data = bench_data(T, model.config.vocab_size);
   train::TrainOptions options;
   options.steps = 1;
   long tokens = 0;

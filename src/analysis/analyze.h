@@ -115,7 +115,7 @@ Result<AnalysisResult> analysis_run(const Model& teacher, const std::vector<Stud
 
 // Per-layer hardness (L) of `teacher` from the teacher alone (no student needed): layer_hardness
 // of its mean key concentration and projection residual over N sequences of T tokens, tokens
-// (N, T) (e.g. a train::PackedDataset: data.tokens.data(), data.size(), data.seq_len). Feed it to
+// (N, T) (e.g. a PackedDataset, io/packed_dataset.h: data.tokens.data(), data.size(), data.seq_len). Feed it to
 // select_full_layers(hardness, K, "hard").
 Result<std::vector<double>> teacher_layer_hardness(const Model& teacher, const int32_t* tokens,
                                                    long N, int T, bool show_progress = false);

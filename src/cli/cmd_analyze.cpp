@@ -7,7 +7,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/loading.h"
-#include "train/dataset.h"
+#include "io/packed_dataset.h"
 #ifdef GOLINEAR_HAVE_CUDA
 #include "analysis/cuda/gpu_trace.h"
 #include "model/cuda/gpu_model.h"
@@ -104,11 +104,14 @@ int cmd_analyze(const Argv& argv) {
 
   const int bos = loaded->tokenizer.bos_id().value_or(model.config.bos_token_id);
   const int eos = model.config.eos_token_ids.empty() ? -1 : model.config.eos_token_ids[0];
-  train::DatasetOptions data_options;
+  DatasetOptions data_options;
   data_options.seq_len = (int)*seq_len;
   data_options.max_sequences = (*tokens + *seq_len - 1) / *seq_len;
   data_options.seed = (uint64_t)*seed;
-  auto data = train::dataset_build(data_path, loaded->tokenizer, bos, eos, data_options);
+  const Tokenizer& tokenizer = loaded->tokenizer;
+  auto data = dataset_build(
+      data_path, [&tokenizer](const std::string& text) { return tokenizer.encode(text, /*add_special=*/false); },
+      bos, eos, data_options);
   if (!data.ok()) return fail(data.error());
   if (data->size() == 0)
     return fail(data_path + ": not enough text for one sequence of " + std::to_string(*seq_len) + " tokens");

@@ -2,12 +2,10 @@
 
 #include <cblas.h>  // openblas_get_num_threads, openblas_set_num_threads
 
-#include <chrono>
 #include <cmath>
 #include <cstring>
 
 #include "common/file.h"
-#include "common/progress.h"
 #include "io/safetensors.h"
 
 namespace golinear::train {
@@ -109,32 +107,33 @@ Result<std::vector<TrainReport>> attention_transfer_many(
       return make_error("attention transfer: every layer is kept full, nothing to train");
   }
   std::vector<std::unique_ptr<AdamW>> optimizers;
-  long start = -1;
-  for (size_t r = 0; r < R; ++r) {
+  for (size_t r = 0; r < R; ++r)
     optimizers.push_back(std::make_unique<AdamW>(trainable_parameters(*stacks[r]), options.adam));
-    long resumed = 0;
-    if (options.resume && !state_paths[r].empty() && file_exists(state_paths[r])) {
-      GL_ASSIGN_OR_RETURN(resumed, train_state_load(state_paths[r], *stacks[r], *optimizers[r]));
-      if (resumed > options.steps)
-        return make_error(state_paths[r], ": resume state is at step ", resumed, " of a ", options.steps, "-step run");
-    }
-    if (start >= 0 && resumed != start)
-      return make_error(state_paths[r], ": resume states of the recipes are at different steps");
-    start = resumed;
-  }
-  std::vector<TrainReport> reports(R);
-  std::vector<std::vector<double>> layer_sum(R, std::vector<double>(L, 0.0));
-  for (auto& report : reports) {
-    report.steps_done = start;
-    report.layer_nmse.assign(L, -1.0);
-  }
-  long tail_steps = 0;
-  const long tail_from = tail_start(options);
-  ProgressBar bar("transfer", options.steps);
-  const auto t0 = std::chrono::steady_clock::now();
-  long tokens_this_run = 0;
   const long H = teacher.config.num_heads, D = teacher.config.head_dim;
-  for (long step = start; step < options.steps; ++step) {
+
+  TrainLoop loop;
+  loop.label = "transfer";
+  loop.loss_name = "nmse";
+  loop.tokens_per_step = (long)options.batch * T;
+  loop.recipes = (int)R;
+  loop.trained_layers = trained;
+  loop.num_layers = L;
+  loop.resume = [&]() -> Result<long> {
+    long start = -1;
+    for (size_t r = 0; r < R; ++r) {
+      long resumed = 0;
+      if (options.resume && !state_paths[r].empty() && file_exists(state_paths[r])) {
+        GL_ASSIGN_OR_RETURN(resumed, train_state_load(state_paths[r], *stacks[r], *optimizers[r]));
+        if (resumed > options.steps)
+          return make_error(state_paths[r], ": resume state is at step ", resumed, " of a ", options.steps, "-step run");
+      }
+      if (start >= 0 && resumed != start)
+        return make_error(state_paths[r], ": resume states of the recipes are at different steps");
+      start = resumed;
+    }
+    return start;
+  };
+  loop.step = [&](long step, float lr) -> Result<std::vector<StepLoss>> {
     std::vector<std::vector<double>> step_nmse(R, std::vector<double>(L, 0.0));
     for (int b = 0; b < options.batch; ++b) {
       const long index = (step * options.batch + b) % data.size();
@@ -159,45 +158,28 @@ Result<std::vector<TrainReport>> attention_transfer_many(
         (*stacks[r])[l]->backward(in, dy.data(), {});
       }
       openblas_set_num_threads(blas_threads);
-      tokens_this_run += T;
     }
-    const float lr = learning_rate_at(step, options.steps, options.warmup, options.lr);
-    const bool tail = step >= tail_from;
-    tail_steps += tail;
-    double mean_loss = 0.0;
+    std::vector<StepLoss> losses(R);
     for (size_t r = 0; r < R; ++r) {
       optimizers[r]->step(lr);
+      losses[r].layer_loss.assign(L, 0.0);
       double loss = 0.0;
-      for (int l : trained[r]) loss += step_nmse[r][l] / options.batch;
-      loss /= trained[r].size();
-      mean_loss += loss / R;
-      reports[r].loss_curve.push_back(loss);
-      reports[r].steps_done = step + 1;
-      if (tail) {
-        reports[r].final_loss += loss;
-        for (int l : trained[r]) layer_sum[r][l] += step_nmse[r][l] / options.batch;
+      for (int l : trained[r]) {
+        losses[r].layer_loss[l] = step_nmse[r][l] / options.batch;
+        loss += step_nmse[r][l] / options.batch;
       }
+      loss /= trained[r].size();
+      losses[r].loss = loss;
     }
-    bar.update(step + 1, (double)tokens_this_run,
-               str_cat(R > 1 ? "mean nmse " : "nmse ", std::to_string(mean_loss).substr(0, 6), " · lr ", lr));
-    const StepEnd end = step_end(options, step, start);
-    if (end.checkpoint)
-      for (size_t r = 0; r < R; ++r)
-        if (!state_paths[r].empty())
-          GL_TRY(train_state_save(state_paths[r], *stacks[r], *optimizers[r], step + 1));
-    if (end.stop) break;
-  }
-  bar.finish();
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  for (size_t r = 0; r < R; ++r) {
-    reports[r].tokens_per_s = seconds > 0 ? tokens_this_run / seconds : 0;
-    if (tail_steps > 0) {
-      reports[r].final_loss /= tail_steps;
-      for (int l : trained[r]) reports[r].layer_nmse[l] = layer_sum[r][l] / tail_steps;
-    }
-  }
-  return reports;
+    return losses;
+  };
+  loop.save = [&](long steps_done) -> Status {
+    for (size_t r = 0; r < R; ++r)
+      if (!state_paths[r].empty())
+        GL_TRY(train_state_save(state_paths[r], *stacks[r], *optimizers[r], steps_done));
+    return ok_status();
+  };
+  return train_loop_run(options, loop);
 }
 
 }  // namespace golinear::train

@@ -11,53 +11,11 @@
 #include <vector>
 
 #include "model/transformer.h"
-#include "train/dataset.h"
+#include "io/packed_dataset.h"
 #include "train/optimizer.h"
+#include "train/train_loop.h"
 
 namespace golinear::train {
-
-struct TrainOptions {
-  long steps = 100;
-  int batch = 1;            // sequences per step
-  float lr = 3e-3f;
-  long warmup = 10;
-  AdamWOptions adam;
-  // GPU trainer (gpu_attention_transfer) only: per-stage milliseconds on stderr (CUDA events
-  // between the stages; slower), and the teacher of the next sequence traced beside the students
-  // of this one where the teacher can (false: synchronously, before them; same loss curve).
-  bool profile = false;
-  bool pipeline_teacher = true;
-  long checkpoint_every = 0;  // steps between resume checkpoints (0: none)
-  std::string state_path;     // where resume checkpoints go (train_state.safetensors)
-  bool resume = false;
-  long stop_after = 0;        // stop (as if interrupted) after this many steps (tests; 0: off)
-};
-
-// What a trainer does after step `step` (0-based) of a run that began at step `start`: write the
-// resume state (every checkpoint_every steps, and always after the last step, so that a resumed
-// multi-stage run can skip a finished stage) and/or stop as an interruption would (stop_after).
-// The report's final loss is the mean over the last tenth of the steps (at least one): steps from
-// tail_start(o) on.
-inline long tail_start(const TrainOptions& o) { return o.steps - std::max(1L, o.steps / 10); }
-
-struct StepEnd {
-  bool checkpoint = false, stop = false;
-};
-inline StepEnd step_end(const TrainOptions& o, long step, long start) {
-  StepEnd e;
-  e.stop = o.stop_after > 0 && step + 1 - start >= o.stop_after;
-  e.checkpoint = (o.checkpoint_every > 0 && (step + 1) % o.checkpoint_every == 0) ||
-                 step + 1 == o.steps || e.stop;
-  return e;
-}
-
-struct TrainReport {
-  long steps_done = 0;
-  double tokens_per_s = 0;
-  double final_loss = 0;              // mean over the last 10% of steps
-  std::vector<double> layer_nmse;     // per layer, mean over the last 10% of steps (−1: not trained)
-  std::vector<double> loss_curve;     // loss of every step
-};
 
 // Normalized MSE of y^S against y^T over n values: Σ(s − t)² / Σt²; fills dy = ∂nmse/∂s.
 double nmse_loss(const float* student, const float* teacher, long n, float* dy);

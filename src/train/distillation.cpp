@@ -1,10 +1,8 @@
 #include "train/distillation.h"
 
-#include <chrono>
 #include <cmath>
 
 #include "common/file.h"
-#include "common/progress.h"
 #include "model/transformer_backward.h"
 
 namespace golinear::train {
@@ -60,20 +58,21 @@ Result<TrainReport> distill_end_to_end(Model& model, MixerStack& students, const
   const int T = data.seq_len, V = model.config.vocab_size;
   if (data.size() == 0) return make_error("distillation: no training sequences");
   AdamW optimizer(trainable_parameters(students), options.adam);
-  long start = 0;
-  if (options.resume && file_exists(options.state_path)) {
-    GL_ASSIGN_OR_RETURN(start, train_state_load(options.state_path, students, optimizer));
-    if (start > options.steps)
-      return make_error(options.state_path, ": resume state is at step ", start, " of a ", options.steps, "-step run");
-  }
-  TrainReport report;
-  report.steps_done = start;
-  const long tail_from = tail_start(options);
-  long tail_steps = 0, tokens_this_run = 0;
-  ProgressBar bar("distill", options.steps);
-  const auto t0 = std::chrono::steady_clock::now();
   std::vector<float> teacher_logits((long)T * V), student_logits((long)T * V), dlogits((long)T * V);
-  for (long step = start; step < options.steps; ++step) {
+  TrainLoop loop;
+  loop.label = "distill";
+  loop.loss_name = "kl";
+  loop.tokens_per_step = (long)options.batch * T;
+  loop.resume = [&]() -> Result<long> {
+    long start = 0;
+    if (options.resume && file_exists(options.state_path)) {
+      GL_ASSIGN_OR_RETURN(start, train_state_load(options.state_path, students, optimizer));
+      if (start > options.steps)
+        return make_error(options.state_path, ": resume state is at step ", start, " of a ", options.steps, "-step run");
+    }
+    return start;
+  };
+  loop.step = [&](long step, float lr) -> Result<std::vector<StepLoss>> {
     double loss = 0.0;
     for (int b = 0; b < options.batch; ++b) {
       const int32_t* ids = data.sequence((step * options.batch + b) % data.size());
@@ -86,27 +85,17 @@ Result<TrainReport> distill_end_to_end(Model& model, MixerStack& students, const
       for (float& g : dlogits) g /= options.batch;
       model_backward(model, T, trace, dlogits.data());
       std::swap(model.mixers, students);
-      tokens_this_run += T;
     }
     loss /= options.batch;
-    optimizer.step(learning_rate_at(step, options.steps, options.warmup, options.lr));
-    report.loss_curve.push_back(loss);
-    if (step >= tail_from) {
-      report.final_loss += loss;
-      ++tail_steps;
-    }
-    report.steps_done = step + 1;
-    bar.update(step + 1, (double)tokens_this_run, str_cat("kl ", std::to_string(loss).substr(0, 6)));
-    const StepEnd end = step_end(options, step, start);
-    if (end.checkpoint && !options.state_path.empty())
-      GL_TRY(train_state_save(options.state_path, students, optimizer, step + 1));
-    if (end.stop) break;
-  }
-  bar.finish();
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  report.tokens_per_s = seconds > 0 ? tokens_this_run / seconds : 0;
-  if (tail_steps) report.final_loss /= tail_steps;
-  return report;
+    optimizer.step(lr);
+    return std::vector<StepLoss>{{loss, {}}};
+  };
+  loop.save = [&](long steps_done) -> Status {
+    if (options.state_path.empty()) return ok_status();
+    return train_state_save(options.state_path, students, optimizer, steps_done);
+  };
+  GL_ASSIGN_OR_RETURN(std::vector<TrainReport> reports, train_loop_run(options, loop));
+  return std::move(reports[0]);
 }
 
 }  // namespace golinear::train

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -174,7 +175,7 @@ TEST_F(Cli, LinearizeWritesACheckpointThatLoadsAndResumes) {
   const std::string common = "linearize " + kLlama + " --data " + data + " --steps 4 --seq-len 32 --sinks 2 --window 6 --seed 1 --stage transfer";
   // Interrupted after 2 of 4 steps: OUT does not exist, OUT.partial holds the resume state.
   const std::string out = (dir_ / "lin").string();
-  CliRun stopped = run(common + " --out " + out, "GOLINEAR_STOP_AFTER_STEPS=2");
+  CliRun stopped = run(common + " --out " + out + " --stop-after 2");
   EXPECT_EQ(stopped.status, 3) << stopped.err;
   EXPECT_FALSE(fs::exists(out));
   EXPECT_TRUE(fs::exists(out + ".partial/transfer_state.safetensors"));
@@ -222,7 +223,7 @@ TEST_F(Cli, BothStagesResumeAcrossTheStageBoundary) {
   // 2 transfer steps, then 4 distillation steps (4 × 32 tokens).
   const std::string common = "linearize " + kLlama + " --data " + data + " --steps 2 --e2e-tokens 128 --seq-len 32 --sinks 2 --window 6";
   const std::string out = (dir_ / "both").string(), straight = (dir_ / "straight").string();
-  CliRun stopped = run(common + " --out " + out, "GOLINEAR_STOP_AFTER_STEPS=3");
+  CliRun stopped = run(common + " --out " + out + " --stop-after 3");
   EXPECT_EQ(stopped.status, 3) << stopped.err;
   EXPECT_NE(stopped.err.find("distillation step 3 of 4"), std::string::npos) << stopped.err;
   EXPECT_FALSE(fs::exists(out));
@@ -234,6 +235,42 @@ TEST_F(Cli, BothStagesResumeAcrossTheStageBoundary) {
   EXPECT_EQ(recipe["training"]["stage"], "both");
   EXPECT_EQ(recipe["training"]["e2e"]["steps"], 4);
   EXPECT_GT(recipe["training"]["transfer"]["final_nmse"].get<double>(), 0.0);
+}
+
+// --mixer none --no-conv has no parameters: the recipe is written at once, with no teacher or
+// student forward (a training loop of a million steps would take hours), and it loads and
+// evaluates like any linearized checkpoint.
+TEST_F(Cli, ARecipeWithNothingToTrainIsWrittenWithoutTraining) {
+  std::string data = write("data.jsonl", "{\"text\": \"" + std::string(300, 'd') + " and a line of text.\"}\n");
+  const std::string out = (dir_ / "none").string();
+  const auto t0 = std::chrono::steady_clock::now();
+  CliRun r = run("linearize " + kLlama + " --data " + data + " --mixer none --no-conv --sinks 2 --window 6 "
+                 "--steps 1000000 --e2e-tokens 32000000 --seq-len 32 --out " + out);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_LT(seconds, 30.0);
+  EXPECT_NE(r.err.find("no trainable parameters"), std::string::npos) << r.err;
+  auto summary = golinear::Json::parse(r.out);
+  EXPECT_EQ(summary["transfer"]["steps"], 0);
+  EXPECT_EQ(summary["e2e"]["steps"], 0);
+  auto recipe = golinear::Json::parse(slurp(out + "/linearization.json"));
+  EXPECT_EQ(recipe["recipe"]["mixer"], "none");
+  EXPECT_EQ(recipe["layers"], golinear::Json({"none", "none"}));
+  EXPECT_EQ(recipe["training"]["transfer"]["steps"], 0);
+  EXPECT_EQ(recipe["training"]["trainable_parameters"], 0);
+  EXPECT_FALSE(fs::exists(out + ".partial"));
+  const std::string input = write("in.jsonl", "{\"text\": \"A line of text to score, with a few more words in it.\"}\n");
+  CliRun prefill = run("score " + out + " --input " + input);
+  CliRun decode = run("score " + out + " --input " + input + " --mode decode");
+  ASSERT_EQ(prefill.status, 0) << prefill.err;
+  ASSERT_EQ(decode.status, 0) << decode.err;
+  auto ja = golinear::Json::parse(prefill.out), jb = golinear::Json::parse(decode.out);
+  ASSERT_EQ(ja["logprobs"].size(), jb["logprobs"].size());
+  for (size_t i = 0; i < ja["logprobs"].size(); ++i)
+    EXPECT_NEAR(ja["logprobs"][i].get<double>(), jb["logprobs"][i].get<double>(), 1e-4);
+  CliRun ppl = run("eval ppl " + out + " --input " + data + " --seq-len 32 --json");
+  ASSERT_EQ(ppl.status, 0) << ppl.err;
+  EXPECT_GT(golinear::Json::parse(ppl.out)["ppl"].get<double>(), 1.0);
 }
 
 TEST_F(Cli, KeepFullChoosesLayersByHardnessOrEvenly) {

@@ -127,33 +127,18 @@ Result<TrainReport> gpu_attention_transfer(const GpuTeacher& teacher_trace, cons
   // The CPU optimizer only stores the moments for checkpoints (same format as the CPU trainer).
   AdamW cpu_optimizer(trainable_parameters(students), options.adam);
   GL_ASSIGN_OR_RETURN(std::vector<FlatPiece> pieces, flat_pieces(students, trained, per_layer, "GPU attention transfer"));
-  GL_ASSIGN_OR_RETURN(const long start, gpu_train_resume(options, students, cpu_optimizer, pieces, P, adamw.m(), adamw.v()));
-  long adam_t = cpu_optimizer.steps_taken();
-  for (size_t i = 0; i < trained.size(); ++i) GL_TRY(layers[i].upload(*students[trained[i]], stream));
+  long start = 0, adam_t = 0;
 
   auto save_state = [&](long step) -> Status {
     for (size_t i = 0; i < trained.size(); ++i) GL_TRY(layers[i].download(*students[trained[i]], stream));
     return gpu_train_save(options, students, cpu_optimizer, pieces, P, adamw.m(), adamw.v(), adam_t, step);
   };
 
-  TrainReport report;
-  report.steps_done = start;
-  report.layer_nmse.assign(L, -1.0);
-  std::vector<double> layer_sum(L, 0.0);
-  long tail_steps = 0;
-  const long tail_from = tail_start(options);
-  ProgressBar bar("transfer (cuda)", options.steps);
-  // The setup's memsets ran on the legacy stream, which a non-blocking students' stream does not
-  // wait for.
-  GL_CUDA_CHECK(cudaDeviceSynchronize());
-  const auto t0 = std::chrono::steady_clock::now();
-  long tokens_this_run = 0;
   // loss = mean over layers and over the batch of each layer's NMSE.
   const float scale = 1.0f / (float)(trained.size() * options.batch);
   std::vector<GpuLayerTrace> traces, slot_traces[2];
   std::vector<double> sums((size_t)options.batch * trained.size() * 2);
   // Sequence seq of this run (0, 1, …) is step start + seq / batch, batch row seq % batch.
-  const long total_sequences = std::max(0L, options.steps - start) * options.batch;
   auto sequence_tokens = [&](long seq) {
     const long step = start + seq / options.batch, b = seq % options.batch;
     return data.sequence((step * options.batch + b) % data.size());
@@ -166,8 +151,25 @@ Result<TrainReport> gpu_attention_transfer(const GpuTeacher& teacher_trace, cons
                                  seq >= 2 ? students_done[slot].get() : nullptr,
                                  teacher_done[slot].get(), &slot_traces[slot]);
   };
-  if (pipelined && total_sequences > 0) GL_TRY(enqueue_teacher(0));
-  for (long step = start; step < options.steps; ++step) {
+
+  TrainLoop loop;
+  loop.label = "transfer (cuda)";
+  loop.loss_name = "nmse";
+  loop.tokens_per_step = (long)options.batch * T;
+  loop.trained_layers = {trained};
+  loop.num_layers = L;
+  loop.resume = [&]() -> Result<long> {
+    GL_ASSIGN_OR_RETURN(start, gpu_train_resume(options, students, cpu_optimizer, pieces, P, adamw.m(), adamw.v()));
+    adam_t = cpu_optimizer.steps_taken();
+    for (size_t i = 0; i < trained.size(); ++i) GL_TRY(layers[i].upload(*students[trained[i]], stream));
+    // The setup's memsets ran on the legacy stream, which a non-blocking students' stream does
+    // not wait for.
+    GL_CUDA_CHECK(cudaDeviceSynchronize());
+    return start;
+  };
+  loop.step = [&](long step, float lr) -> Result<std::vector<StepLoss>> {
+    const long total_sequences = std::max(0L, options.steps - start) * options.batch;
+    if (pipelined && step == start && total_sequences > 0) GL_TRY(enqueue_teacher(0));
     for (int b = 0; b < options.batch; ++b) {
       const long seq = (step - start) * options.batch + b;
       const std::vector<GpuLayerTrace>* io_traces = &traces;
@@ -198,9 +200,7 @@ Result<TrainReport> gpu_attention_transfer(const GpuTeacher& teacher_trace, cons
         GL_TRY(layers[i].backward_nmse(scratch, in, layer_sums, scale, io.y, cublas.get(), stream));
       }
       if (pipelined) GL_CUDA_CHECK(cudaEventRecord(students_done[seq % 2].get(), stream));
-      tokens_this_run += T;
     }
-    const float lr = learning_rate_at(step, options.steps, options.warmup, options.lr);
     GL_TRY(adamw.step(value.get(), grad.get(), lr, options.adam, ++adam_t, layers, stream));
     profile.mark("optimizer (norm, AdamW, bf16 gates)", stream);
     GL_CUDA_CHECK(cudaMemcpyAsync(sums.data(), loss_sums.get(), sums.size() * sizeof(double),
@@ -215,30 +215,32 @@ Result<TrainReport> gpu_attention_transfer(const GpuTeacher& teacher_trace, cons
         const double* s = &sums[((size_t)b * trained.size() + i) * 2];
         step_nmse[trained[i]] += s[0] / std::max(s[1], 1e-12);
       }
+    StepLoss out;
+    out.layer_loss.assign(L, 0.0);
     double loss = 0.0;
-    for (int l : trained) loss += step_nmse[l] / options.batch;
+    for (int l : trained) {
+      out.layer_loss[l] = step_nmse[l] / options.batch;
+      loss += step_nmse[l] / options.batch;
+    }
     loss /= trained.size();
     if (!std::isfinite(loss))
       return make_error("GPU attention transfer: the loss became ", loss, " at step ", step + 1);
-    const bool tail = step >= tail_from;
-    tail_steps += tail;
-    report.loss_curve.push_back(loss);
-    report.steps_done = step + 1;
-    if (tail) {
-      report.final_loss += loss;
-      for (int l : trained) layer_sum[l] += step_nmse[l] / options.batch;
-    }
-    bar.update(step + 1, (double)tokens_this_run,
-               str_cat("nmse ", std::to_string(loss).substr(0, 6), " · lr ", lr));
-    const StepEnd end = step_end(options, step, start);
-    if (end.checkpoint && !options.state_path.empty()) GL_TRY(save_state(step + 1));
-    if (end.stop) break;
-  }
-  GL_CUDA_CHECK(cudaDeviceSynchronize());
-  bar.finish();
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  report.tokens_per_s = seconds > 0 ? tokens_this_run / seconds : 0;
+    out.loss = loss;
+    return std::vector<StepLoss>{std::move(out)};
+  };
+  loop.save = [&](long steps_done) -> Status {
+    if (options.state_path.empty()) return ok_status();
+    return save_state(steps_done);
+  };
+  loop.finish = [&]() -> Status {
+    GL_CUDA_CHECK(cudaDeviceSynchronize());
+    return ok_status();
+  };
+  GL_ASSIGN_OR_RETURN(std::vector<TrainReport> reports, train_loop_run(options, loop));
+  TrainReport& report = reports[0];
   if (profile.enabled()) {
+    const long tokens_this_run = (report.steps_done - start) * options.batch * (long)T;
+    const double seconds = report.seconds;
     const long sequences = std::max(1L, tokens_this_run / T);
     std::fprintf(stderr, "%s  (%ld sequences of %d tokens, %zu trained layers, %.0f tokens/s, %.1f ms wall per sequence)\n",
                  profile.report(pipelined ? "attention transfer (cuda), time per stage on the students' stream "
@@ -247,13 +249,9 @@ Result<TrainReport> gpu_attention_transfer(const GpuTeacher& teacher_trace, cons
                                 sequences, "seq").c_str(),
                  sequences, T, trained.size(), report.tokens_per_s, 1e3 * seconds / sequences);
   }
-  if (tail_steps > 0) {
-    report.final_loss /= tail_steps;
-    for (int l : trained) report.layer_nmse[l] = layer_sum[l] / tail_steps;
-  }
   // The trained parameters back into the CPU mixers (what the caller saves).
   for (size_t i = 0; i < trained.size(); ++i) GL_TRY(layers[i].download(*students[trained[i]], stream));
-  return report;
+  return std::move(report);
 }
 
 }  // namespace golinear::train::cuda

@@ -338,9 +338,7 @@ Result<TrainReport> gpu_distill_end_to_end(const Model& model, MixerStack& stude
   // The CPU optimizer only carries the moments for checkpoints (the CPU trainer's format).
   AdamW cpu_optimizer(trainable_parameters(students), options.adam);
   GL_ASSIGN_OR_RETURN(std::vector<FlatPiece> pieces, flat_pieces(students, trained, P / (long)trained.size(), "GPU distillation"));
-  GL_ASSIGN_OR_RETURN(const long start, gpu_train_resume(options, students, cpu_optimizer, pieces, P, adamw.m(), adamw.v()));
-  long adam_t = cpu_optimizer.steps_taken();
-  GL_TRY(d.upload(students));
+  long adam_t = 0;
 
   auto download = [&]() -> Status {
     for (size_t i = 0; i < trained.size(); ++i) GL_TRY(d.layers()[i].download(*students[trained[i]], stream));
@@ -351,43 +349,40 @@ Result<TrainReport> gpu_distill_end_to_end(const Model& model, MixerStack& stude
     return gpu_train_save(options, students, cpu_optimizer, pieces, P, adamw.m(), adamw.v(), adam_t, step);
   };
 
-  TrainReport report;
-  report.steps_done = start;
-  const long tail_from = tail_start(options);
-  long tail_steps = 0, tokens_this_run = 0;
-  ProgressBar bar("distill (cuda)", options.steps);
-  const auto t0 = std::chrono::steady_clock::now();
   const float scale = 1.0f / (float)options.batch;
-  for (long step = start; step < options.steps; ++step) {
+  TrainLoop loop;
+  loop.label = "distill (cuda)";
+  loop.loss_name = "kl";
+  loop.tokens_per_step = (long)options.batch * T;
+  loop.resume = [&]() -> Result<long> {
+    GL_ASSIGN_OR_RETURN(const long start, gpu_train_resume(options, students, cpu_optimizer, pieces, P, adamw.m(), adamw.v()));
+    adam_t = cpu_optimizer.steps_taken();
+    GL_TRY(d.upload(students));
+    return start;
+  };
+  loop.step = [&](long step, float lr) -> Result<std::vector<StepLoss>> {
     double loss = 0.0;
     for (int b = 0; b < options.batch; ++b) {
       const int32_t* ids = data.sequence((step * options.batch + b) % data.size());
       GL_ASSIGN_OR_RETURN(double kl, d.accumulate(ids, scale));
       loss += kl;
-      tokens_this_run += T;
     }
     loss /= options.batch;
     if (!std::isfinite(loss)) return make_error("GPU distillation: the KL became ", loss, " at step ", step + 1);
-    const float lr = learning_rate_at(step, options.steps, options.warmup, options.lr);
     GL_TRY(adamw.step(d.value(), d.grad(), lr, options.adam, ++adam_t, d.layers(), stream));
-    report.loss_curve.push_back(loss);
-    if (step >= tail_from) {
-      report.final_loss += loss;
-      ++tail_steps;
-    }
-    report.steps_done = step + 1;
-    bar.update(step + 1, (double)tokens_this_run, str_cat("kl ", std::to_string(loss).substr(0, 6), " · lr ", lr));
-    const StepEnd end = step_end(options, step, start);
-    if (end.checkpoint && !options.state_path.empty()) GL_TRY(save_state(step + 1));
-    if (end.stop) break;
-  }
-  GL_CUDA_CHECK(cudaDeviceSynchronize());
-  bar.finish();
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  report.tokens_per_s = seconds > 0 ? tokens_this_run / seconds : 0;
-  if (tail_steps) report.final_loss /= tail_steps;
+    return std::vector<StepLoss>{{loss, {}}};
+  };
+  loop.save = [&](long steps_done) -> Status {
+    if (options.state_path.empty()) return ok_status();
+    return save_state(steps_done);
+  };
+  loop.finish = [&]() -> Status {
+    GL_CUDA_CHECK(cudaDeviceSynchronize());
+    return ok_status();
+  };
+  GL_ASSIGN_OR_RETURN(std::vector<TrainReport> reports, train_loop_run(options, loop));
   GL_TRY(download());
-  return report;
+  return std::move(reports[0]);
 }
 
 }  // namespace golinear::train::cuda

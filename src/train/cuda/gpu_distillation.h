@@ -29,7 +29,7 @@
 
 #include "model/transformer.h"
 #include "train/attention_transfer.h"
-#include "train/dataset.h"
+#include "io/packed_dataset.h"
 
 namespace golinear::train::cuda {
 

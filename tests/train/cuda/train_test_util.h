@@ -9,7 +9,7 @@
 
 #include "model/linearization.h"
 #include "train/attention_transfer.h"
-#include "train/dataset.h"
+#include "io/packed_dataset.h"
 
 namespace golinear::train::cuda::test {
 

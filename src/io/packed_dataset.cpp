@@ -1,8 +1,8 @@
-#include "train/dataset.h"
+#include "io/packed_dataset.h"
 
 #include "io/text_data.h"
 
-namespace golinear::train {
+namespace golinear {
 
 std::vector<long> seeded_permutation(long n, uint64_t seed) {
   std::vector<long> order(n);
@@ -18,18 +18,18 @@ std::vector<long> seeded_permutation(long n, uint64_t seed) {
   return order;
 }
 
-Result<PackedDataset> dataset_build(const std::string& path, const Tokenizer& tokenizer,
-                                    int bos_id, int eos_id, const DatasetOptions& options) {
+Result<PackedDataset> dataset_pack(const std::vector<std::string>& documents, const DocumentEncoder& encode,
+                                   int bos_id, int eos_id, const DatasetOptions& options,
+                                   const std::string& source) {
   if (options.seq_len < 2) return make_error("dataset: seq_len must be at least 2");
   if (bos_id < 0 || eos_id < 0)
     return make_error("dataset: the model defines no BOS or EOS token to pack sequences with");
-  GL_ASSIGN_OR_RETURN(std::vector<std::string> documents, text_documents_read(path));
   PackedDataset data;
   data.seq_len = options.seq_len;
   const long body = options.seq_len - 1;
   std::vector<int32_t> stream;
   for (long index : seeded_permutation((long)documents.size(), options.seed)) {
-    std::vector<int32_t> ids = tokenizer.encode(documents[index], /*add_special=*/false);
+    std::vector<int32_t> ids = encode(documents[index]);
     stream.insert(stream.end(), ids.begin(), ids.end());
     stream.push_back(eos_id);
     while ((long)stream.size() >= body) {
@@ -40,8 +40,14 @@ Result<PackedDataset> dataset_build(const std::string& path, const Tokenizer& to
     }
   }
   if (data.size() == 0)
-    return make_error(path, ": too little text for one sequence of ", options.seq_len, " tokens");
+    return make_error(source, ": too little text for one sequence of ", options.seq_len, " tokens");
   return data;
 }
 
-}  // namespace golinear::train
+Result<PackedDataset> dataset_build(const std::string& path, const DocumentEncoder& encode, int bos_id,
+                                    int eos_id, const DatasetOptions& options) {
+  GL_ASSIGN_OR_RETURN(std::vector<std::string> documents, text_documents_read(path));
+  return dataset_pack(documents, encode, bos_id, eos_id, options, path);
+}
+
+}  // namespace golinear

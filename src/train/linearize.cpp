@@ -1,0 +1,313 @@
+#include "train/linearize.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <optional>
+
+#include "analysis/analyze.h"
+#include "analysis/diagnostics.h"
+#include "common/file.h"
+#include "io/checkpoint.h"
+#include "model/linearization.h"
+#include "train/attention_transfer.h"
+#include "train/distillation.h"
+
+namespace golinear::train {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// The attention-transfer schedule: warmup 5% of the steps (at most 100), a resume checkpoint
+// every 10%.
+TrainOptions transfer_options(const LinearizeOptions& s) {
+  TrainOptions options;
+  options.steps = s.steps;
+  options.batch = s.batch;
+  options.lr = s.lr;
+  options.warmup = std::max(1L, std::min(100L, s.steps / 20));
+  options.checkpoint_every = std::max(1L, s.steps / 10);
+  options.resume = s.resume;
+  options.stop_after = s.stop_after;
+  return options;
+}
+
+// The training sequences, tokenized on first use (a recipe with nothing to train never reads
+// them).
+class LazyData {
+ public:
+  LazyData(const LinearizeOptions& s, const Model& model, const Tokenizer& tokenizer)
+      : s_(s), model_(model), tokenizer_(tokenizer) {}
+  Result<const PackedDataset*> get() {
+    if (data_) return &*data_;
+    const int bos = tokenizer_.bos_id().value_or(model_.config.bos_token_id);
+    const int eos = model_.config.eos_token_ids.empty() ? -1 : model_.config.eos_token_ids[0];
+    DatasetOptions data_options;
+    data_options.seq_len = s_.seq_len;
+    data_options.max_sequences = std::max(s_.steps, s_.e2e_steps) * s_.batch;
+    data_options.seed = s_.seed;
+    std::fprintf(stderr, "golinear linearize: tokenizing %s\n", s_.data.c_str());
+    const Tokenizer& tokenizer = tokenizer_;
+    GL_ASSIGN_OR_RETURN(
+        PackedDataset data,
+        dataset_build(
+            s_.data, [&tokenizer](const std::string& text) { return tokenizer.encode(text, /*add_special=*/false); },
+            bos, eos, data_options));
+    if (data.size() < std::max(s_.steps, s_.e2e_steps) * s_.batch)
+      std::fprintf(stderr, "golinear linearize: %s holds %ld sequences of %d tokens; %ld steps × %d "
+                   "will revisit them\n", s_.data.c_str(), data.size(), s_.seq_len, s_.steps, s_.batch);
+    data_ = std::move(data);
+    return &*data_;
+  }
+
+ private:
+  const LinearizeOptions& s_;
+  const Model& model_;
+  const Tokenizer& tokenizer_;
+  std::optional<PackedDataset> data_;
+};
+
+// Layers kept as softmax attention: `listed`, plus K more chosen by the teacher's hardness on
+// the first sequences of the training data (docs/ANALYZE.md) or evenly spaced.
+struct FullLayers {
+  std::vector<int> layers;
+  Json selection = Json::object();
+};
+
+Result<FullLayers> choose_full_layers(const Model& model, LazyData& data, const std::vector<int>& listed, int K,
+                                      const std::string& select) {
+  FullLayers out;
+  out.layers = listed;
+  if (K <= 0) return out;
+  std::vector<double> hardness(model.config.num_layers, 0.0);
+  if (select == "hard") {
+    GL_ASSIGN_OR_RETURN(const PackedDataset* sequences, data.get());
+    const long n = std::min(4L, sequences->size());
+    GL_ASSIGN_OR_RETURN(hardness, analysis::teacher_layer_hardness(model, sequences->tokens.data(), n,
+                                                                   sequences->seq_len, true));
+  }
+  auto chosen = analysis::select_full_layers(hardness, K, select);
+  if (!chosen.ok()) return make_error("golinear linearize: --keep-full: ", chosen.error());
+  for (int l : *chosen)
+    if (std::find(out.layers.begin(), out.layers.end(), l) == out.layers.end()) out.layers.push_back(l);
+  out.selection = {{"method", select}, {"k", K}, {"layers", *chosen}};
+  if (select == "hard") out.selection["hardness"] = hardness;
+  std::fprintf(stderr, "golinear linearize: keeping layers %s as softmax attention (%s)\n",
+               Json(*chosen).dump().c_str(), select.c_str());
+  return out;
+}
+
+// --init DIR: the students start from the new parameters of a linearized checkpoint DIR of the
+// same base (its recipe and kept layers included), e.g. to add an end-to-end stage or more tokens
+// to a finished run. `model` must hold the teacher's mixers; they are back in place on return.
+struct InitialStudents {
+  MixerStack mixers;
+  mixers::MixerOptions options;
+  Json selection;
+};
+
+Result<InitialStudents> initial_students(Model& model, const std::string& dir) {
+  const std::string json_path = dir + "/linearization.json";
+  GL_ASSIGN_OR_RETURN(Json json, json_read_file(json_path));
+  GL_ASSIGN_OR_RETURN(LinearizationRecipe recipe, linearization_recipe_parse(json, model.config, json_path));
+  InitialStudents out;
+  out.options = recipe.options;
+  out.selection = {{"init", dir}};
+  if (recipe.training.is_object() && recipe.training.contains("keep_full_selection"))
+    out.selection["init_keep_full_selection"] = recipe.training["keep_full_selection"];
+  MixerStack teacher = std::move(model.mixers);
+  Status applied = linearization_apply(model, dir);
+  out.mixers = std::move(model.mixers);
+  model.mixers = std::move(teacher);
+  if (!applied.ok()) return make_error("golinear linearize: --init: ", applied.error());
+  std::fprintf(stderr, "golinear linearize: starting from the new parameters of %s\n", dir.c_str());
+  return out;
+}
+
+Status move_into_place(const std::string& partial, const std::string& out) {
+  std::error_code ec;
+  fs::rename(partial, out, ec);
+  if (ec) return make_error(out, ": cannot move the finished run into place (", ec.message(), ")");
+  return ok_status();
+}
+
+LinearizeOutcome stopped_at(const std::string& what, long done, long total) {
+  LinearizeOutcome outcome;
+  outcome.stopped = str_cat("stopped after ", what, done, " of ", total, "; resume with --resume");
+  return outcome;
+}
+
+// --sweep: several recipes trained by attention transfer against one teacher pass per sequence
+// (DESIGN.md's ablations at the price of one teacher), each written as a complete linearized
+// checkpoint OUT/<name>.
+Result<LinearizeOutcome> run_sweep(const LinearizeOptions& s, Model& model, LazyData& lazy_data,
+                                   const std::string& partial) {
+  const std::vector<SweepRecipe>& recipes = s.sweep;
+  const std::string& path = s.sweep_path;
+  GL_ASSIGN_OR_RETURN(const PackedDataset* data, lazy_data.get());
+  struct Entry {
+    FullLayers full;
+    MixerStack students;
+  };
+  std::vector<Entry> entries;
+  for (const SweepRecipe& r : recipes) {
+    Entry e;
+    auto full = choose_full_layers(model, lazy_data, r.keep_full_layers, r.keep_full, r.select);
+    if (!full.ok()) return make_error(path, ": recipe '", r.name, "': ", full.error());
+    e.full = std::move(*full);
+    auto students = linearized_mixers(model, r.options, e.full.layers, s.seed);
+    if (!students.ok()) return make_error(path, ": recipe '", r.name, "': ", students.error());
+    e.students = std::move(*students);
+    entries.push_back(std::move(e));
+  }
+  std::vector<MixerStack*> stacks;
+  std::vector<std::string> states;
+  for (size_t i = 0; i < recipes.size(); ++i) {
+    const std::string dir = partial + "/" + recipes[i].name;
+    GL_TRY(checkpoint_copy_base(s.base, dir));
+    stacks.push_back(&entries[i].students);
+    states.push_back(dir + "/transfer_state.safetensors");
+  }
+  GL_ASSIGN_OR_RETURN(std::vector<TrainReport> reports,
+                      attention_transfer_many(model, stacks, *data, transfer_options(s), states));
+  if (reports[0].steps_done < s.steps) return stopped_at("step ", reports[0].steps_done, s.steps);
+  Json summary = Json::array();
+  MixerStack teacher_mixers = std::move(model.mixers);
+  for (size_t i = 0; i < recipes.size(); ++i) {
+    const TrainReport& report = reports[i];
+    model.mixers = std::move(entries[i].students);
+    LinearizationRecipe recipe = linearization_recipe_of(model, recipes[i].options);
+    Json transfer = {{"steps", s.steps}, {"tokens", s.steps * s.batch * (long)s.seq_len},
+                     {"lr", s.lr}, {"final_nmse", report.final_loss},
+                     {"layer_nmse", report.layer_nmse}, {"tokens_per_s", report.tokens_per_s}};
+    recipe.training = {{"stage", "transfer"}, {"data", s.data}, {"batch", s.batch},
+                       {"seq_len", s.seq_len}, {"seed", s.seed}, {"sweep", path},
+                       {"transfer", transfer}, {"e2e", Json::object()},
+                       {"keep_full_selection", entries[i].full.selection}};
+    const std::string dir = partial + "/" + recipes[i].name;
+    Status saved = linearization_save(model, recipe, dir);
+    entries[i].students = std::move(model.mixers);
+    if (!saved.ok()) {
+      model.mixers = std::move(teacher_mixers);
+      return std::move(saved).take_error();
+    }
+    std::error_code ignored;
+    fs::remove(dir + "/transfer_state.safetensors", ignored);
+    summary.push_back({{"name", recipes[i].name}, {"transfer", transfer}});
+  }
+  model.mixers = std::move(teacher_mixers);
+  GL_TRY(move_into_place(partial, s.out));
+  LinearizeOutcome outcome;
+  outcome.finished = true;
+  outcome.summary = {{"out", s.out}, {"recipes", summary}};
+  return outcome;
+}
+
+}  // namespace
+
+Trainers cpu_trainers() {
+  return {attention_transfer, distill_end_to_end};
+}
+
+Status linearize_check_output(const LinearizeOptions& options) {
+  const std::string partial = options.out + ".partial";
+  std::error_code ec;
+  if (fs::exists(options.out, ec)) return make_error(options.out, ": already exists; choose another --out");
+  if (fs::exists(partial, ec) && !options.resume)
+    return make_error(partial, ": an interrupted run is there; pass --resume to continue it or delete it");
+  return ok_status();
+}
+
+Result<LinearizeOutcome> linearize(const LinearizeOptions& s, Model& model, const Tokenizer& tokenizer,
+                                   const Trainers& trainers) {
+  // The run works in OUT.partial and renames it to OUT only when everything is written, so an
+  // interrupted run never leaves a directory that looks complete.
+  GL_TRY(linearize_check_output(s));
+  const std::string partial = s.out + ".partial";
+  for (const auto& mixer : model.mixers)
+    if (mixer->kind() != "softmax") return make_error(s.base, ": already linearized; linearize its base checkpoint instead");
+  LazyData data(s, model, tokenizer);
+  if (!s.sweep.empty()) return run_sweep(s, model, data, partial);
+
+  MixerStack students;
+  Json selection = Json::object();
+  mixers::MixerOptions mixer_options = s.mixer;
+  if (!s.init.empty()) {
+    GL_ASSIGN_OR_RETURN(InitialStudents init, initial_students(model, s.init));
+    mixer_options = init.options;
+    selection = init.selection;
+    students = std::move(init.mixers);
+  } else {
+    GL_ASSIGN_OR_RETURN(FullLayers keep, choose_full_layers(model, data, s.keep_full, s.keep_full_count, s.select));
+    selection = keep.selection;
+    GL_ASSIGN_OR_RETURN(students, linearized_mixers(model, s.mixer, keep.layers, s.seed));
+  }
+  // A recipe without parameters (--mixer none --no-conv: no linear branch, no gate, no
+  // convolution) has nothing to train: no teacher or student runs, the stages report 0 steps.
+  long trainable = 0;
+  for (mixers::Parameter* p : trainable_parameters(students)) trainable += (long)p->value.size();
+  const bool train = trainable > 0;
+  if (!train)
+    std::fprintf(stderr, "golinear linearize: the recipe has no trainable parameters; writing it without training\n");
+
+  if (train) GL_TRY(data.get());  // bad data fails before OUT.partial exists
+  GL_TRY(checkpoint_copy_base(s.base, partial));
+  TrainOptions options = transfer_options(s);
+  options.state_path = partial + "/transfer_state.safetensors";
+  const std::string transfer_report_path = partial + "/transfer_report.json";
+  Json transfer = Json::object();
+  if (!train && s.steps > 0) transfer = {{"steps", 0}, {"tokens", 0}};
+  if (train && s.steps > 0) {
+    bool transfer_finished_before = false;
+    if (s.resume && file_exists(transfer_report_path)) {  // stage 1 finished before the interruption
+      GL_ASSIGN_OR_RETURN(transfer, json_read_file(transfer_report_path));
+      transfer_finished_before = true;
+    }
+    GL_ASSIGN_OR_RETURN(const PackedDataset* sequences, data.get());
+    GL_ASSIGN_OR_RETURN(TrainReport report, trainers.transfer(model, students, *sequences, options));
+    if (report.steps_done < s.steps) return stopped_at("step ", report.steps_done, s.steps);
+    if (!transfer_finished_before) {
+      transfer = {{"steps", s.steps}, {"tokens", s.steps * s.batch * (long)s.seq_len},
+                  {"lr", s.lr}, {"final_nmse", report.final_loss},
+                  {"layer_nmse", report.layer_nmse}, {"tokens_per_s", report.tokens_per_s}, {"device", s.device}};
+      GL_TRY(file_write_atomic(transfer_report_path, transfer.dump()));
+    }
+  }
+  Json e2e = Json::object();
+  if (!train && s.e2e_steps > 0) e2e = {{"steps", 0}, {"tokens", 0}};
+  if (train && s.e2e_steps > 0) {
+    TrainOptions e2e_options = options;
+    e2e_options.steps = s.e2e_steps;
+    e2e_options.lr = s.e2e_lr;
+    e2e_options.warmup = std::max(1L, std::min(50L, s.e2e_steps / 20));
+    e2e_options.checkpoint_every = std::max(1L, s.e2e_steps / 10);
+    e2e_options.state_path = partial + "/e2e_state.safetensors";
+    GL_ASSIGN_OR_RETURN(const PackedDataset* sequences, data.get());
+    GL_ASSIGN_OR_RETURN(TrainReport report, trainers.end_to_end(model, students, *sequences, e2e_options));
+    if (report.steps_done < s.e2e_steps) return stopped_at("distillation step ", report.steps_done, s.e2e_steps);
+    e2e = {{"steps", s.e2e_steps}, {"tokens", s.e2e_steps * s.batch * (long)s.seq_len},
+           {"lr", s.e2e_lr}, {"final_kl", report.final_loss}, {"tokens_per_s", report.tokens_per_s}, {"device", s.device}};
+  }
+
+  MixerStack teacher_mixers = std::move(model.mixers);
+  model.mixers = std::move(students);
+  LinearizationRecipe recipe = linearization_recipe_of(model, mixer_options);
+  recipe.training = {{"stage", s.stage}, {"data", s.data}, {"batch", s.batch},
+                     {"seq_len", s.seq_len}, {"seed", s.seed}, {"init", s.init},
+                     {"transfer", transfer}, {"e2e", e2e}, {"keep_full_selection", selection}};
+  if (!train) recipe.training["trainable_parameters"] = 0;
+  Status saved = linearization_save(model, recipe, partial);
+  model.mixers = std::move(teacher_mixers);
+  GL_TRY(saved);
+  std::error_code ec;
+  for (const char* name : {"transfer_state.safetensors", "e2e_state.safetensors", "transfer_report.json"})
+    fs::remove(partial + "/" + name, ec);
+  GL_TRY(move_into_place(partial, s.out));
+  LinearizeOutcome outcome;
+  outcome.finished = true;
+  outcome.summary = {{"out", s.out}, {"transfer", transfer}, {"e2e", e2e}};
+  return outcome;
+}
+
+}  // namespace golinear::train

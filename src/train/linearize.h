@@ -1,0 +1,83 @@
+// The linearize pipeline (DESIGN.md §4): from a base checkpoint and a data file to a linearized
+// checkpoint directory. Layers kept full (listed, or the K hardest / evenly spaced), the students
+// (fresh, or --init from a linearized directory), attention transfer and/or end-to-end
+// distillation, the report (linearization.json's "training"), all written in OUT.partial and
+// renamed to OUT only when complete; an interrupted run resumes from OUT.partial. A sweep trains
+// several recipes against one teacher pass, each written as OUT/<name>. A recipe with nothing
+// to train (e.g. --mixer none --no-conv) is written without any training loop.
+//
+// The trainers come from the caller (Trainers: the CPU ones, or the GPU ones of train/cuda,
+// which this library does not link).
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "common/json.h"
+#include "io/packed_dataset.h"
+#include "mixers/mixer_factory.h"
+#include "model/transformer.h"
+#include "tokenizer/tokenizer.h"
+#include "train/train_loop.h"
+
+namespace golinear::train {
+
+// One recipe of a sweep (OUT/<name>).
+struct SweepRecipe {
+  std::string name;
+  mixers::MixerOptions options;
+  std::vector<int> keep_full_layers;
+  int keep_full = 0;
+  std::string select;
+};
+
+struct LinearizeOptions {
+  std::string base, data, out;    // base checkpoint, training text, output directory
+  mixers::MixerOptions mixer;
+  std::vector<int> keep_full;     // layers kept as softmax attention
+  int keep_full_count = 0;        // K more layers kept as softmax, chosen by
+  std::string select = "hard";    // "hard" (teacher hardness) | "uniform" (evenly spaced)
+  long steps = 0;                 // attention-transfer steps (0: no transfer stage)
+  int seq_len = 0, batch = 1;
+  float lr = 3e-3f;
+  uint64_t seed = 0;
+  bool resume = false;            // continue OUT.partial from its last checkpoint
+  std::string stage = "both";     // "transfer" | "e2e" | "both" (as recorded in the report)
+  long e2e_steps = 0;             // end-to-end distillation steps (0: no distillation stage)
+  float e2e_lr = 1e-3f;
+  std::string init;               // start from the new parameters of this linearized directory
+  std::string device = "cpu";     // recorded in the report; the trainers decide where they run
+  long stop_after = 0;            // stop after this many steps as an interruption would (tests; 0: off)
+  std::string sweep_path;         // the sweep file (recorded in the reports), with
+  std::vector<SweepRecipe> sweep; // its recipes (empty: one run of the recipe above)
+};
+
+// The two stages' trainers, e.g. attention_transfer and distill_end_to_end (cpu_trainers()).
+struct Trainers {
+  std::function<Result<TrainReport>(const Model& teacher, MixerStack& students, const PackedDataset& data,
+                                    const TrainOptions& options)>
+      transfer;
+  // `model` holds the teacher's mixers (restored on return).
+  std::function<Result<TrainReport>(Model& model, MixerStack& students, const PackedDataset& data,
+                                    const TrainOptions& options)>
+      end_to_end;
+};
+Trainers cpu_trainers();
+
+struct LinearizeOutcome {
+  bool finished = false;  // false: stopped by stop_after; OUT.partial holds the resume state
+  std::string stopped;    // then what stopped where ("stopped after step 2 of 4; resume with --resume")
+  Json summary;           // finished: {"out", "transfer", "e2e"} or, for a sweep, {"out", "recipes"}
+};
+
+// OUT must not exist, nor OUT.partial unless resuming: checked by linearize too, and callable
+// before loading the model to fail early.
+Status linearize_check_output(const LinearizeOptions& options);
+
+// Runs the pipeline on `model` (the base checkpoint options.base, its teacher mixers, which are
+// back in place on return) and its tokenizer.
+Result<LinearizeOutcome> linearize(const LinearizeOptions& options, Model& model, const Tokenizer& tokenizer,
+                                   const Trainers& trainers);
+
+}  // namespace golinear::train

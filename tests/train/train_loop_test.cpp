@@ -1,0 +1,90 @@
+// The one training loop: schedule, tail mean, checkpoints, interruption and resume, with a fake
+// trainer whose loss at step s is s + 1.
+#include <gtest/gtest.h>
+
+#include "train/train_loop.h"
+
+namespace golinear::train {
+namespace {
+
+struct FakeTrainer {
+  long resume_from = 0;
+  std::vector<long> steps_run, saves;
+  std::vector<float> lrs;
+  TrainLoop loop() {
+    TrainLoop l;
+    l.label = "fake";
+    l.loss_name = "loss";
+    l.tokens_per_step = 8;
+    l.num_layers = 3;
+    l.trained_layers = {{0, 2}};
+    l.resume = [this]() -> Result<long> { return resume_from; };
+    l.step = [this](long step, float lr) -> Result<std::vector<StepLoss>> {
+      steps_run.push_back(step);
+      lrs.push_back(lr);
+      StepLoss loss;
+      loss.loss = (double)(step + 1);
+      loss.layer_loss = {2.0 * (step + 1), -5.0, 0.5};
+      return std::vector<StepLoss>{loss};
+    };
+    l.save = [this](long done) -> Status {
+      saves.push_back(done);
+      return ok_status();
+    };
+    return l;
+  }
+};
+
+TEST(TrainLoop, ScheduleTailAndCheckpoints) {
+  TrainOptions options;
+  options.steps = 20;
+  options.warmup = 2;
+  options.lr = 1e-2f;
+  options.checkpoint_every = 5;
+  FakeTrainer fake;
+  auto reports = train_loop_run(options, fake.loop());
+  ASSERT_TRUE(reports.ok()) << reports.error();
+  const TrainReport& r = (*reports)[0];
+  EXPECT_EQ(r.steps_done, 20);
+  ASSERT_EQ(r.loss_curve.size(), 20u);
+  EXPECT_EQ(r.loss_curve[19], 20.0);
+  // Tail: the last 2 steps (losses 19, 20); layer 1 is not trained.
+  EXPECT_DOUBLE_EQ(r.final_loss, 19.5);
+  EXPECT_EQ(r.layer_nmse, (std::vector<double>{39.0, -1.0, 0.5}));
+  EXPECT_EQ(fake.saves, (std::vector<long>{5, 10, 15, 20}));
+  for (long s = 0; s < 20; ++s) EXPECT_EQ(fake.lrs[s], learning_rate_at(s, 20, 2, 1e-2f));
+}
+
+TEST(TrainLoop, StopAfterThenResumeRunsEveryStepOnce) {
+  TrainOptions options;
+  options.steps = 6;
+  options.stop_after = 4;
+  FakeTrainer first;
+  auto stopped = train_loop_run(options, first.loop());
+  ASSERT_TRUE(stopped.ok());
+  EXPECT_EQ((*stopped)[0].steps_done, 4);
+  EXPECT_EQ(first.saves.back(), 4);  // the interruption checkpoints
+  FakeTrainer second;
+  second.resume_from = 4;
+  auto resumed = train_loop_run(options, second.loop());
+  ASSERT_TRUE(resumed.ok());
+  EXPECT_EQ((*resumed)[0].steps_done, 6);
+  EXPECT_EQ(second.steps_run, (std::vector<long>{4, 5}));
+  EXPECT_DOUBLE_EQ((*resumed)[0].final_loss, 6.0);  // tail: step 5 only
+}
+
+TEST(TrainLoop, AStepErrorEndsTheRun) {
+  TrainOptions options;
+  options.steps = 3;
+  FakeTrainer fake;
+  TrainLoop loop = fake.loop();
+  loop.step = [](long step, float) -> Result<std::vector<StepLoss>> {
+    return make_error("the loss became nan at step ", step + 1);
+  };
+  auto r = train_loop_run(options, loop);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error(), "the loss became nan at step 1");
+}
+
+}  // namespace
+}  // namespace golinear::train
