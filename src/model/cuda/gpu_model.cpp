@@ -104,7 +104,7 @@ size_t GpuModel::weight_bytes() const {
 }
 
 bool GpuModel::has_hybrid_layers() const {
-  return std::any_of(layers_.begin(), layers_.end(), [](const GpuLayer& l) { return (bool)l.hybrid; });
+  return std::any_of(layers_.begin(), layers_.end(), [](const GpuLayer& l) { return l.hybrid != nullptr; });
 }
 bool GpuModel::has_softmax_layers() const {
   return std::any_of(layers_.begin(), layers_.end(), [](const GpuLayer& l) { return !l.hybrid; });
@@ -113,9 +113,18 @@ bool GpuModel::has_softmax_layers() const {
 void GpuModel::set_all_softmax() {
   release_scratch();  // the scratch depends on the mixers (RoPE copies, hybrid workspace)
   for (GpuLayer& l : layers_) {
-    l.hybrid.reset();
+    l.hybrid = nullptr;
+    l.own_mixer.reset();
     (void)l.mixer_values.allocate(0);  // freeing cannot fail
   }
+}
+
+void GpuModel::attach_mixer(int layer, mixers::cuda::GpuHybridMixer* mixer) {
+  release_scratch();
+  GpuLayer& L = layers_[layer];
+  L.own_mixer.reset();
+  (void)L.mixer_values.allocate(0);  // freeing cannot fail
+  L.hybrid = mixer;
 }
 
 Status GpuModel::set_layer_mixer(int layer, mixers::Mixer& mixer) {
@@ -123,7 +132,8 @@ Status GpuModel::set_layer_mixer(int layer, mixers::Mixer& mixer) {
     return make_error("gpu model: no layer ", layer);
   release_scratch();  // the scratch depends on the mixers
   GpuLayer& L = layers_[layer];
-  L.hybrid.reset();
+  L.hybrid = nullptr;
+  L.own_mixer.reset();
   GL_TRY(L.mixer_values.allocate(0));
   if (mixer.kind() == "softmax") return ok_status();
   const auto* hm = dynamic_cast<const mixers::HybridMixer*>(&mixer);
@@ -136,7 +146,8 @@ Status GpuModel::set_layer_mixer(int layer, mixers::Mixer& mixer) {
   GL_ASSIGN_OR_RETURN(mixers::cuda::GpuHybridMixer m,
                       mixers::cuda::GpuHybridMixer::create(o, hm->shape(), inv,
                                                            L.mixer_values.get(), nullptr));
-  L.hybrid = std::make_unique<mixers::cuda::GpuHybridMixer>(std::move(m));
+  L.own_mixer = std::make_unique<mixers::cuda::GpuHybridMixer>(std::move(m));
+  L.hybrid = L.own_mixer.get();
   return L.hybrid->upload(mixer, stream_);
 }
 
@@ -259,13 +270,13 @@ void GpuModel::release_scratch() {
   trace_alt_.clear();
 }
 
-Status GpuModel::ensure_scratch(int T, bool trace) {
-  if (T <= scratch_T_ && trace == scratch_trace_) return ok_status();
+Status GpuModel::ensure_scratch(int T, bool trace, bool whole_rows) {
+  if (T <= scratch_T_ && trace == scratch_trace_ && whole_rows == scratch_whole_) return ok_status();
   release_scratch();
   const ModelConfig& c = config_;
   const size_t C = c.hidden_size, H = c.num_heads, G = c.num_kv_heads, D = c.head_dim,
                F = c.intermediate_size;
-  const size_t chunk = std::min(T, kRowChunk);
+  const size_t chunk = whole_rows ? T : std::min(T, kRowChunk);
   DeviceArena& a = scratch_;
   GL_ASSIGN_OR_RETURN(ids_, a.alloc<int32_t>(T));
   GL_ASSIGN_OR_RETURN(h_, a.alloc<float>(T * C));
@@ -305,26 +316,39 @@ Status GpuModel::ensure_scratch(int T, bool trace) {
   GL_TRY(hybrid_scratch_.reserve(hybrid_bytes));
   scratch_T_ = T;
   scratch_trace_ = trace;
+  scratch_whole_ = whole_rows;
   return ok_status();
 }
 
 Status GpuModel::block_input(const GpuLayer& L, const float* h, int n, bf16* xn, bf16* q,
-                             bf16* k, bf16* v, float* qkv32, cudaStream_t s) const {
+                             bf16* k, bf16* v, float* qkv32, cudaStream_t s, float* q_raw,
+                             float* k_raw) const {
   const ModelConfig& c = config_;
   const int C = c.hidden_size, H = c.num_heads, G = c.num_kv_heads, D = c.head_dim;
+  const int HD = H * D, GD = G * D, QKV = HD + 2 * GD;
   const float eps = (float)c.rms_norm_eps;
   GL_TRY(kc::rmsnorm_f32_forward(xn, h, L.input_norm, n, C, eps, s));
-  GL_TRY(kc::gemm_nt(cublas_, qkv32, false, xn, L.w_qkv, n, (H + 2 * G) * D, C, 0.0f, s));
-  return kc::qkv_split(q, k, v, qkv32, L.b_qkv, L.q_norm, L.k_norm, n, H, G, D, eps, s);
+  GL_TRY(kc::gemm_nt(cublas_, qkv32, false, xn, L.w_qkv, n, QKV, C, 0.0f, s));
+  if (!q_raw || !L.q_norm)
+    return kc::qkv_split(q, k, v, qkv32, L.b_qkv, L.q_norm, L.k_norm, n, H, G, D, eps, s);
+  // Keep q, k before their per-head norm (the norm's backward reads them): the bias first.
+  if (L.b_qkv) GL_TRY(kc::add_bias_rows(qkv32, L.b_qkv, n, QKV, s));
+  GL_CUDA_CHECK(cudaMemcpy2DAsync(q_raw, (size_t)HD * 4, qkv32, (size_t)QKV * 4, (size_t)HD * 4, n,
+                                  cudaMemcpyDeviceToDevice, s));
+  GL_CUDA_CHECK(cudaMemcpy2DAsync(k_raw, (size_t)GD * 4, qkv32 + HD, (size_t)QKV * 4,
+                                  (size_t)GD * 4, n, cudaMemcpyDeviceToDevice, s));
+  return kc::qkv_split(q, k, v, qkv32, nullptr, L.q_norm, L.k_norm, n, H, G, D, eps, s);
 }
 
 Status GpuModel::block_output(const GpuLayer& L, float* h, const bf16* y, int n, bf16* xn2,
-                              bf16* gu, bf16* act, cudaStream_t s) const {
+                              bf16* gu, bf16* act, cudaStream_t s, float* h_mid) const {
   const ModelConfig& c = config_;
   const int C = c.hidden_size, HD = c.num_heads * c.head_dim, F = c.intermediate_size;
   const float eps = (float)c.rms_norm_eps;
   GL_TRY(kc::gemm_nt(cublas_, h, false, y, L.w_o, n, C, HD, 1.0f, s));
   if (L.b_o) GL_TRY(kc::add_bias_rows(h, L.b_o, n, C, s));
+  if (h_mid)
+    GL_CUDA_CHECK(cudaMemcpyAsync(h_mid, h, (size_t)n * C * 4, cudaMemcpyDeviceToDevice, s));
   GL_TRY(kc::rmsnorm_f32_forward(xn2, h, L.post_norm, n, C, eps, s));
   GL_TRY(kc::gemm_nt(cublas_, gu, true, xn2, L.w_gate_up, n, 2 * F, C, 0.0f, s));
   GL_TRY(kc::swiglu_stacked(act, gu, n, F, s));
@@ -339,71 +363,126 @@ Status GpuModel::head_logits(const float* h, int n, float* logits, bf16* xn2, cu
 
 Status GpuModel::forward_device(const int32_t* ids, int T, float* logits, bool last_only,
                                 std::vector<GpuLayerTrace>* trace, GpuSequenceCache* cache) {
+  GpuForwardOptions o;
+  o.logits = logits, o.last_only = last_only, o.trace = trace, o.cache = cache;
+  return forward_device(ids, T, o);
+}
+
+Status GpuModel::forward_device(const int32_t* ids, int T, const GpuForwardOptions& o) {
   if (T <= 0) return make_error("gpu forward: no tokens");
   const ModelConfig& c = config_;
   const int C = c.hidden_size, H = c.num_heads, G = c.num_kv_heads, D = c.head_dim,
-            V = c.vocab_size;
+            F = c.intermediate_size, V = c.vocab_size;
   const int HD = H * D, GD = G * D;
+  std::vector<GpuLayerTrace>* trace = o.trace;
+  GpuSequenceCache* cache = o.cache;
+  GpuActivations* keep = o.keep;
   if (cache) {
     if (cache->position_ != 0 || cache->model_ != this ||
         (has_softmax_layers() && T > cache->max_context_))
       return make_error("gpu forward: a cache is filled by one forward only when empty, of this "
                         "model, with T ≤ its max context");
   }
-  GL_TRY(ensure_scratch(T, trace != nullptr));
+  if (keep && (keep->T != T || (int)keep->layers.size() != c.num_layers))
+    return make_error("gpu forward: activations for ", keep->T, " tokens, the forward has ", T);
+  if (keep && trace) return make_error("gpu forward: keep activations or trace, not both");
+  GL_TRY(ensure_scratch(T, trace != nullptr, keep != nullptr));
   cudaStream_t s = stream_;
+  // Rows per pass of the per-token stages; whole sequences when activations are kept.
+  const int chunk = keep ? T : kRowChunk;
   GL_TRY(kc::embed_gather(h_, embed_, ids, T, C, s));
   for (int l = 0; l < c.num_layers; ++l) {
     const GpuLayer& L = layers_[l];
-    bf16* X = trace ? const_cast<bf16*>(trace_[l].x) : xn_;
-    bf16* Q = trace ? const_cast<bf16*>(trace_[l].q) : q_;
-    bf16* K = trace ? const_cast<bf16*>(trace_[l].k) : k_;
-    bf16* Vv = trace ? const_cast<bf16*>(trace_[l].v) : v_;
-    bf16* Y = trace ? const_cast<bf16*>(trace_[l].y) : y_;
-    for (int r0 = 0; r0 < T; r0 += kRowChunk) {
-      const int n = std::min(kRowChunk, T - r0);
+    GpuLayerActivations* A = keep ? &keep->layers[l] : nullptr;
+    mixers::cuda::GpuHybridMixer* hybrid = o.all_softmax ? nullptr : L.hybrid;
+    bf16* X = trace ? const_cast<bf16*>(trace_[l].x) : A ? A->xn : xn_;
+    bf16* Q = trace ? const_cast<bf16*>(trace_[l].q) : A ? A->q : q_;
+    bf16* K = trace ? const_cast<bf16*>(trace_[l].k) : A ? A->k : k_;
+    bf16* Vv = trace ? const_cast<bf16*>(trace_[l].v) : A ? A->v : v_;
+    bf16* Y = trace ? const_cast<bf16*>(trace_[l].y) : A ? A->y : y_;
+    if (A) GL_CUDA_CHECK(cudaMemcpyAsync(A->h_in, h_, (size_t)T * C * 4, cudaMemcpyDeviceToDevice, s));
+    for (int r0 = 0; r0 < T; r0 += chunk) {
+      const int n = std::min(chunk, T - r0);
       GL_TRY(block_input(L, h_ + (size_t)r0 * C, n, X + (size_t)r0 * C, Q + (size_t)r0 * HD,
-                         K + (size_t)r0 * GD, Vv + (size_t)r0 * GD, qkv32_, s));
+                         K + (size_t)r0 * GD, Vv + (size_t)r0 * GD, qkv32_, s,
+                         A ? A->q_raw : nullptr, A ? A->k_raw : nullptr));
     }
-    if (L.hybrid) {
+    if (hybrid) {
       // With a cache: the prefill, which leaves the cache as T decode steps would.
       const mixers::cuda::HybridIO io{T, X, Q, K, Vv};
       if (cache)
-        GL_TRY(L.hybrid->prefill(hybrid_scratch_, io, Y, cache->hybrid_[l], cublas_, s));
+        GL_TRY(hybrid->prefill(hybrid_scratch_, io, Y, cache->hybrid_[l], cublas_, s));
       else
-        GL_TRY(L.hybrid->forward(hybrid_scratch_, io, Y, nullptr, cublas_, s));
+        GL_TRY(hybrid->forward(hybrid_scratch_, io, Y, nullptr, cublas_, s));
       GL_TRY(kc::gemm_bind_stream(cublas_, s));
     } else {
-      bf16* kr = cache ? cache->k_[l] : kr_;
+      bf16* qr = A ? A->qr : qr_;
+      bf16* kr = cache ? cache->k_[l] : A ? A->kr : kr_;
       const bf16* vv = Vv;
       if (cache) {
         GL_CUDA_CHECK(cudaMemcpyAsync(cache->v_[l], Vv, (size_t)T * GD * 2,
                                       cudaMemcpyDeviceToDevice, s));
         vv = cache->v_[l];
       }
-      GL_CUDA_CHECK(cudaMemcpyAsync(qr_, Q, (size_t)T * HD * 2, cudaMemcpyDeviceToDevice, s));
+      GL_CUDA_CHECK(cudaMemcpyAsync(qr, Q, (size_t)T * HD * 2, cudaMemcpyDeviceToDevice, s));
       GL_CUDA_CHECK(cudaMemcpyAsync(kr, K, (size_t)T * GD * 2, cudaMemcpyDeviceToDevice, s));
-      GL_TRY(kc::rope_apply(qr_, inv_freq_, T, H, D, 0, 1, s));
+      GL_TRY(kc::rope_apply(qr, inv_freq_, T, H, D, 0, 1, s));
       GL_TRY(kc::rope_apply(kr, inv_freq_, T, G, D, 0, 1, s));
-      GL_TRY(kc::attention_forward(Y, nullptr, qr_, kr, vv, T, H, G, D, kc::AttentionMaskSpec{}, s));
+      GL_TRY(kc::attention_forward(Y, A ? A->lse : nullptr, qr, kr, vv, T, H, G, D,
+                                   kc::AttentionMaskSpec{}, s));
     }
     // A trace alone (no logits, no cache) needs nothing after the last layer's mixer.
-    if (trace && !logits && !cache && l == c.num_layers - 1) break;
-    for (int r0 = 0; r0 < T; r0 += kRowChunk) {
-      const int n = std::min(kRowChunk, T - r0);
-      GL_TRY(block_output(L, h_ + (size_t)r0 * C, Y + (size_t)r0 * HD, n, xn2_, gu_, act_, s));
+    if (trace && !o.logits && !cache && l == c.num_layers - 1) break;
+    for (int r0 = 0; r0 < T; r0 += chunk) {
+      const int n = std::min(chunk, T - r0);
+      GL_TRY(block_output(L, h_ + (size_t)r0 * C, Y + (size_t)r0 * HD, n, xn2_,
+                          A ? A->gu + (size_t)r0 * 2 * F : gu_, act_, s,
+                          A ? A->h_mid + (size_t)r0 * C : nullptr));
     }
   }
-  if (logits) {
-    const int first = last_only ? T - 1 : 0;
-    for (int r0 = first; r0 < T; r0 += kRowChunk) {
-      const int n = std::min(kRowChunk, T - r0);
-      GL_TRY(head_logits(h_ + (size_t)r0 * C, n, logits + (size_t)(r0 - first) * V, xn2_, s));
+  if (keep)
+    GL_CUDA_CHECK(cudaMemcpyAsync(keep->h_final, h_, (size_t)T * C * 4, cudaMemcpyDeviceToDevice, s));
+  if (o.logits) {
+    const int first = o.last_only ? T - 1 : 0;
+    for (int r0 = first; r0 < T; r0 += chunk) {
+      const int n = std::min(chunk, T - r0);
+      GL_TRY(head_logits(h_ + (size_t)r0 * C, n, o.logits + (size_t)(r0 - first) * V, xn2_, s));
     }
   }
   if (trace) *trace = trace_;
   if (cache) cache->position_ = T;
   return ok_status();
+}
+
+Result<std::unique_ptr<GpuActivations>> gpu_activations_allocate(const GpuModel& model, int T) {
+  const ModelConfig& c = model.config();
+  const size_t t = T, C = c.hidden_size, H = c.num_heads, G = c.num_kv_heads, D = c.head_dim,
+               F = c.intermediate_size;
+  auto a = std::make_unique<GpuActivations>();
+  a->T = T;
+  a->layers.assign(c.num_layers, {});
+  DeviceArena& m = a->memory;
+  for (int l = 0; l < c.num_layers; ++l) {
+    GpuLayerActivations& A = a->layers[l];
+    GL_ASSIGN_OR_RETURN(A.h_in, m.alloc<float>(t * C));
+    GL_ASSIGN_OR_RETURN(A.h_mid, m.alloc<float>(t * C));
+    GL_ASSIGN_OR_RETURN(A.xn, m.alloc<bf16>(t * C));
+    GL_ASSIGN_OR_RETURN(A.q, m.alloc<bf16>(t * H * D));
+    GL_ASSIGN_OR_RETURN(A.k, m.alloc<bf16>(t * G * D));
+    GL_ASSIGN_OR_RETURN(A.v, m.alloc<bf16>(t * G * D));
+    GL_ASSIGN_OR_RETURN(A.y, m.alloc<bf16>(t * H * D));
+    GL_ASSIGN_OR_RETURN(A.gu, m.alloc<bf16>(t * 2 * F));
+    if (model.layer(l).q_norm) {
+      GL_ASSIGN_OR_RETURN(A.q_raw, m.alloc<float>(t * H * D));
+      GL_ASSIGN_OR_RETURN(A.k_raw, m.alloc<float>(t * G * D));
+    }
+    // Softmax state (any layer may run as softmax: the teacher pass, layers kept full).
+    GL_ASSIGN_OR_RETURN(A.qr, m.alloc<bf16>(t * H * D));
+    GL_ASSIGN_OR_RETURN(A.kr, m.alloc<bf16>(t * G * D));
+    GL_ASSIGN_OR_RETURN(A.lse, m.alloc<float>(t * H));
+  }
+  GL_ASSIGN_OR_RETURN(a->h_final, m.alloc<float>(t * C));
+  return a;
 }
 
 Status GpuModel::forward(const int32_t* ids, int T, float* logits, bool last_only) {

@@ -91,10 +91,44 @@ Status upload_layer_weights(DeviceArena& arena, const LayerWeights& w, const Mod
                             cudaStream_t stream, GpuLayerWeights* out);
 
 struct GpuLayer : GpuLayerWeights {
-  // The layer's linear-time mixer, or null: softmax attention. Its parameters (fp32) live in
-  // mixer_values.
-  std::unique_ptr<mixers::cuda::GpuHybridMixer> hybrid;
+  // The layer's linear-time mixer, or null: softmax attention. Either the model's own
+  // (own_mixer, parameters fp32 in mixer_values) or one attached by a trainer, whose parameters
+  // live in the trainer's flat buffers (GpuModel::attach_mixer).
+  mixers::cuda::GpuHybridMixer* hybrid = nullptr;
+  std::unique_ptr<mixers::cuda::GpuHybridMixer> own_mixer;
   kernels::cuda::DeviceBuffer<float> mixer_values;
+};
+
+class GpuSequenceCache;
+
+// What a forward keeps for the backward of the frozen network (model/cuda/transformer_backward.h),
+// per layer, for T tokens. Owned by the caller (gpu_activations_allocate).
+struct GpuLayerActivations {
+  float* h_in = nullptr;   // (T, C) the residual stream entering the layer
+  float* h_mid = nullptr;  // (T, C) after the attention block
+  bf16 *xn = nullptr, *q = nullptr, *k = nullptr, *v = nullptr, *y = nullptr;  // the mixer's I/O
+  bf16* gu = nullptr;      // (T, 2F) [gate; up] of the MLP
+  float *q_raw = nullptr, *k_raw = nullptr;  // (T, H·D), (T, G·D) before q/k norm (Qwen3), or null
+  bf16 *qr = nullptr, *kr = nullptr;         // softmax layers: RoPE'd q, k
+  float* lse = nullptr;                      // softmax layers: (T, H)
+};
+struct GpuActivations {
+  int T = 0;
+  std::vector<GpuLayerActivations> layers;
+  float* h_final = nullptr;  // (T, C) before the final norm
+  DeviceArena memory;
+};
+// Room for every layer's activations of T tokens of `model`.
+Result<std::unique_ptr<GpuActivations>> gpu_activations_allocate(const GpuModel& model, int T);
+
+// One forward's choices (GpuModel::forward_device).
+struct GpuForwardOptions {
+  float* logits = nullptr;  // (T, V) fp32 on the device, or (V) of the last row when last_only
+  bool last_only = false;
+  std::vector<GpuLayerTrace>* trace = nullptr;  // every layer's mixer I/O
+  GpuSequenceCache* cache = nullptr;            // an empty decode cache to fill (the prefill)
+  GpuActivations* keep = nullptr;               // what the backward of the network reads
+  bool all_softmax = false;  // every layer softmax attention, whatever its mixer (the teacher)
 };
 
 class GpuSequenceCache;
@@ -118,6 +152,15 @@ class GpuModel {
   // Layer `layer`'s mixer: softmax attention, or a hybrid mixer whose recipe and parameters are
   // those of `mixer` (mixers/hybrid_mixer.h; other kinds are refused in one line).
   Status set_layer_mixer(int layer, mixers::Mixer& mixer);
+  // A trainer's GPU mixer as layer `layer`'s (not owned; null: softmax attention again).
+  void attach_mixer(int layer, mixers::cuda::GpuHybridMixer* mixer);
+
+  // The parts the backward of the network reads (model/cuda/transformer_backward.h).
+  const GpuLayer& layer(int l) const { return layers_[l]; }
+  const bf16* lm_head() const { return lm_head_; }
+  const float* final_norm() const { return final_norm_; }
+  const float* inv_freq() const { return inv_freq_; }
+  cublasHandle_t cublas() const { return cublas_; }
   // Every layer a hybrid of `options` with fresh parameters, initialised as the CPU mixer
   // initialises them (mixers::mixer_create), layer l from seed + l.
   Status set_all_hybrid_random(const mixers::MixerOptions& options, uint64_t seed);
@@ -128,6 +171,9 @@ class GpuModel {
   // delayed state, conv rows, sinks, window ring, gates). `trace` keeps every layer's mixer I/O.
   Status forward_device(const int32_t* ids, int T, float* logits, bool last_only,
                         std::vector<GpuLayerTrace>* trace, GpuSequenceCache* cache);
+  // The one layer loop: embeddings, every layer (block_input → mixer → block_output), the head,
+  // as `options` asks.
+  Status forward_device(const int32_t* ids, int T, const GpuForwardOptions& options);
   // The same from host ids into host logits (T·V or V floats).
   Status forward(const int32_t* ids, int T, float* logits, bool last_only);
   // Frees the activation buffers of the last forward (they grow to the longest sequence).
@@ -146,16 +192,21 @@ class GpuModel {
   friend Result<std::unique_ptr<GpuModel>> gpu_model_upload(const Model& model);
   friend Result<std::unique_ptr<GpuModel>> gpu_model_random(const ModelConfig& config,
                                                            uint64_t seed);
-  Status ensure_scratch(int T, bool trace);
+  // whole_rows: the per-token stages' working rows for all T rows at once (a forward that keeps
+  // activations), else for row chunks.
+  Status ensure_scratch(int T, bool trace, bool whole_rows = false);
   // The per-token parts of a transformer layer over n rows (one layer block, used by the
   // whole-sequence forward in row chunks and by the one-token decode step): block_input
   // xn = RMSNorm(h), [q; k; v] = xn W_qkvᵀ (+bias, +q/k norm), the mixer's inputs; block_output
   // h += y W_oᵀ (+bias), h += MLP(RMSNorm(h)). qkv32 (n, H·D + 2·G·D), xn2 (n, C), gu (n, 2F),
   // act (n, F): working rows.
+  // q_raw, k_raw (n, H·D), (n, G·D) or null: q, k before their per-head norm (kept for the
+  // backward); h_mid (n, C) or null: h after the attention block.
   Status block_input(const GpuLayer& L, const float* h, int n, bf16* xn, bf16* q, bf16* k,
-                     bf16* v, float* qkv32, cudaStream_t s) const;
+                     bf16* v, float* qkv32, cudaStream_t s, float* q_raw = nullptr,
+                     float* k_raw = nullptr) const;
   Status block_output(const GpuLayer& L, float* h, const bf16* y, int n, bf16* xn2, bf16* gu,
-                      bf16* act, cudaStream_t s) const;
+                      bf16* act, cudaStream_t s, float* h_mid = nullptr) const;
   // The final norm and the LM head over n rows of h.
   Status head_logits(const float* h, int n, float* logits, bf16* xn2, cudaStream_t s) const;
 
@@ -172,7 +223,7 @@ class GpuModel {
   // Activations of forward_device, for up to scratch_T_ tokens.
   DeviceArena scratch_;
   int scratch_T_ = 0;
-  bool scratch_trace_ = false;
+  bool scratch_trace_ = false, scratch_whole_ = false;
   int32_t* ids_ = nullptr;
   float* h_ = nullptr;                        // (T, C) residual stream, fp32
   bf16 *xn_ = nullptr, *q_ = nullptr, *k_ = nullptr, *v_ = nullptr, *y_ = nullptr;

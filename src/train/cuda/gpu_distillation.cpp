@@ -4,36 +4,30 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <memory>
 
-#include "common/file.h"
-#include "common/progress.h"
-#include "kernels/cuda/attention.h"
 #include "kernels/cuda/backbone_backward.h"
-#include "kernels/cuda/gemm.h"
-#include "kernels/cuda/hybrid.h"
-#include "kernels/cuda/hybrid_train.h"
-#include "kernels/cuda/model_ops.h"
 #include "mixers/cuda/hybrid_mixer.h"
-#include "train/cuda/gpu_train_util.h"
-#include "mixers/hybrid_mixer.h"
 #include "model/cuda/gpu_model.h"
+#include "model/cuda/transformer_backward.h"
+#include "train/cuda/gpu_train_util.h"
 #include "train/optimizer.h"
 
 namespace golinear::train::cuda {
 
 namespace kc = kernels::cuda;
-using golinear::cuda::DeviceArena;
-using kernels::cuda::bf16;
 using mixers::cuda::GpuHybridMixer;
 using mixers::cuda::HybridIO;
 using mixers::cuda::HybridScratch;
 
 namespace {
 
-// The frozen backbone on the device, the trained layers, and one sequence's activations.
+// The frozen backbone on the device (a GpuModel of the teacher: every layer softmax attention),
+// the trained layers' GPU mixers (attached to the model for the student's pass, their parameters
+// and gradients in one flat buffer) and one sequence's activations. It only orchestrates: the
+// layer loop is GpuModel::forward_device, the backward of the frozen network gpu_model_backward,
+// the mixers' forward and backward mixers/cuda.
 class Distiller {
  public:
   Status init(const Model& model, MixerStack& students, int T);
@@ -47,89 +41,44 @@ class Distiller {
   long parameter_count() const { return P_; }
   float* value() const { return value_.get(); }
   float* grad() const { return grad_.get(); }
-  cudaStream_t stream() const { return stream_; }
+  cudaStream_t stream() const { return gm_->stream(); }
 
  private:
-  // The frozen weights (uploaded as the GPU model's), the student's place and the saved
-  // activations.
-  struct Layer : golinear::cuda::GpuLayerWeights {
-    int hybrid = -1;  // index into hybrid_, or −1: softmax attention (teacher or kept full)
-    // Saved activations of the last forward.
-    float *h_in = nullptr, *h_mid = nullptr, *q_raw = nullptr, *k_raw = nullptr, *lse = nullptr;
-    bf16 *xn = nullptr, *q = nullptr, *k = nullptr, *v = nullptr, *qr = nullptr, *kr = nullptr,
-         *y = nullptr, *gu = nullptr;
-  };
-  Status forward(bool student, float* logits);
-  Status backward(float scale);
+  // The model with the students attached (student) or every layer softmax (the teacher).
+  Status attach_students(bool on);
 
-  ModelConfig c_;
-  int T_ = 0, C_ = 0, H_ = 0, G_ = 0, D_ = 0, F_ = 0, V_ = 0, HD_ = 0, GD_ = 0, QKV_ = 0;
-  float eps_ = 0;
-  cudaStream_t stream_ = 0;  // the legacy default stream
-  CublasHandle cublas_;
-  DeviceArena weights_, acts_;
-  bf16 *embed_ = nullptr, *lm_head_ = nullptr;
-  float *final_norm_ = nullptr, *inv_freq_ = nullptr;
-  std::vector<Layer> layers_;
+  int T_ = 0;
+  std::unique_ptr<golinear::cuda::GpuModel> gm_;
   std::vector<int> trained_;
   mixers::MixerOptions recipe_;
   std::vector<GpuHybridMixer> hybrid_;
-  HybridScratch scratch_;
+  HybridScratch scratch_;  // the mixers' training forward and backward, layer by layer
   long P_ = 0;
   kc::DeviceBuffer<float> value_, grad_;
-  // Working buffers.
-  int32_t* ids_ = nullptr;
-  float *h_ = nullptr, *qkv32_ = nullptr, *h_final_ = nullptr, *logits_ = nullptr,
-        *teacher_logits_ = nullptr, *dlogits_ = nullptr;
-  bf16 *xn2_ = nullptr, *act_ = nullptr, *xnf_ = nullptr, *dlogits_bf_ = nullptr;
-  double* kl_ = nullptr;
-  float *dh_ = nullptr, *dtmp_ = nullptr, *dact_ = nullptr, *dy_ = nullptr, *dq_ = nullptr,
-        *dk_ = nullptr, *dv_ = nullptr, *dqr_ = nullptr, *dkr_ = nullptr, *dqn_ = nullptr,
-        *dkn_ = nullptr, *dx_mix_ = nullptr;
-  bf16 *dh_bf_ = nullptr, *dgu_ = nullptr, *dqkv_ = nullptr;
-  void* attn_ws_ = nullptr;
-  size_t attn_ws_bytes_ = 0;
+  std::unique_ptr<golinear::cuda::GpuActivations> acts_;
+  std::unique_ptr<golinear::cuda::GpuBackwardScratch> backward_scratch_;
+  kc::DeviceBuffer<int32_t> ids_;
+  kc::DeviceBuffer<float> logits_, teacher_logits_, dlogits_;  // (T, V)
+  kc::DeviceBuffer<double> kl_;                                 // (T)
   std::vector<double> host_kl_;
 };
 
 Status Distiller::init(const Model& model, MixerStack& students, int T) {
-  c_ = model.config;
-  const int L = c_.num_layers;
-  T_ = T, C_ = c_.hidden_size, H_ = c_.num_heads, G_ = c_.num_kv_heads, D_ = c_.head_dim;
-  F_ = c_.intermediate_size, V_ = c_.vocab_size, HD_ = H_ * D_, GD_ = G_ * D_, QKV_ = HD_ + 2 * GD_;
-  eps_ = (float)c_.rms_norm_eps;
+  const ModelConfig& c = model.config;
+  const int L = c.num_layers;
+  T_ = T;
   if (T <= 0) return make_error("GPU distillation: no tokens per sequence");
   if ((int)students.size() != L || (int)model.mixers.size() != L)
     return make_error("GPU distillation: ", students.size(), " student mixers for ", L, " layers");
-  if (D_ != 64 && D_ != 128)
-    return make_error("GPU distillation: head dim ", D_, " is not supported (64 or 128); use --device cpu");
-  if (G_ <= 0 || H_ % G_ != 0) return make_error("GPU distillation: kv heads must divide the query heads");
   for (int l = 0; l < L; ++l)
     if (model.mixers[l]->kind() != "softmax")
       return make_error("GPU distillation: the teacher's layer ", l, " is '", model.mixers[l]->kind(),
                         "', not softmax attention");
   const mixers::AttentionShape shape = model.attention_shape();
-  layers_.assign(L, Layer{});
   GL_ASSIGN_OR_RETURN(GpuTrainedLayers selected, gpu_trained_layers(students, "GPU distillation"));
   trained_ = std::move(selected.layers);
   recipe_ = selected.recipe;
-  for (size_t i = 0; i < trained_.size(); ++i) layers_[trained_[i]].hybrid = (int)i;
-
-  GL_TRY(cublas_.create());
-  // Weights (bf16 matrices, fp32 vectors).
-  auto up_bf16 = [&](const std::vector<const std::vector<float>*>& parts) {
-    return golinear::cuda::upload_bf16(weights_, parts, nullptr);
-  };
-  auto up_f32 = [&](const std::vector<float>& x) { return golinear::cuda::upload_f32(weights_, x, nullptr); };
-  GL_ASSIGN_OR_RETURN(embed_, up_bf16({&model.embed}));
-  if (model.lm_head.empty()) lm_head_ = embed_;
-  else {
-    GL_ASSIGN_OR_RETURN(lm_head_, up_bf16({&model.lm_head}));
-  }
-  GL_ASSIGN_OR_RETURN(final_norm_, up_f32(model.final_norm));
-  GL_ASSIGN_OR_RETURN(inv_freq_, up_f32(model.inv_freq));
-  for (int l = 0; l < L; ++l)
-    GL_TRY(golinear::cuda::upload_layer_weights(weights_, model.layers[l], c_, nullptr, &layers_[l]));
+  GL_ASSIGN_OR_RETURN(gm_, golinear::cuda::gpu_model_upload(model));
 
   // The trained layers: one flat parameter / gradient buffer.
   const long per_layer = mixers::cuda::hybrid_parameter_count(recipe_, shape);
@@ -143,171 +92,66 @@ Status Distiller::init(const Model& model, MixerStack& students, int T) {
                                                grad_.get() + i * per_layer));
     hybrid_.push_back(std::move(layer));
   }
-  GL_TRY(scratch_.reserve(std::max(HybridScratch::bytes(recipe_, shape, T, true),
-                                    HybridScratch::bytes(recipe_, shape, T, false))));
-
-  // Activations and working buffers.
-  const size_t t = T, C = C_, F = F_, V = V_, HD = HD_, GD = GD_, QKV = QKV_, H = H_;
-  DeviceArena& a = acts_;
-  const bool qk_norm = !model.layers[0].q_norm.empty();
-  for (int l = 0; l < L; ++l) {
-    Layer& d = layers_[l];
-    GL_ASSIGN_OR_RETURN(d.h_in, a.alloc<float>(t * C));
-    GL_ASSIGN_OR_RETURN(d.h_mid, a.alloc<float>(t * C));
-    GL_ASSIGN_OR_RETURN(d.xn, a.alloc<bf16>(t * C));
-    GL_ASSIGN_OR_RETURN(d.q, a.alloc<bf16>(t * HD));
-    GL_ASSIGN_OR_RETURN(d.k, a.alloc<bf16>(t * GD));
-    GL_ASSIGN_OR_RETURN(d.v, a.alloc<bf16>(t * GD));
-    GL_ASSIGN_OR_RETURN(d.y, a.alloc<bf16>(t * HD));
-    GL_ASSIGN_OR_RETURN(d.gu, a.alloc<bf16>(t * 2 * F));
-    if (qk_norm) {
-      GL_ASSIGN_OR_RETURN(d.q_raw, a.alloc<float>(t * HD));
-      GL_ASSIGN_OR_RETURN(d.k_raw, a.alloc<float>(t * GD));
-    }
-    // Softmax state (the teacher pass uses it for every layer; kept-full layers in the student).
-    GL_ASSIGN_OR_RETURN(d.qr, a.alloc<bf16>(t * HD));
-    GL_ASSIGN_OR_RETURN(d.kr, a.alloc<bf16>(t * GD));
-    GL_ASSIGN_OR_RETURN(d.lse, a.alloc<float>(t * H));
-  }
-  GL_ASSIGN_OR_RETURN(ids_, a.alloc<int32_t>(t));
-  GL_ASSIGN_OR_RETURN(h_, a.alloc<float>(t * C));
-  GL_ASSIGN_OR_RETURN(qkv32_, a.alloc<float>(t * QKV));
-  GL_ASSIGN_OR_RETURN(h_final_, a.alloc<float>(t * C));
-  GL_ASSIGN_OR_RETURN(logits_, a.alloc<float>(t * V));
-  GL_ASSIGN_OR_RETURN(teacher_logits_, a.alloc<float>(t * V));
-  GL_ASSIGN_OR_RETURN(dlogits_, a.alloc<float>(t * V));
-  GL_ASSIGN_OR_RETURN(dlogits_bf_, a.alloc<bf16>(t * V));
-  GL_ASSIGN_OR_RETURN(xn2_, a.alloc<bf16>(t * C));
-  GL_ASSIGN_OR_RETURN(act_, a.alloc<bf16>(t * F));
-  GL_ASSIGN_OR_RETURN(xnf_, a.alloc<bf16>(t * C));
-  GL_ASSIGN_OR_RETURN(kl_, a.alloc<double>(t));
-  GL_ASSIGN_OR_RETURN(dh_, a.alloc<float>(t * C));
-  GL_ASSIGN_OR_RETURN(dtmp_, a.alloc<float>(t * C));
-  GL_ASSIGN_OR_RETURN(dx_mix_, a.alloc<float>(t * C));
-  GL_ASSIGN_OR_RETURN(dact_, a.alloc<float>(t * F));
-  GL_ASSIGN_OR_RETURN(dy_, a.alloc<float>(t * HD));
-  GL_ASSIGN_OR_RETURN(dq_, a.alloc<float>(t * HD));
-  GL_ASSIGN_OR_RETURN(dqr_, a.alloc<float>(t * HD));
-  GL_ASSIGN_OR_RETURN(dqn_, a.alloc<float>(t * HD));
-  GL_ASSIGN_OR_RETURN(dk_, a.alloc<float>(t * GD));
-  GL_ASSIGN_OR_RETURN(dkr_, a.alloc<float>(t * GD));
-  GL_ASSIGN_OR_RETURN(dkn_, a.alloc<float>(t * GD));
-  GL_ASSIGN_OR_RETURN(dv_, a.alloc<float>(t * GD));
-  GL_ASSIGN_OR_RETURN(dh_bf_, a.alloc<bf16>(t * C));
-  GL_ASSIGN_OR_RETURN(dgu_, a.alloc<bf16>(t * 2 * F));
-  GL_ASSIGN_OR_RETURN(dqkv_, a.alloc<bf16>(t * QKV));
-  attn_ws_bytes_ = kc::attention_backward_workspace_bytes(T, H_, G_, D_);
-  GL_ASSIGN_OR_RETURN(attn_ws_, a.alloc_bytes(attn_ws_bytes_));
+  GL_TRY(scratch_.reserve(HybridScratch::bytes(recipe_, shape, T, true)));
+  GL_ASSIGN_OR_RETURN(acts_, golinear::cuda::gpu_activations_allocate(*gm_, T));
+  GL_ASSIGN_OR_RETURN(backward_scratch_, golinear::cuda::GpuBackwardScratch::create(*gm_, T));
+  const size_t V = c.vocab_size;
+  GL_TRY(ids_.allocate(T));
+  GL_TRY(logits_.allocate((size_t)T * V));
+  GL_TRY(teacher_logits_.allocate((size_t)T * V));
+  GL_TRY(dlogits_.allocate((size_t)T * V));
+  GL_TRY(kl_.allocate(T));
   host_kl_.assign(T, 0.0);
   return ok_status();
 }
 
 Status Distiller::upload(MixerStack& students) {
-  for (size_t i = 0; i < trained_.size(); ++i) GL_TRY(hybrid_[i].upload(*students[trained_[i]], stream_));
+  for (size_t i = 0; i < trained_.size(); ++i) GL_TRY(hybrid_[i].upload(*students[trained_[i]], stream()));
   return ok_status();
 }
 
-Status Distiller::forward(bool student, float* logits) {
-  const int T = T_;
-  const size_t C = C_;
-  cudaStream_t s = stream_;
-  cublasHandle_t cb = cublas_.get();
-  GL_TRY(kc::embed_gather(h_, embed_, ids_, T, C_, s));
-  for (size_t l = 0; l < layers_.size(); ++l) {
-    Layer& d = layers_[l];
-    GL_CUDA_CHECK(cudaMemcpyAsync(d.h_in, h_, (size_t)T * C * 4, cudaMemcpyDeviceToDevice, s));
-    GL_TRY(kc::rmsnorm_f32_forward(d.xn, h_, d.input_norm, T, C_, eps_, s));
-    GL_TRY(kc::gemm_nt(cb, qkv32_, false, d.xn, d.w_qkv, T, QKV_, C_, 0.0f, s));
-    if (d.b_qkv) GL_TRY(kc::add_bias_rows(qkv32_, d.b_qkv, T, QKV_, s));
-    if (d.q_norm) {  // the raw q, k (before their per-head norm) for the norm's backward
-      GL_CUDA_CHECK(cudaMemcpy2DAsync(d.q_raw, (size_t)HD_ * 4, qkv32_, (size_t)QKV_ * 4,
-                                      (size_t)HD_ * 4, T, cudaMemcpyDeviceToDevice, s));
-      GL_CUDA_CHECK(cudaMemcpy2DAsync(d.k_raw, (size_t)GD_ * 4, qkv32_ + HD_, (size_t)QKV_ * 4,
-                                      (size_t)GD_ * 4, T, cudaMemcpyDeviceToDevice, s));
-    }
-    GL_TRY(kc::qkv_split(d.q, d.k, d.v, qkv32_, nullptr, d.q_norm, d.k_norm, T, H_, G_, D_, eps_, s));
-    if (student && d.hybrid >= 0) {  // the backward recomputes what it needs
-      GL_TRY(hybrid_[d.hybrid].forward(scratch_, HybridIO{T, d.xn, d.q, d.k, d.v}, d.y, nullptr, cb, s));
-    } else {
-      GL_CUDA_CHECK(cudaMemcpyAsync(d.qr, d.q, (size_t)T * HD_ * 2, cudaMemcpyDeviceToDevice, s));
-      GL_CUDA_CHECK(cudaMemcpyAsync(d.kr, d.k, (size_t)T * GD_ * 2, cudaMemcpyDeviceToDevice, s));
-      GL_TRY(kc::rope_apply(d.qr, inv_freq_, T, H_, D_, 0, 1, s));
-      GL_TRY(kc::rope_apply(d.kr, inv_freq_, T, G_, D_, 0, 1, s));
-      GL_TRY(kc::attention_forward(d.y, d.lse, d.qr, d.kr, d.v, T, H_, G_, D_, kc::AttentionMaskSpec{}, s));
-    }
-    GL_TRY(kc::gemm_nt(cb, h_, false, d.y, d.w_o, T, C_, HD_, 1.0f, s));
-    if (d.b_o) GL_TRY(kc::add_bias_rows(h_, d.b_o, T, C_, s));
-    GL_CUDA_CHECK(cudaMemcpyAsync(d.h_mid, h_, (size_t)T * C * 4, cudaMemcpyDeviceToDevice, s));
-    GL_TRY(kc::rmsnorm_f32_forward(xn2_, h_, d.post_norm, T, C_, eps_, s));
-    GL_TRY(kc::gemm_nt(cb, d.gu, true, xn2_, d.w_gate_up, T, 2 * F_, C_, 0.0f, s));
-    GL_TRY(kc::swiglu_stacked(act_, d.gu, T, F_, s));
-    GL_TRY(kc::gemm_nt(cb, h_, false, act_, d.w_down, T, C_, F_, 1.0f, s));
-  }
-  GL_CUDA_CHECK(cudaMemcpyAsync(h_final_, h_, (size_t)T * C * 4, cudaMemcpyDeviceToDevice, s));
-  GL_TRY(kc::rmsnorm_f32_forward(xnf_, h_final_, final_norm_, T, C_, eps_, s));
-  return kc::gemm_nt(cb, logits, false, xnf_, lm_head_, T, V_, C_, 0.0f, s);
-}
-
-Status Distiller::backward(float scale) {
-  const int T = T_;
-  cudaStream_t s = stream_;
-  cublasHandle_t cb = cublas_.get();
-  // KL per token and ∂/∂student logits = (p_S − p_T) · scale / T.
-  GL_TRY(kc::kl_rows_forward_backward(kl_, dlogits_, teacher_logits_, logits_, T, V_, scale / T, s));
-  GL_TRY(kc::convert_f32_to_bf16(dlogits_bf_, dlogits_, (long)T * V_, s));
-  // lm_head (input gradient only), final norm.
-  GL_TRY(kc::gemm_bf16_nn(cb, dtmp_, 0.0f, dlogits_bf_, lm_head_, T, C_, V_, s));
-  GL_TRY(kc::rmsnorm_backward_f32(dh_, false, dtmp_, h_final_, final_norm_, T, C_, eps_, s));
-  for (int l = (int)layers_.size() - 1; l >= 0; --l) {
-    Layer& d = layers_[l];
-    // MLP: h_out = h_mid + down(silu(gate) ⊙ up), [gate; up] of rmsnorm(h_mid).
-    GL_TRY(kc::convert_f32_to_bf16(dh_bf_, dh_, (long)T * C_, s));
-    GL_TRY(kc::gemm_bf16_nn(cb, dact_, 0.0f, dh_bf_, d.w_down, T, F_, C_, s));
-    GL_TRY(kc::swiglu_stacked_backward(dgu_, dact_, d.gu, T, F_, s));
-    GL_TRY(kc::gemm_bf16_nn(cb, dtmp_, 0.0f, dgu_, d.w_gate_up, T, C_, 2 * F_, s));
-    GL_TRY(kc::rmsnorm_backward_f32(dh_, true, dtmp_, d.h_mid, d.post_norm, T, C_, eps_, s));
-    // Attention block: h_mid = h_in + o_proj(mixer(xn, q, k, v)), xn = rmsnorm(h_in).
-    GL_TRY(kc::convert_f32_to_bf16(dh_bf_, dh_, (long)T * C_, s));
-    GL_TRY(kc::gemm_bf16_nn(cb, dy_, 0.0f, dh_bf_, d.w_o, T, HD_, C_, s));
-    if (d.hybrid >= 0) {
-      GpuHybridMixer& layer = hybrid_[d.hybrid];
-      const HybridIO in{T, d.xn, d.q, d.k, d.v};
-      GL_TRY(layer.forward_train(scratch_, in, nullptr, cb, s));  // its intermediates again
-      GL_TRY(layer.backward(scratch_, in, dy_, cb, s, dx_mix_, dq_, dk_, dv_));
-    } else {
-      GL_TRY(kc::attention_backward(dqr_, dkr_, dv_, dy_, d.y, d.lse, d.qr, d.kr, d.v, T, H_, G_, D_,
-                                    kc::AttentionMaskSpec{}, attn_ws_, attn_ws_bytes_, s));
-      GL_CUDA_CHECK(cudaMemsetAsync(dq_, 0, (size_t)T * HD_ * 4, s));
-      GL_CUDA_CHECK(cudaMemsetAsync(dk_, 0, (size_t)T * GD_ * 4, s));
-      GL_TRY(kc::rope_backward_add_f32(dq_, dqr_, inv_freq_, T, H_, D_, 0, s));
-      GL_TRY(kc::rope_backward_add_f32(dk_, dkr_, inv_freq_, T, G_, D_, 0, s));
-    }
-    const float* dq = dq_;
-    const float* dk = dk_;
-    if (d.q_norm) {  // Qwen3: per-head RMSNorm of q and k
-      GL_TRY(kc::rmsnorm_backward_f32(dqn_, false, dq_, d.q_raw, d.q_norm, T * H_, D_, eps_, s));
-      GL_TRY(kc::rmsnorm_backward_f32(dkn_, false, dk_, d.k_raw, d.k_norm, T * G_, D_, eps_, s));
-      dq = dqn_, dk = dkn_;
-    }
-    GL_TRY(kc::pack_qkv_grad_bf16(dqkv_, dq, dk, dv_, T, HD_, GD_, s));
-    GL_TRY(kc::gemm_bf16_nn(cb, dtmp_, 0.0f, dqkv_, d.w_qkv, T, C_, QKV_, s));
-    if (d.hybrid >= 0) GL_TRY(kc::add_f32(dtmp_, dx_mix_, (long)T * C_, s));
-    if (l > 0)  // below layer 0 is the frozen embedding: nothing to propagate
-      GL_TRY(kc::rmsnorm_backward_f32(dh_, true, dtmp_, d.h_in, d.input_norm, T, C_, eps_, s));
-  }
+Status Distiller::attach_students(bool on) {
+  for (size_t i = 0; i < trained_.size(); ++i) gm_->attach_mixer(trained_[i], on ? &hybrid_[i] : nullptr);
   return ok_status();
 }
 
 Result<double> Distiller::accumulate(const int32_t* host_ids, float scale) {
-  GL_CUDA_CHECK(cudaMemcpyAsync(ids_, host_ids, (size_t)T_ * 4, cudaMemcpyHostToDevice, stream_));
-  GL_TRY(forward(false, teacher_logits_));
-  GL_TRY(forward(true, logits_));
-  GL_TRY(backward(scale));
-  GL_CUDA_CHECK(cudaMemcpyAsync(host_kl_.data(), kl_, (size_t)T_ * 8, cudaMemcpyDeviceToHost, stream_));
-  GL_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  cudaStream_t s = stream();
+  const int T = T_, V = gm_->config().vocab_size;
+  GL_CUDA_CHECK(cudaMemcpyAsync(ids_.get(), host_ids, (size_t)T * 4, cudaMemcpyHostToDevice, s));
+  // The teacher: the same backbone, every layer softmax attention.
+  golinear::cuda::GpuForwardOptions teacher;
+  teacher.logits = teacher_logits_.get();
+  teacher.all_softmax = true;
+  GL_TRY(gm_->forward_device(ids_.get(), T, teacher));
+  // The student, keeping what the backward reads.
+  GL_TRY(attach_students(true));
+  golinear::cuda::GpuForwardOptions student;
+  student.logits = logits_.get();
+  student.keep = acts_.get();
+  GL_TRY(gm_->forward_device(ids_.get(), T, student));
+  // KL per token and ∂/∂student logits = (p_S − p_T) · scale / T, then the network's backward;
+  // each trained mixer recomputes its forward's intermediates and adds its parameter gradients.
+  GL_TRY(kc::kl_rows_forward_backward(kl_.get(), dlogits_.get(), teacher_logits_.get(),
+                                      logits_.get(), T, V, scale / T, s));
+  auto mixer_backward = [&](int layer, const float* dy, float* dx, float* dq, float* dk,
+                            float* dv) -> Status {
+    const auto it = std::find(trained_.begin(), trained_.end(), layer);
+    if (it == trained_.end()) return make_error("GPU distillation: layer ", layer, " is not trained");
+    GpuHybridMixer& mixer = hybrid_[it - trained_.begin()];
+    const golinear::cuda::GpuLayerActivations& A = acts_->layers[layer];
+    const HybridIO in{T, A.xn, A.q, A.k, A.v};
+    GL_TRY(mixer.forward_train(scratch_, in, nullptr, gm_->cublas(), s));
+    return mixer.backward(scratch_, in, dy, gm_->cublas(), s, dx, dq, dk, dv);
+  };
+  GL_TRY(golinear::cuda::gpu_model_backward(*gm_, *acts_, dlogits_.get(), mixer_backward,
+                                            *backward_scratch_));
+  GL_TRY(attach_students(false));
+  GL_CUDA_CHECK(cudaMemcpyAsync(host_kl_.data(), kl_.get(), (size_t)T * 8, cudaMemcpyDeviceToHost, s));
+  GL_CUDA_CHECK(cudaStreamSynchronize(s));
   double total = 0;
   for (double x : host_kl_) total += x;
-  return total / T_;
+  return total / T;
 }
 
 }  // namespace

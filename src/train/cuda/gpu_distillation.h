@@ -1,22 +1,19 @@
 // End-to-end distillation (DESIGN.md §4 stage 2; train/distillation.h is the specification) on
-// one GPU. Per step and sequence:
-//   1 the teacher's logits: the backbone with every layer softmax attention (bf16 weights, fp32
-//     residual, as model/cuda/gpu_model.h);
-//   2 the student's forward through the same backbone with the linearized layers' mixers
+// one GPU. It orchestrates the GPU boxes below it; per step and sequence:
+//   1 the teacher's logits: GpuModel::forward_device of the frozen backbone with every layer
+//     softmax attention (model/cuda/gpu_model.h: bf16 weights, fp32 residual);
+//   2 the student's logits: the same forward with the trained layers' GPU mixers attached
 //     (mixers/cuda/hybrid_mixer.h; layers kept full stay softmax), keeping every layer's
-//     activations (residual fp32, norms/q/k/v/y/[gate;up] bf16, the softmax lse); the hybrid
-//     mixer's own intermediates are recomputed in the backward (one shared scratch);
+//     activations (GpuActivations: residual fp32, norms/q/k/v/y/[gate;up] bf16, the softmax lse);
 //   3 KL(teacher ‖ student) per token (fp32 logits, stable log-softmax, fp64 sums), its gradient
-//     (p_S − p_T)/(T·batch), and the backward from the top: lm_head (input gradient only), final
-//     norm, per layer SwiGLU MLP, o_proj, the mixer (hybrid: its backward with input gradients;
-//     softmax: attention_backward + RoPE's transpose), q/k norm (Qwen3), [q;k;v] projections,
-//     input norm, residual; the mixers' parameter gradients accumulate in one flat fp32 buffer;
+//     (p_S − p_T)/(T·batch), and the backward of the frozen network (model/cuda/
+//     transformer_backward.h), which calls each trained mixer's backward (its intermediates
+//     recomputed by its training forward, one shared scratch); the mixers' parameter gradients
+//     accumulate in one flat fp32 buffer;
 //   4 global-norm clipping and AdamW over that buffer (kernels/cuda/hybrid_train.h).
-// The frozen weights' input-gradient GEMMs take bf16 operands (the gradient rounded to bf16),
-// fp32 accumulation. Memory: every layer's activations of one sequence are kept (no
-// recomputation of the backbone): ≈ T·(10C + 4F + 6·H·D) bytes per layer plus 4 (T, V) fp32
-// logit-sized buffers — fine for the bundled models and T = 2048 (an 8B model at T = 2048 needs
-// ≈ 12 GB); longer sequences of large models would want per-layer recomputation.
+// Memory: every layer's activations of one sequence are kept (no recomputation of the
+// backbone): ≈ T·(10C + 4F + 10·H·D) bytes per layer plus 3 (T, V) fp32 logit-sized buffers —
+// for Llama-3.1-8B at T = 4096 about 17 + 6 GB beside the 15 GB of weights.
 //
 // Same TrainOptions / TrainReport / resume checkpoints (train_state_save/load: every parameter,
 // the AdamW moments in the CPU order, the step) as train::distill_end_to_end, so a run may stop
