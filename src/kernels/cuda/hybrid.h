@@ -1,7 +1,8 @@
 // The hybrid mixer of DESIGN.md §3 on the GPU (gdn state, mix gate, conv on; the default recipe),
-// built from the kernels of this folder: the elementwise stages below, attention.h (exact branch),
-// gated_delta.h (linear branch with the delayed read as a pointer shift), cuBLAS for the gate
-// projections, and a fused single-token decode step over a constant-size cache.
+// built from the kernels of this folder: short_conv.h and rope.h (the fused input stage), the gate
+// stage below, attention.h (exact branch), gated_delta.h (linear branch with the delayed read as
+// a pointer shift), cuBLAS for the gate projections, and a fused single-token decode step over a
+// constant-size cache.
 // Semantics follow mixers/hybrid_mixer.h (the specification).
 #pragma once
 
@@ -14,52 +15,13 @@
 
 namespace golinear::kernels::cuda {
 
-// ---- elementwise stages (each a plain kernel + launcher) ------------------------------------
-
-// Causal depthwise conv of width 4: y, x (T, N) bf16, w (N, 4) fp32 (tap 3 = current token).
-Status short_conv_forward(bf16* y, const bf16* x, const float* w, int T, int N,
-                          cudaStream_t stream);
-// dx (T, N) fp32 (=; null: not computed), dw (N, 4) fp32 (+=) from dy (T, N) fp32. Parallel
-// over time: the tap gradients of each run of tokens go to the workspace, then are summed in
-// run order (deterministic).
-size_t short_conv_backward_workspace_bytes(int T, int N);
-Status short_conv_backward(float* dx, float* dw, const float* dy, const bf16* x, const float* w,
-                           int T, int N, void* workspace, size_t workspace_bytes,
-                           cudaStream_t stream);
-
-// cs (T, D/2) = (cos, sin) of (pos0 + t) · inv_freq[i] (fp32 angle, as rope_apply).
-Status rope_table(float2* cs, const float* inv_freq, int T, int D, long pos0, cudaStream_t stream);
-// short_conv_forward of x (T, heads·D) with taps w (heads·D, 4), then in the same pass any of
-// (each may be null): conv_out the conv output, rope_out its RoPE from position 0 (table cs of
-// rope_table), unit_out its unit-norm rows; bitwise the arithmetic of short_conv_forward →
-// rope_apply / unit_rows_forward. D 64 or 128.
-Status conv_rope_unit_forward(bf16* conv_out, bf16* rope_out, bf16* unit_out, const bf16* x,
-                              const float* w, const float2* cs, int T, int heads, int D,
-                              cudaStream_t stream);
-
-// out (rows, D) = in / sqrt(‖in‖² + 1e-6), bf16 → bf16.
-Status unit_rows_forward(bf16* out, const bf16* in, long rows, int D, cudaStream_t stream);
-// din (rows, D) fp32 (=) from dout (rows, D) fp32.
-Status unit_rows_backward(float* din, const float* dout, const bf16* in, long rows, int D,
-                          cudaStream_t stream);
-
-// RoPE (NeoX half rotation) in place on x (T, N, D) bf16, token t at position pos0 + t; sign 1
-// forward, −1 the backward (rotation by −θ). inv_freq (D/2) fp32 (llama3 scaling already in it).
-Status rope_apply(bf16* x, const float* inv_freq, int T, int N, int D, long pos0, int sign,
-                  cudaStream_t stream);
-
-// RMSNorm: out (N, C) bf16 = x / sqrt(mean x² + eps) · w, fp32 inside.
-Status rmsnorm_forward(bf16* out, const bf16* x, const float* w, int N, int C, float eps,
-                       cudaStream_t stream);
+// ---- gates ---------------------------------------------------------------------------------
 
 // logits (T, 3H) fp32 = x [w_a; w_b; w_λ]ᵀ (columns: a, b, λ) →
 //   g = −exp(A_log)·softplus(a + dt_bias), β = σ(b + b_beta), λ = σ(λ-logit + b_lambda); (T, H).
 Status hybrid_gates_forward(float* g, float* beta, float* lambda, const float* logits,
                             const float* A_log, const float* dt_bias, const float* b_beta,
                             const float* b_lambda, int T, int H, cudaStream_t stream);
-
-// SwiGLU: out (N) = silu(gate) ⊙ up, bf16.
-Status swiglu_forward(bf16* out, const bf16* gate, const bf16* up, long N, cudaStream_t stream);
 
 // ---- the hybrid mixer ----------------------------------------------------------------------
 

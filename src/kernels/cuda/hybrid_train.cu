@@ -1,33 +1,24 @@
-// Training kernels of the hybrid mixer (hybrid_train.h).
+// Training kernels of the hybrid mixer: gates and mix gate (hybrid_train.h).
 #include "kernels/cuda/hybrid_train.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include "kernels/cuda/device_utils.cuh"
+#include "kernels/cuda/loss.h"
 
 namespace golinear::kernels::cuda {
 
 namespace {
 
-constexpr int kReduceBlocks = 1024;  // partial sums per reduction (fixed: deterministic order)
+using device::block_sum_double;
+
+// Partial sums of mix_gate_nmse_forward: the count loss.cu's nmse_workspace_bytes holds.
+constexpr int kReduceBlocks = 1024;
 constexpr int kReduceThreads = 256;
 
 unsigned grid_for(long n, int threads) {
   return (unsigned)std::max(1L, std::min<long>((n + threads - 1) / threads, 1L << 16));
-}
-
-__device__ double block_sum_double(double x, double* scratch) {
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-#pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1) x += __shfl_xor_sync(0xffffffffu, x, offset);
-  __syncthreads();
-  if (lane == 0) scratch[warp] = x;
-  __syncthreads();
-  double total = 0.0;
-  if (threadIdx.x == 0)
-    for (int w = 0; w < warps; ++w) total += scratch[w];
-  return total;  // valid in thread 0
 }
 
 // ---- gates ---------------------------------------------------------------------------------
@@ -107,38 +98,6 @@ __global__ void mix_gate_backward_kernel(float* dy_exact, bf16* dy_lin, float* d
   }
 }
 
-// ---- loss ----------------------------------------------------------------------------------
-
-__global__ void nmse_partial_kernel(double* partial, const float* s, const bf16* t, long n) {
-  __shared__ double scratch[32];
-  double err = 0.0, ref = 0.0;
-  for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n;
-       i += (long)gridDim.x * blockDim.x) {
-    const double tv = __bfloat162float(t[i]);
-    const double d = (double)s[i] - tv;
-    err += d * d;
-    ref += tv * tv;
-  }
-  err = block_sum_double(err, scratch);
-  ref = block_sum_double(ref, scratch);
-  if (threadIdx.x == 0) partial[2 * blockIdx.x] = err, partial[2 * blockIdx.x + 1] = ref;
-}
-
-// One warp: lane l sums the partials l, l + 32, … in order, then a fixed butterfly.
-__device__ double warp_sum_double(double x) {
-#pragma unroll
-  for (int offset = 16; offset > 0; offset >>= 1) x += __shfl_xor_sync(0xffffffffu, x, offset);
-  return x;
-}
-
-__global__ void nmse_final_kernel(double* sums, const double* partial, int blocks) {
-  double err = 0.0, ref = 0.0;
-  for (int b = threadIdx.x; b < blocks; b += 32) err += partial[2 * b], ref += partial[2 * b + 1];
-  err = warp_sum_double(err);
-  ref = warp_sum_double(ref);
-  if (threadIdx.x == 0) sums[0] = err, sums[1] = ref;
-}
-
 // nmse_partial_kernel of y = (1 − λ) y_exact + λ y_lin, computed as mix_gate_forward_kernel.
 __global__ void mix_nmse_partial_kernel(double* partial, const bf16* y_exact, const bf16* y_lin,
                                         const float* lambda, const bf16* t, long rows, int D) {
@@ -189,95 +148,6 @@ __global__ void mix_gate_nmse_backward_kernel(float* dy_exact, bf16* dy_lin, flo
   }
 }
 
-__global__ void split_bf16_pair_kernel(bf16* hi, bf16* lo, const float* x, long n) {
-  for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n;
-       i += (long)gridDim.x * blockDim.x) {
-    const bf16 h = __float2bfloat16(x[i]);
-    hi[i] = h;
-    lo[i] = __float2bfloat16(x[i] - __bfloat162float(h));
-  }
-}
-
-__global__ void nmse_grad_kernel(float* dy, const float* s, const bf16* t, long n,
-                                 const double* sums, float scale) {
-  const double ref = fmax(sums[1], 1e-12);
-  const float factor = (float)(2.0 / ref) * scale;
-  for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n;
-       i += (long)gridDim.x * blockDim.x)
-    dy[i] = factor * (s[i] - __bfloat162float(t[i]));
-}
-
-// ---- conversions ---------------------------------------------------------------------------
-
-__global__ void f32_to_bf16_kernel(bf16* out, const float* in, long n) {
-  for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n;
-       i += (long)gridDim.x * blockDim.x)
-    out[i] = __float2bfloat16(in[i]);
-}
-__global__ void add_f32_kernel(float* a, const float* b, long n) {
-  for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n;
-       i += (long)gridDim.x * blockDim.x)
-    a[i] += b[i];
-}
-
-// One thread per (token, frequency), every head: dst += R(−θ) src.
-__global__ void rope_backward_add_kernel(float* dst, const float* src, const float* inv_freq,
-                                         int T, int N, int D, long pos0) {
-  const int half = D / 2;
-  const long total = (long)T * half;
-  for (long idx = blockIdx.x * (long)blockDim.x + threadIdx.x; idx < total;
-       idx += (long)gridDim.x * blockDim.x) {
-    const int i = (int)(idx % half);
-    const int t = (int)(idx / half);
-    float s, c;
-    sincosf((float)(pos0 + t) * inv_freq[i], &s, &c);  // fp32 angle, as the CPU reference
-    s = -s;
-    for (int n = 0; n < N; ++n) {
-      const long base = ((long)t * N + n) * D;
-      const float a = src[base + i], b = src[base + i + half];
-      dst[base + i] += a * c - b * s;
-      dst[base + i + half] += b * c + a * s;
-    }
-  }
-}
-
-// ---- optimizer -----------------------------------------------------------------------------
-
-__global__ void sum_squares_partial_kernel(double* partial, const float* x, long n) {
-  __shared__ double scratch[32];
-  double acc = 0.0;
-  for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n;
-       i += (long)gridDim.x * blockDim.x)
-    acc += (double)x[i] * x[i];
-  acc = block_sum_double(acc, scratch);
-  if (threadIdx.x == 0) partial[blockIdx.x] = acc;
-}
-
-__global__ void norm_final_kernel(float* norm, const double* partial, int blocks) {
-  double acc = 0.0;
-  for (int b = threadIdx.x; b < blocks; b += 32) acc += partial[b];
-  acc = warp_sum_double(acc);
-  if (threadIdx.x == 0) *norm = (float)sqrt(acc);
-}
-
-__global__ void adamw_kernel(float* value, float* grad, float* m, float* v, long n,
-                             const float* norm_ptr, float lr, float beta1, float beta2, float eps,
-                             float weight_decay, float clip_norm, float bias1, float bias2) {
-  const float norm = *norm_ptr;
-  const float clip = (clip_norm > 0 && norm > clip_norm && isfinite(norm)) ? clip_norm / norm : 1.0f;
-  for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n;
-       i += (long)gridDim.x * blockDim.x) {
-    const float g = grad[i] * clip;
-    const float mi = beta1 * m[i] + (1 - beta1) * g;
-    const float vi = beta2 * v[i] + (1 - beta2) * g * g;
-    m[i] = mi;
-    v[i] = vi;
-    const float update = (mi / bias1) / (sqrtf(vi / bias2) + eps);
-    value[i] -= lr * (update + weight_decay * value[i]);
-    grad[i] = 0.0f;
-  }
-}
-
 }  // namespace
 
 Status hybrid_gates_backward(float* dlogits, float* dA_log, float* ddt_bias, float* db_beta,
@@ -316,9 +186,7 @@ Status mix_gate_nmse_forward(double* sums, const bf16* y_exact, const bf16* y_li
   mix_nmse_partial_kernel<<<kReduceBlocks, kReduceThreads, 0, stream>>>(partial, y_exact, y_lin,
                                                                         lambda, teacher, (long)T * H, D);
   GL_CUDA_CHECK_LAUNCH();
-  nmse_final_kernel<<<1, 32, 0, stream>>>(sums, partial, kReduceBlocks);
-  GL_CUDA_CHECK_LAUNCH();
-  return ok_status();
+  return nmse_partials_reduce(sums, partial, kReduceBlocks, stream);
 }
 
 Status mix_gate_nmse_backward(float* dy_exact, bf16* dy_lin, float* dlogits, const double* sums,
@@ -327,75 +195,6 @@ Status mix_gate_nmse_backward(float* dy_exact, bf16* dy_lin, float* dlogits, con
                               cudaStream_t stream) {
   mix_gate_nmse_backward_kernel<<<grid_for((long)T * H * 32, 256), 256, 0, stream>>>(
       dy_exact, dy_lin, dlogits, sums, scale, teacher, y_exact, y_lin, lambda, (long)T * H, H, D);
-  GL_CUDA_CHECK_LAUNCH();
-  return ok_status();
-}
-
-Status split_f32_to_bf16_pair(bf16* hi, bf16* lo, const float* x, long n, cudaStream_t stream) {
-  split_bf16_pair_kernel<<<grid_for(n, 256), 256, 0, stream>>>(hi, lo, x, n);
-  GL_CUDA_CHECK_LAUNCH();
-  return ok_status();
-}
-
-size_t nmse_workspace_bytes() { return 2 * kReduceBlocks * sizeof(double); }
-
-Status nmse_loss_forward_backward(double* sums, float* dy, const float* student,
-                                  const bf16* teacher, long n, float scale, void* workspace,
-                                  size_t workspace_bytes, cudaStream_t stream) {
-  if (workspace_bytes < nmse_workspace_bytes()) return make_error("nmse_loss: workspace too small");
-  double* partial = static_cast<double*>(workspace);
-  nmse_partial_kernel<<<kReduceBlocks, kReduceThreads, 0, stream>>>(partial, student, teacher, n);
-  GL_CUDA_CHECK_LAUNCH();
-  nmse_final_kernel<<<1, 32, 0, stream>>>(sums, partial, kReduceBlocks);
-  GL_CUDA_CHECK_LAUNCH();
-  if (dy) {
-    nmse_grad_kernel<<<grid_for(n, 256), 256, 0, stream>>>(dy, student, teacher, n, sums, scale);
-    GL_CUDA_CHECK_LAUNCH();
-  }
-  return ok_status();
-}
-
-Status convert_f32_to_bf16(bf16* out, const float* in, long n, cudaStream_t stream) {
-  f32_to_bf16_kernel<<<grid_for(n, 256), 256, 0, stream>>>(out, in, n);
-  GL_CUDA_CHECK_LAUNCH();
-  return ok_status();
-}
-
-Status add_f32(float* a, const float* b, long n, cudaStream_t stream) {
-  add_f32_kernel<<<grid_for(n, 256), 256, 0, stream>>>(a, b, n);
-  GL_CUDA_CHECK_LAUNCH();
-  return ok_status();
-}
-
-Status rope_backward_add_f32(float* dst, const float* src, const float* inv_freq, int T, int N,
-                             int D, long pos0, cudaStream_t stream) {
-  rope_backward_add_kernel<<<grid_for((long)T * D / 2, 256), 256, 0, stream>>>(dst, src, inv_freq,
-                                                                               T, N, D, pos0);
-  GL_CUDA_CHECK_LAUNCH();
-  return ok_status();
-}
-
-size_t grad_norm_workspace_bytes() { return kReduceBlocks * sizeof(double); }
-
-Status grad_norm(float* norm_out, const float* grad, long n, void* workspace,
-                 size_t workspace_bytes, cudaStream_t stream) {
-  if (workspace_bytes < grad_norm_workspace_bytes()) return make_error("grad_norm: workspace too small");
-  double* partial = static_cast<double*>(workspace);
-  sum_squares_partial_kernel<<<kReduceBlocks, kReduceThreads, 0, stream>>>(partial, grad, n);
-  GL_CUDA_CHECK_LAUNCH();
-  norm_final_kernel<<<1, 32, 0, stream>>>(norm_out, partial, kReduceBlocks);
-  GL_CUDA_CHECK_LAUNCH();
-  return ok_status();
-}
-
-Status adamw_step(float* value, float* grad, float* m, float* v, long n, const float* norm,
-                  const AdamWStep& s, cudaStream_t stream) {
-  // Bias corrections in fp32 with std::pow, as AdamW::step.
-  const float bias1 = 1.0f - std::pow(s.beta1, (float)s.t);
-  const float bias2 = 1.0f - std::pow(s.beta2, (float)s.t);
-  adamw_kernel<<<grid_for(n, 256), 256, 0, stream>>>(value, grad, m, v, n, norm, s.lr, s.beta1,
-                                                      s.beta2, s.eps, s.weight_decay, s.clip_norm,
-                                                      bias1, bias2);
   GL_CUDA_CHECK_LAUNCH();
   return ok_status();
 }

@@ -11,7 +11,7 @@
 //     norm, per layer SwiGLU MLP, o_proj, the mixer (hybrid: its backward with input gradients;
 //     softmax: attention_backward + RoPE's transpose), q/k norm (Qwen3), [q;k;v] projections,
 //     input norm, residual; the mixers' parameter gradients accumulate in one flat fp32 buffer;
-//   4 global-norm clipping and AdamW over that buffer (kernels/cuda/hybrid_train.h).
+//   4 global-norm clipping and AdamW over that buffer (kernels/cuda/optimizer.h).
 // The frozen weights' input-gradient GEMMs take bf16 operands (the gradient rounded to bf16),
 // fp32 accumulation. Memory: every layer's activations of one sequence are kept (no
 // recomputation of the backbone): ≈ T·(10C + 4F + 6·H·D) bytes per layer plus 4 (T, V) fp32

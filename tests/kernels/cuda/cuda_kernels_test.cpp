@@ -21,7 +21,9 @@
 #include "kernels/cpu/short_conv.h"
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/gated_delta.h"
-#include "kernels/cuda/hybrid.h"
+#include "kernels/cuda/norm.h"
+#include "kernels/cuda/rope.h"
+#include "kernels/cuda/short_conv.h"
 #include "cuda_test_util.h"
 
 namespace golinear::kernels::cuda {

@@ -21,8 +21,10 @@
 #include <vector>
 
 #include "kernels/cuda/cuda_test_util.h"
+#include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/hybrid_train.h"
+#include "kernels/cuda/loss.h"
 #include "mixers/cuda/gpu_hybrid_layer.h"
 #include "mixers/hybrid_mixer.h"
 
