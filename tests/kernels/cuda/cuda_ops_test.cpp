@@ -33,6 +33,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -95,6 +96,7 @@ struct OpCase {
   Runner run;
   Tolerance forward, backward;  // backward: unused when the op has none
 };
+void PrintTo(const OpCase& op, std::ostream* os) { *os << op.name; }  // gtest's test listing
 
 void expect_matches(const Check& c, const Tolerance& tol) {
   SCOPED_TRACE(c.name);
