@@ -17,7 +17,8 @@
 //                  2u (bound 4u of the largest value, with what rounded before it).
 //   kFp32          fp32 outputs of the same formula, sums in another order or in fp64: a few fp32
 //                  ulps (2^-24) apart, far below NMSE 1e-10 and 1e-5 of the largest value.
-//   kExact         copies (embedding rows, argmax indices).
+//   kExact         copies and single IEEE operations done alike on both sides (embedding rows,
+//                  argmax indices, conversions, adds).
 //   kAttention*    P and y rounded (forward), also dy and dS as tensor-core operands (backward):
 //                  a few chained roundings, NMSE 16u² ≈ 2.4e-4 forward and 128u² ≈ 2e-3
 //                  backward (as cuda_attention_test.cpp; measured ~1e-5 and ~1e-4).
@@ -335,6 +336,78 @@ void run_argmax(const Shape& s, std::vector<Check>& checks) {
   checks.push_back({"argmax rows", out_d.download(), want});
 }
 
+// The conversions and adds between the ops, exact: fp32 → bf16, a += b, the hi + lo bf16 pair
+// of an fp32 value, x += bias per row, and the packing of dq, dk, dv into one bf16 row.
+void run_conversion(const Shape& s, std::vector<Check>& checks) {
+  const int T = s.T, HD = s.H * s.D, GD = s.G * s.D, W = HD + 2 * GD;
+  const long n = (long)T * HD;
+  const uint64_t seed = seed_of(s);
+  const auto a = random_floats(n, seed, -3, 3), b = random_floats(n, seed + 1, -3, 3);
+  const auto bias = random_floats(HD, seed + 2, -1, 1);
+  const auto dq = random_floats(n, seed + 3, -1, 1),
+             dk = random_floats((size_t)T * GD, seed + 4, -1, 1),
+             dv = random_floats((size_t)T * GD, seed + 5, -1, 1);
+  std::vector<float> bf16_ref(n), sum_ref(n), hi_ref(n), lo_ref(n), bias_ref(n),
+      pack_ref((size_t)T * W);
+  for (long i = 0; i < n; ++i) {
+    bf16_ref[i] = bf16_round(a[i]);
+    sum_ref[i] = a[i] + b[i];
+    hi_ref[i] = bf16_round(a[i]);
+    lo_ref[i] = bf16_round(a[i] - hi_ref[i]);
+    bias_ref[i] = a[i] + bias[i % HD];
+  }
+  for (int t = 0; t < T; ++t)
+    for (int c = 0; c < W; ++c)
+      pack_ref[(size_t)t * W + c] = bf16_round(c < HD        ? dq[(size_t)t * HD + c]
+                                               : c < HD + GD ? dk[(size_t)t * GD + c - HD]
+                                                             : dv[(size_t)t * GD + c - HD - GD]);
+  DevF a_d(a), b_d(b), sum_d(a), bias_d(bias), with_bias_d(a), dq_d(dq), dk_d(dk), dv_d(dv);
+  DevB bf16_d(n), hi_d(n), lo_d(n), pack_d(pack_ref.size());
+  ASSERT_OK(convert_f32_to_bf16(bf16_d.ptr, a_d.ptr, n, nullptr));
+  ASSERT_OK(add_f32(sum_d.ptr, b_d.ptr, n, nullptr));
+  ASSERT_OK(split_f32_to_bf16_pair(hi_d.ptr, lo_d.ptr, a_d.ptr, n, nullptr));
+  ASSERT_OK(add_bias_rows(with_bias_d.ptr, bias_d.ptr, T, HD, nullptr));
+  ASSERT_OK(pack_qkv_grad_bf16(pack_d.ptr, dq_d.ptr, dk_d.ptr, dv_d.ptr, T, HD, GD, nullptr));
+  checks.push_back({"fp32 -> bf16", bf16_d.download(), bf16_ref});
+  checks.push_back({"a += b", sum_d.download(), sum_ref});
+  checks.push_back({"bf16 pair hi", hi_d.download(), hi_ref});
+  checks.push_back({"bf16 pair lo", lo_d.download(), lo_ref});
+  checks.push_back({"x += bias rows", with_bias_d.download(), bias_ref});
+  checks.push_back({"pack dq | dk | dv", pack_d.download(), pack_ref, true});
+}
+
+// One fused [q; k; v] projection (T, H·D + 2·G·D) fp32 split into bf16 heads with its bias and
+// Qwen3's per-head RMSNorm of q and k (kernels/cpu/norm.h over rows of D).
+void run_qkv_split(const Shape& s, std::vector<Check>& checks) {
+  const int T = s.T, H = s.H, G = s.G, D = s.D, R = H + 2 * G, W = R * D;
+  const float eps = 1e-6f;
+  const uint64_t seed = seed_of(s);
+  const auto qkv = random_floats((size_t)T * W, seed, -2, 2),
+             bias = random_floats(W, seed + 1, -1, 1);
+  const auto q_norm = random_floats(D, seed + 2, 0.5f, 1.5f),
+             k_norm = random_floats(D, seed + 3, 0.5f, 1.5f);
+  std::vector<float> q_ref((size_t)T * H * D), k_ref((size_t)T * G * D), v_ref((size_t)T * G * D);
+  std::vector<float> row(D);
+  for (int t = 0; t < T; ++t)
+    for (int r = 0; r < R; ++r) {
+      for (int d = 0; d < D; ++d) row[d] = qkv[(size_t)t * W + r * D + d] + bias[r * D + d];
+      if (r < H)
+        cpu::rmsnorm_forward(&q_ref[((size_t)t * H + r) * D], row.data(), q_norm.data(), 1, D, eps);
+      else if (r < H + G)
+        cpu::rmsnorm_forward(&k_ref[((size_t)t * G + r - H) * D], row.data(), k_norm.data(), 1, D,
+                             eps);
+      else
+        std::copy(row.begin(), row.end(), &v_ref[((size_t)t * G + r - H - G) * D]);
+    }
+  DevF qkv_d(qkv), bias_d(bias), q_norm_d(q_norm), k_norm_d(k_norm);
+  DevB q_d(q_ref.size()), k_d(k_ref.size()), v_d(v_ref.size());
+  ASSERT_OK(qkv_split(q_d.ptr, k_d.ptr, v_d.ptr, qkv_d.ptr, bias_d.ptr, q_norm_d.ptr, k_norm_d.ptr,
+                      T, H, G, D, eps, nullptr));
+  checks.push_back({"qkv split q (normed)", q_d.download(), q_ref});
+  checks.push_back({"qkv split k (normed)", k_d.download(), k_ref});
+  checks.push_back({"qkv split v", v_d.download(), v_ref});
+}
+
 // Attention over q (T, H, D), k, v (T, G, D) with `mask`: y, and dq, dk, dv from the forward's y
 // and lse. CPU: the one-query-at-a-time specification up to T = 200, the blocked form beyond.
 void run_attention_mask(const Shape& s, cpu::AttentionMask mask, std::vector<Check>& checks) {
@@ -507,6 +580,8 @@ const OpCase kOps[] = {
     {"activation",            run_activation,            kOneRounding,         kOneRounding},
     {"embedding",             run_embedding,             kExact,               kNone},
     {"argmax",                run_argmax,                kExact,               kNone},
+    {"conversion",            run_conversion,            kExact,               kExact},
+    {"qkv_split",             run_qkv_split,             kOneRounding,         kNone},
     {"attention_causal",      run_attention_causal,      kAttentionForward,    kAttentionBackward},
     {"attention_sink_window", run_attention_sink_window, kAttentionForward,    kAttentionBackward},
     {"gated_delta",           run_gated_delta,           kGatedDeltaForward,   kGatedDeltaBackward},
