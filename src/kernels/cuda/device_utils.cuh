@@ -15,10 +15,10 @@ namespace golinear::kernels::cuda::device {
 constexpr size_t align_up(size_t x, size_t alignment = 256) {
   return (x + alignment - 1) / alignment * alignment;
 }
-// Blocks of `threads` threads covering n items, at most max_blocks (the kernels' grid-stride
-// loops cover the rest).
+// Blocks of `threads` threads covering n items: ceil(n / threads) clamped to [1, max_blocks] (an
+// empty launch is an error; the kernels' grid-stride loops cover the rest).
 inline unsigned grid_for(long n, int threads, long max_blocks = 1L << 20) {
-  return (unsigned)std::min<long>((n + threads - 1) / threads, max_blocks);
+  return (unsigned)std::max(1L, std::min<long>((n + threads - 1) / threads, max_blocks));
 }
 
 // 16-byte asynchronous global → shared copy; zero-fills the destination when !valid.
@@ -60,7 +60,53 @@ __device__ __forceinline__ float block_sum(float x, float* scratch) {
   return warp_sum(total);
 }
 
+// fp64 reductions in a fixed order (the same inputs give the same bits on every run).
+// Sum over a block of blockDim.x threads (a multiple of 32); `scratch` holds blockDim.x / 32
+// doubles. Every thread gets the total (the warps' sums added in warp order).
+__device__ __forceinline__ double block_sum(double v, double* scratch) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  __syncthreads();
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  double total = 0;
+  for (int w = 0; w < (int)blockDim.x / 32; ++w) total += scratch[w];
+  return total;
+}
+// The same sum, valid in thread 0 only; `scratch` holds 32 doubles.
+__device__ __forceinline__ double block_sum_double(double x, double* scratch) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) x += __shfl_xor_sync(0xffffffffu, x, offset);
+  __syncthreads();
+  if (lane == 0) scratch[warp] = x;
+  __syncthreads();
+  double total = 0.0;
+  if (threadIdx.x == 0)
+    for (int w = 0; w < warps; ++w) total += scratch[w];
+  return total;  // valid in thread 0
+}
+// One warp: a fixed butterfly (callers sum their strided partials in order first).
+__device__ __forceinline__ double warp_sum_double(double x) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) x += __shfl_xor_sync(0xffffffffu, x, offset);
+  return x;
+}
+// Maximum over a block of blockDim.x threads (a multiple of 32); `scratch` holds blockDim.x / 32
+// floats. Every thread gets the result.
+__device__ __forceinline__ float block_max(float v, float* scratch) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  __syncthreads();
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  float m = scratch[0];
+  for (int w = 1; w < (int)blockDim.x / 32; ++w) m = fmaxf(m, scratch[w]);
+  return m;
+}
+
 __device__ __forceinline__ float sigmoidf_(float x) { return 1.0f / (1.0f + expf(-x)); }
 __device__ __forceinline__ float softplusf_(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
+
 
 }  // namespace golinear::kernels::cuda::device

@@ -1,275 +1,27 @@
-// The hybrid mixer's stages, its whole-sequence forward and its fused decode step (hybrid.h).
+// The hybrid mixer's own kernels (hybrid.h): the gates and their backward, the mixing (forward,
+// backward, fused with the NMSE loss), the decode cache and the fused decode step.
 #include "kernels/cuda/hybrid.h"
 
 #include <algorithm>
 
-#include "kernels/cuda/attention.h"
 #include "kernels/cuda/device_utils.cuh"
-#include "kernels/cuda/gated_delta.h"
-#include "kernels/cuda/gemm.h"
+#include "kernels/cuda/loss.h"
 
 namespace golinear::kernels::cuda {
 
 namespace {
 
+using device::align_up;
+using device::block_sum_double;
+using device::grid_for;
+
+// Partial sums of hybrid_mix_nmse_forward: the count loss.h's nmse_workspace_bytes holds.
+constexpr int kReduceBlocks = 1024;
+constexpr int kReduceThreads = 256;
+
 constexpr float kUnitNormEps = 1e-6f;
 constexpr int kConvWidth = 4;
 
-size_t align_up(size_t x) { return (x + 255) / 256 * 256; }
-
-unsigned blocks_for(long n, int threads) { return (unsigned)std::min<long>((n + threads - 1) / threads, 1L << 20); }
-
-__global__ void short_conv_forward_kernel(bf16* y, const bf16* x, const float* w, int T, int N) {
-  const long total = (long)T * N;
-  for (long idx = blockIdx.x * (long)blockDim.x + threadIdx.x; idx < total;
-       idx += (long)gridDim.x * blockDim.x) {
-    const int t = (int)(idx / N), c = (int)(idx % N);
-    float acc = 0.0f;
-#pragma unroll
-    for (int i = 0; i < kConvWidth; ++i) {
-      const int src = t - (kConvWidth - 1) + i;
-      if (src >= 0) acc += w[(long)c * kConvWidth + i] * __bfloat162float(x[(long)src * N + c]);
-    }
-    y[idx] = __float2bfloat16(acc);
-  }
-}
-
-// Time-parallel: one thread per channel and run of kConvBwdRun tokens, the four dy values it
-// needs sliding along in registers. dx rows are written directly (null: skipped); the tap
-// gradients of each run go to partial[run][c][i] and a second kernel sums the runs in order
-// (deterministic, no atomics).
-constexpr int kConvBwdRun = 64;
-template <bool kWriteDx>
-__global__ void __launch_bounds__(256) short_conv_backward_runs_kernel(
-    float* __restrict__ dx, float* __restrict__ partial, const float* __restrict__ dy,
-    const bf16* __restrict__ x, const float* __restrict__ w, int T, int N) {
-  const int c = blockIdx.x * blockDim.x + threadIdx.x;
-  const int run = blockIdx.y;
-  if (c >= N) return;
-  const float4 wc = *reinterpret_cast<const float4*>(w + (long)c * kConvWidth);
-  const int s_begin = run * kConvBwdRun, s_end = min(T, s_begin + kConvBwdRun);
-  // d[j] = dy[s + j] (0 beyond T); x_s feeds y_{s + 3 − i} through tap i.
-  float d0 = dy[(long)s_begin * N + c];
-  float d1 = s_begin + 1 < T ? dy[(long)(s_begin + 1) * N + c] : 0.0f;
-  float d2 = s_begin + 2 < T ? dy[(long)(s_begin + 2) * N + c] : 0.0f;
-  float dw0 = 0.0f, dw1 = 0.0f, dw2 = 0.0f, dw3 = 0.0f;
-#pragma unroll 8
-  for (int s = s_begin; s < s_end; ++s) {
-    const float d3 = s + 3 < T ? dy[(long)(s + 3) * N + c] : 0.0f;
-    const float xs = __bfloat162float(x[(long)s * N + c]);
-    // the order of the unfused reference: taps i = 0 .. 3 ↔ t = s + 3 .. s
-    if constexpr (kWriteDx) {
-      float acc = 0.0f;
-      acc += wc.x * d3;
-      acc += wc.y * d2;
-      acc += wc.z * d1;
-      acc += wc.w * d0;
-      dx[(long)s * N + c] = acc;
-    }
-    dw0 += d3 * xs;
-    dw1 += d2 * xs;
-    dw2 += d1 * xs;
-    dw3 += d0 * xs;
-    d0 = d1, d1 = d2, d2 = d3;
-  }
-  *reinterpret_cast<float4*>(partial + ((long)run * N + c) * kConvWidth) = make_float4(dw0, dw1, dw2, dw3);
-}
-
-// dw (N, 4) += Σ_run partial[run] in run order.
-__global__ void short_conv_dw_reduce_kernel(float* __restrict__ dw, const float* __restrict__ partial,
-                                            int runs, int N) {
-  const long i = blockIdx.x * (long)blockDim.x + threadIdx.x;
-  const long n = (long)N * kConvWidth;
-  if (i >= n) return;
-  float acc = 0.0f;
-  for (int r = 0; r < runs; ++r) acc += partial[(long)r * n + i];
-  dw[i] += acc;
-}
-
-// One warp per row.
-__global__ void unit_rows_forward_kernel(bf16* out, const bf16* in, long rows, int D) {
-  const long row = (blockIdx.x * (long)blockDim.x + threadIdx.x) / 32;
-  const int lane = threadIdx.x % 32;
-  if (row >= rows) return;
-  float ss = 0.0f;
-  for (int d = lane; d < D; d += 32) {
-    const float a = __bfloat162float(in[row * D + d]);
-    ss += a * a;
-  }
-  const float inv = rsqrtf(device::warp_sum(ss) + kUnitNormEps);
-  for (int d = lane; d < D; d += 32) out[row * D + d] = __float2bfloat16(__bfloat162float(in[row * D + d]) * inv);
-}
-
-__global__ void unit_rows_backward_kernel(float* din, const float* dout, const bf16* in, long rows,
-                                          int D) {
-  const long row = (blockIdx.x * (long)blockDim.x + threadIdx.x) / 32;
-  const int lane = threadIdx.x % 32;
-  if (row >= rows) return;
-  float ss = 0.0f, ad = 0.0f;
-  for (int d = lane; d < D; d += 32) {
-    const float a = __bfloat162float(in[row * D + d]);
-    ss += a * a;
-    ad += a * dout[row * D + d];
-  }
-  const float inv = rsqrtf(device::warp_sum(ss) + kUnitNormEps);
-  const float proj = device::warp_sum(ad) * inv * inv * inv;
-  for (int d = lane; d < D; d += 32)
-    din[row * D + d] = inv * dout[row * D + d] - proj * __bfloat162float(in[row * D + d]);
-}
-
-// One thread per (token, frequency): the angle's sincos once, applied to every head.
-__global__ void rope_kernel(bf16* x, const float* inv_freq, int T, int N, int D, long pos0,
-                            float sign) {
-  const int half = D / 2;
-  const long total = (long)T * half;
-  for (long idx = blockIdx.x * (long)blockDim.x + threadIdx.x; idx < total;
-       idx += (long)gridDim.x * blockDim.x) {
-    const int i = (int)(idx % half);
-    const int t = (int)(idx / half);
-    const float angle = (float)(pos0 + t) * inv_freq[i];  // fp32 angle, as the CPU reference
-    float s, c;
-    sincosf(angle, &s, &c);
-    s *= sign;
-    for (int n = 0; n < N; ++n) {
-      bf16* row = x + ((long)t * N + n) * D;
-      const float a = __bfloat162float(row[i]), b = __bfloat162float(row[i + half]);
-      row[i] = __float2bfloat16(a * c - b * s);
-      row[i + half] = __float2bfloat16(b * c + a * s);
-    }
-  }
-}
-
-// cs (T, D/2) = (cos, sin) of (pos0 + t) · inv_freq[i], fp32 angle as the CPU reference.
-__global__ void rope_table_kernel(float2* cs, const float* inv_freq, int T, int half, long pos0) {
-  const long total = (long)T * half;
-  for (long idx = blockIdx.x * (long)blockDim.x + threadIdx.x; idx < total;
-       idx += (long)gridDim.x * blockDim.x) {
-    const int i = (int)(idx % half);
-    const int t = (int)(idx / half);
-    float s, c;
-    sincosf((float)(pos0 + t) * inv_freq[i], &s, &c);
-    cs[idx] = make_float2(c, s);
-  }
-}
-
-// The hybrid's input stage in one pass: causal conv of width 4 (rounded to bf16, as stored by
-// the unfused stages), then any of: the conv output, its RoPE at position t (table cs), its
-// unit-norm row. Same arithmetic as short_conv_forward → rope_apply / unit_rows_forward.
-// One warp per (head, run of kConvRun tokens): the taps stay in registers and the last three
-// inputs slide along in registers, so every input row is read once. Lane l owns the PP = D/64
-// consecutive elements l·PP .. of each half (bf16 pairs, float4 taps).
-constexpr int kConvRun = 16;
-template <int D>
-__global__ void __launch_bounds__(256) conv_rope_unit_kernel(
-    bf16* __restrict__ conv_out, bf16* __restrict__ rope_out, bf16* __restrict__ unit_out,
-    const bf16* __restrict__ x, const float* __restrict__ w, const float2* __restrict__ cs, int T,
-    int heads) {
-  constexpr int half = D / 2, PP = half / 32;
-  static_assert(PP == 1 || PP == 2, "D must be 64 or 128");
-  const int lane = threadIdx.x % 32;
-  const long stride = (long)heads * D;
-  const long runs = (long)(T + kConvRun - 1) / kConvRun * heads;
-  auto load = [&](int t, long ch, float (&out)[PP]) {
-    if constexpr (PP == 2) {
-      const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(x + (long)t * stride + ch));
-      out[0] = f.x, out[1] = f.y;
-    } else {
-      out[0] = __bfloat162float(x[(long)t * stride + ch]);
-    }
-  };
-  for (long run = (blockIdx.x * (long)blockDim.x + threadIdx.x) / 32; run < runs;
-       run += (long)gridDim.x * blockDim.x / 32) {
-    const int hd = (int)(run % heads), t_begin = (int)(run / heads) * kConvRun;
-    const int t_end = min(T, t_begin + kConvRun);
-    float4 wv[2][PP];
-    float hist[2][3][PP];  // inputs at t − 3, t − 2, t − 1
-#pragma unroll
-    for (int side = 0; side < 2; ++side) {
-      const long ch = (long)hd * D + side * half + lane * PP;
-#pragma unroll
-      for (int pp = 0; pp < PP; ++pp) wv[side][pp] = *reinterpret_cast<const float4*>(w + (ch + pp) * kConvWidth);
-#pragma unroll
-      for (int i = 0; i < 3; ++i) {
-        const int src = t_begin - 3 + i;
-        if (src >= 0) load(src, ch, hist[side][i]);
-        else
-#pragma unroll
-          for (int pp = 0; pp < PP; ++pp) hist[side][i][pp] = 0.0f;
-      }
-    }
-#pragma unroll 2
-    for (int t = t_begin; t < t_end; ++t) {
-      const long row = (long)t * heads + hd;
-      float c[2][PP];  // c[0][p]: element i = lane·PP + p; c[1][p]: i + half
-#pragma unroll
-      for (int side = 0; side < 2; ++side) {
-        float now[PP];
-        load(t, (long)hd * D + side * half + lane * PP, now);
-#pragma unroll
-        for (int pp = 0; pp < PP; ++pp) {
-          const float4 wc = wv[side][pp];
-          float acc = 0.0f;  // taps in order i = 0 .. 3, as the unfused kernel
-          acc += wc.x * hist[side][0][pp];
-          acc += wc.y * hist[side][1][pp];
-          acc += wc.z * hist[side][2][pp];
-          acc += wc.w * now[pp];
-          c[side][pp] = __bfloat162float(__float2bfloat16(acc));
-          hist[side][0][pp] = hist[side][1][pp];
-          hist[side][1][pp] = hist[side][2][pp];
-          hist[side][2][pp] = now[pp];
-        }
-      }
-      float ss = 0.0f;
-#pragma unroll
-      for (int pp = 0; pp < PP; ++pp) ss += c[0][pp] * c[0][pp] + c[1][pp] * c[1][pp];
-      const float inv = rsqrtf(device::warp_sum(ss) + kUnitNormEps);
-      float ou[2][PP], orr[2][PP];
-#pragma unroll
-      for (int pp = 0; pp < PP; ++pp) {
-        const float a = c[0][pp], b = c[1][pp];
-        ou[0][pp] = a * inv, ou[1][pp] = b * inv;
-        if (rope_out) {
-          const float2 e = cs[(long)t * half + lane * PP + pp];
-          orr[0][pp] = a * e.x - b * e.y;
-          orr[1][pp] = b * e.x + a * e.y;
-        }
-      }
-      auto store = [&](bf16* out, const float (&vals)[2][PP]) {
-#pragma unroll
-        for (int side = 0; side < 2; ++side) {
-          bf16* dst = out + row * D + side * half + lane * PP;
-          if constexpr (PP == 2)
-            *reinterpret_cast<__nv_bfloat162*>(dst) = __floats2bfloat162_rn(vals[side][0], vals[side][1]);
-          else
-            dst[0] = __float2bfloat16(vals[side][0]);
-        }
-      };
-      if (conv_out) store(conv_out, c);
-      if (unit_out) store(unit_out, ou);
-      if (rope_out) store(rope_out, orr);
-    }
-  }
-}
-
-__global__ void rmsnorm_kernel(bf16* out, const bf16* x, const float* w, int C, float eps) {
-  __shared__ float scratch[32];
-  const long n = blockIdx.x;
-  float ss = 0.0f;
-  for (int c = threadIdx.x; c < C; c += blockDim.x) {
-    const float a = __bfloat162float(x[n * C + c]);
-    ss += a * a;
-  }
-  const float inv = rsqrtf(device::block_sum(ss, scratch) / C + eps);
-  for (int c = threadIdx.x; c < C; c += blockDim.x)
-    out[n * C + c] = __float2bfloat16(__bfloat162float(x[n * C + c]) * inv * w[c]);
-}
-
-__global__ void swiglu_kernel(bf16* out, const bf16* gate, const bf16* up, long N) {
-  for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < N; i += (long)gridDim.x * blockDim.x) {
-    const float z = __bfloat162float(gate[i]);
-    out[i] = __float2bfloat16(z / (1.0f + expf(-z)) * __bfloat162float(up[i]));
-  }
-}
 
 // logits (T, R) → g, β (columns 0, H) and λ (column lambda_row), any output null: skipped.
 __global__ void gates_kernel(float* g, float* beta, float* lambda, const float* logits, int R,
@@ -291,6 +43,166 @@ __global__ void gates_kernel(float* g, float* beta, float* lambda, const float* 
     }
   }
 }
+
+// ---- gates ---------------------------------------------------------------------------------
+
+// One block per head h: loops over t in order, writes the a, b logit gradients (when dg is
+// given) and sums the per-head parameter gradients.
+__global__ void gates_backward_kernel(float* dlogits, int R, int lambda_row, float* dA_log,
+                                      float* ddt_bias, float* db_beta, float* db_lambda,
+                                      float* dc_lse, float* dlse, const float* dg,
+                                      const float* dbeta, const float* logits, const float* g,
+                                      const float* beta, const float* A_log, const float* dt_bias,
+                                      const float* c_lse, const float* lse, int T, int H) {
+  __shared__ double scratch[32];
+  const int h = blockIdx.x;
+  const float decay = dg ? expf(A_log[h]) : 0.0f;
+  double sum_a = 0, sum_u = 0, sum_z = 0, sum_l = 0, sum_c = 0;
+  for (int t = threadIdx.x; t < T; t += blockDim.x) {
+    const long row = (long)t * H + h;
+    float* lrow = dlogits + (long)t * R;
+    if (dg) {
+      const float u = logits[(long)t * R + h] + dt_bias[h];
+      // g = −exp(A_log)·softplus(u): ∂g/∂A_log = g, ∂g/∂u = −exp(A_log)·σ(u).
+      const float du = dg[row] * -decay * device::sigmoidf_(u);
+      const float b = beta[row];
+      const float dz = dbeta[row] * b * (1.0f - b);
+      lrow[h] = du;
+      lrow[H + h] = dz;
+      sum_a += (double)dg[row] * g[row];
+      sum_u += du;
+      sum_z += dz;
+    }
+    if (lambda_row >= 0) {
+      const float dl = lrow[lambda_row + h];  // ∂/∂(λ-logit); λ-logit = … − c·lse
+      sum_l += dl;
+      if (c_lse) {
+        sum_c -= (double)dl * lse[row];
+        dlse[row] = -dl * c_lse[h];
+      }
+    }
+  }
+  sum_a = block_sum_double(sum_a, scratch);
+  sum_u = block_sum_double(sum_u, scratch);
+  sum_z = block_sum_double(sum_z, scratch);
+  sum_l = block_sum_double(sum_l, scratch);
+  sum_c = block_sum_double(sum_c, scratch);
+  if (threadIdx.x == 0) {
+    if (dg) {
+      dA_log[h] += (float)sum_a;
+      ddt_bias[h] += (float)sum_u;
+      db_beta[h] += (float)sum_z;
+    }
+    if (lambda_row >= 0 && db_lambda) db_lambda[h] += (float)sum_l;
+    if (c_lse && dc_lse) dc_lse[h] += (float)sum_c;
+  }
+}
+
+// out (H) += Σ_t src[t·stride + h], one block per head, in order.
+__global__ void head_sum_kernel(float* out, const float* src, int stride, int T, int H) {
+  __shared__ double scratch[32];
+  const int h = blockIdx.x;
+  double sum = 0;
+  for (int t = threadIdx.x; t < T; t += blockDim.x) sum += src[(long)t * stride + h];
+  sum = block_sum_double(sum, scratch);
+  if (threadIdx.x == 0) out[h] += (float)sum;
+}
+
+// ---- mixing --------------------------------------------------------------------------------
+
+// The coefficients of y = a·y_exact + b·y_lin for row (t, h) (HybridMix in hybrid.h).
+struct MixCoef {
+  float a, b;
+};
+__device__ __forceinline__ MixCoef mix_coef(HybridMix mix, const float* lambda,
+                                            const float* gamma, long row, int h) {
+  switch (mix) {
+    case HybridMix::gate: { const float l = lambda[row]; return {1.0f - l, l}; }
+    case HybridMix::add: return {1.0f, 1.0f};
+    case HybridMix::scale: return {1.0f, gamma[h]};
+    case HybridMix::exact: return {1.0f, 0.0f};
+    default: return {0.0f, 1.0f};  // linear
+  }
+}
+// a·ye + b·yl reading only the branches that exist.
+__device__ __forceinline__ float mix_value(HybridMix mix, MixCoef c, const bf16* y_exact,
+                                          const bf16* y_lin, long i, float* ye_out, float* yl_out) {
+  const float ye = mix != HybridMix::linear ? __bfloat162float(y_exact[i]) : 0.0f;
+  const float yl = mix != HybridMix::exact ? __bfloat162float(y_lin[i]) : 0.0f;
+  *ye_out = ye, *yl_out = yl;
+  return c.a * ye + c.b * yl;
+}
+
+__global__ void mix_forward_kernel(float* y32, bf16* y16, HybridMix mix, const bf16* y_exact,
+                                   const bf16* y_lin, const float* lambda, const float* gamma,
+                                   long rows, int H, int D) {
+  const long total = rows * D;
+  for (long idx = blockIdx.x * (long)blockDim.x + threadIdx.x; idx < total;
+       idx += (long)gridDim.x * blockDim.x) {
+    const long row = idx / D;
+    const MixCoef c = mix_coef(mix, lambda, gamma, row, (int)(row % H));
+    float ye, yl;
+    const float y = mix_value(mix, c, y_exact, y_lin, idx, &ye, &yl);
+    if (y32) y32[idx] = y;
+    if (y16) y16[idx] = __float2bfloat16(y);
+  }
+}
+
+// One warp per (t, h) row: dy_exact = a·g, dy_lin = b·g, and the coefficient's gradient. With
+// a teacher, g = factor · (y − t) is recomputed in place (the fused NMSE backward), else g = dy.
+__global__ void mix_backward_kernel(float* dy_exact, bf16* dy_lin, float* dcoef, int dcoef_stride,
+                                    HybridMix mix, const float* dy, const double* sums,
+                                    float scale, const bf16* teacher, const bf16* y_exact,
+                                    const bf16* y_lin, const float* lambda, const float* gamma,
+                                    long rows, int H, int D) {
+  const float factor = teacher ? (float)(2.0 / fmax(sums[1], 1e-12)) * scale : 0.0f;
+  const int lane = threadIdx.x % 32;
+  for (long row = (blockIdx.x * (long)blockDim.x + threadIdx.x) / 32; row < rows;
+       row += (long)gridDim.x * blockDim.x / 32) {
+    const int h = (int)(row % H);
+    const MixCoef c = mix_coef(mix, lambda, gamma, row, h);
+    float dc = 0.0f;
+    for (int d = lane; d < D; d += 32) {
+      const long i = row * D + d;
+      float ye, yl;
+      const float y = mix_value(mix, c, y_exact, y_lin, i, &ye, &yl);
+      const float g = teacher ? factor * (y - __bfloat162float(teacher[i])) : dy[i];
+      if (mix == HybridMix::gate) dc += g * (yl - ye);
+      else if (mix == HybridMix::scale) dc += g * yl;
+      if (dy_exact) dy_exact[i] = c.a * g;
+      if (dy_lin) dy_lin[i] = __float2bfloat16(c.b * g);
+    }
+    dc = device::warp_sum(dc);
+    if (lane == 0 && (mix == HybridMix::gate || mix == HybridMix::scale)) {
+      const long t = row / H;
+      dcoef[t * dcoef_stride + h] = mix == HybridMix::gate ? dc * c.b * (1.0f - c.b) : dc;
+    }
+  }
+}
+
+// nmse_partial_kernel of y = a·y_exact + b·y_lin, computed as mix_forward_kernel.
+__global__ void mix_nmse_partial_kernel(double* partial, HybridMix mix, const bf16* y_exact,
+                                        const bf16* y_lin, const float* lambda, const float* gamma,
+                                        const bf16* t, long rows, int H, int D) {
+  __shared__ double scratch[32];
+  double err = 0.0, ref = 0.0;
+  const long n = rows * D;
+  for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n;
+       i += (long)gridDim.x * blockDim.x) {
+    const long row = i / D;
+    const MixCoef c = mix_coef(mix, lambda, gamma, row, (int)(row % H));
+    float ye, yl;
+    const float y = mix_value(mix, c, y_exact, y_lin, i, &ye, &yl);
+    const double tv = __bfloat162float(t[i]);
+    const double d = (double)y - tv;
+    err += d * d;
+    ref += tv * tv;
+  }
+  err = block_sum_double(err, scratch);
+  ref = block_sum_double(ref, scratch);
+  if (threadIdx.x == 0) partial[2 * blockIdx.x] = err, partial[2 * blockIdx.x + 1] = ref;
+}
+
 
 // ---- fused decode step ---------------------------------------------------------------------
 
@@ -610,98 +522,13 @@ __global__ void hybrid_cache_fill_kernel(HybridCacheView cache, const bf16* q, c
 
 }  // namespace
 
-Status short_conv_forward(bf16* y, const bf16* x, const float* w, int T, int N, cudaStream_t stream) {
-  short_conv_forward_kernel<<<blocks_for((long)T * N, 256), 256, 0, stream>>>(y, x, w, T, N);
-  GL_CUDA_CHECK_LAUNCH();
-  return ok_status();
-}
-
-size_t short_conv_backward_workspace_bytes(int T, int N) {
-  const long runs = std::max(1, (T + kConvBwdRun - 1) / kConvBwdRun);
-  return (size_t)runs * N * kConvWidth * sizeof(float);
-}
-
-Status short_conv_backward(float* dx, float* dw, const float* dy, const bf16* x, const float* w,
-                           int T, int N, void* workspace, size_t workspace_bytes,
-                           cudaStream_t stream) {
-  if (T < 1 || N < 1) return ok_status();
-  if (workspace_bytes < short_conv_backward_workspace_bytes(T, N))
-    return make_error("short_conv_backward: workspace too small");
-  const int runs = (T + kConvBwdRun - 1) / kConvBwdRun;
-  float* partial = static_cast<float*>(workspace);
-  const dim3 grid((N + 255) / 256, runs);
-  if (dx)
-    short_conv_backward_runs_kernel<true><<<grid, 256, 0, stream>>>(dx, partial, dy, x, w, T, N);
-  else
-    short_conv_backward_runs_kernel<false><<<grid, 256, 0, stream>>>(dx, partial, dy, x, w, T, N);
-  GL_CUDA_CHECK_LAUNCH();
-  const long n = (long)N * kConvWidth;
-  short_conv_dw_reduce_kernel<<<(unsigned)((n + 255) / 256), 256, 0, stream>>>(dw, partial, runs, N);
-  GL_CUDA_CHECK_LAUNCH();
-  return ok_status();
-}
-
-Status rope_table(float2* cs, const float* inv_freq, int T, int D, long pos0, cudaStream_t stream) {
-  rope_table_kernel<<<blocks_for((long)T * D / 2, 256), 256, 0, stream>>>(cs, inv_freq, T, D / 2, pos0);
-  GL_CUDA_CHECK_LAUNCH();
-  return ok_status();
-}
-
-Status conv_rope_unit_forward(bf16* conv_out, bf16* rope_out, bf16* unit_out, const bf16* x,
-                              const float* w, const float2* cs, int T, int heads, int D,
-                              cudaStream_t stream) {
-  if (rope_out && !cs) return make_error("conv_rope_unit_forward: RoPE needs the table");
-  const long runs = (T + kConvRun - 1) / kConvRun;
-  return dispatch_head_dim(D, [&](auto d) -> Status {
-    constexpr int Dc = decltype(d)::value;
-    conv_rope_unit_kernel<Dc><<<blocks_for(runs * heads * 32, 256), 256, 0, stream>>>(
-        conv_out, rope_out, unit_out, x, w, cs, T, heads);
-    GL_CUDA_CHECK_LAUNCH();
-    return ok_status();
-  });
-}
-
-Status unit_rows_forward(bf16* out, const bf16* in, long rows, int D, cudaStream_t stream) {
-  unit_rows_forward_kernel<<<blocks_for(rows * 32, 256), 256, 0, stream>>>(out, in, rows, D);
-  GL_CUDA_CHECK_LAUNCH();
-  return ok_status();
-}
-
-Status unit_rows_backward(float* din, const float* dout, const bf16* in, long rows, int D,
-                          cudaStream_t stream) {
-  unit_rows_backward_kernel<<<blocks_for(rows * 32, 256), 256, 0, stream>>>(din, dout, in, rows, D);
-  GL_CUDA_CHECK_LAUNCH();
-  return ok_status();
-}
-
-Status rope_apply(bf16* x, const float* inv_freq, int T, int N, int D, long pos0, int sign,
-                  cudaStream_t stream) {
-  rope_kernel<<<blocks_for((long)T * D / 2, 256), 256, 0, stream>>>(x, inv_freq, T, N, D, pos0,
-                                                                        (float)sign);
-  GL_CUDA_CHECK_LAUNCH();
-  return ok_status();
-}
-
-Status rmsnorm_forward(bf16* out, const bf16* x, const float* w, int N, int C, float eps,
-                       cudaStream_t stream) {
-  rmsnorm_kernel<<<N, 256, 0, stream>>>(out, x, w, C, eps);
-  GL_CUDA_CHECK_LAUNCH();
-  return ok_status();
-}
-
-Status swiglu_forward(bf16* out, const bf16* gate, const bf16* up, long N, cudaStream_t stream) {
-  swiglu_kernel<<<blocks_for(N, 256), 256, 0, stream>>>(out, gate, up, N);
-  GL_CUDA_CHECK_LAUNCH();
-  return ok_status();
-}
-
 Status hybrid_gates_forward(float* g, float* beta, float* lambda, const float* logits, int R,
                             int lambda_row, const float* A_log, const float* dt_bias,
                             const float* b_beta, const float* b_lambda, const float* c_lse,
                             const float* lse, int T, int H, cudaStream_t stream) {
   if (lambda && lambda_row < 0) return make_error("hybrid_gates_forward: λ without a λ row");
   if (T <= 0 || (!g && !beta && !lambda)) return ok_status();
-  gates_kernel<<<blocks_for((long)T * H, 256), 256, 0, stream>>>(
+  gates_kernel<<<grid_for((long)T * H, 256), 256, 0, stream>>>(
       g, beta, lambda, logits, R, lambda_row, A_log, dt_bias, b_beta, b_lambda, c_lse, lse, T, H);
   GL_CUDA_CHECK_LAUNCH();
   return ok_status();
@@ -743,7 +570,7 @@ Status hybrid_cache_fill(const HybridCacheView& cache, const HybridShape& s, con
                          cudaStream_t stream) {
   if (T <= 0) return ok_status();
   const long widest = (long)(std::max(s.sinks, 0) + std::max(s.window + 1, 3)) * std::max(s.H, s.G) * s.D;
-  hybrid_cache_fill_kernel<<<dim3(blocks_for(widest, 256), 3), 256, 0, stream>>>(
+  hybrid_cache_fill_kernel<<<dim3(grid_for(widest, 256), 3), 256, 0, stream>>>(
       cache, q, k, v, kr, vc, s.has_linear() ? kn : nullptr, s.has_linear() ? g : nullptr,
       beta, T, s.H, s.G, s.D, s.sinks, s.window);
   GL_CUDA_CHECK_LAUNCH();
@@ -772,5 +599,78 @@ Status hybrid_decode_step(bf16* y, const HybridShape& s, const HybridParams& p,
     return ok_status();
   });
 }
+
+Status hybrid_gates_backward(float* dlogits, int R, int lambda_row, float* dA_log,
+                             float* ddt_bias, float* db_beta, float* db_lambda, float* dc_lse,
+                             float* dlse, const float* dg, const float* dbeta, const float* logits,
+                             const float* g, const float* beta, const float* A_log,
+                             const float* dt_bias, const float* c_lse, const float* lse, int T,
+                             int H, cudaStream_t stream) {
+  if (c_lse && (lambda_row < 0 || !lse || !dlse))
+    return make_error("hybrid_gates_backward: c_lse needs the λ row, lse and dlse");
+  if (T <= 0) return ok_status();
+  gates_backward_kernel<<<H, 256, 0, stream>>>(dlogits, R, lambda_row, dA_log, ddt_bias, db_beta,
+                                               db_lambda, dc_lse, dlse, dg, dbeta, logits, g,
+                                               beta, A_log, dt_bias, c_lse, lse, T, H);
+  GL_CUDA_CHECK_LAUNCH();
+  return ok_status();
+}
+
+Status hybrid_head_sum(float* out, const float* src, int stride, int T, int H,
+                       cudaStream_t stream) {
+  if (T <= 0) return ok_status();
+  head_sum_kernel<<<H, 256, 0, stream>>>(out, src, stride, T, H);
+  GL_CUDA_CHECK_LAUNCH();
+  return ok_status();
+}
+
+Status hybrid_mix_forward(float* y32, bf16* y16, HybridMix mix, const bf16* y_exact,
+                          const bf16* y_lin, const float* lambda, const float* gamma, int T, int H,
+                          int D, cudaStream_t stream) {
+  if (T <= 0) return ok_status();
+  mix_forward_kernel<<<grid_for((long)T * H * D, 256), 256, 0, stream>>>(
+      y32, y16, mix, y_exact, y_lin, lambda, gamma, (long)T * H, H, D);
+  GL_CUDA_CHECK_LAUNCH();
+  return ok_status();
+}
+
+Status hybrid_mix_backward(float* dy_exact, bf16* dy_lin, float* dcoef, int dcoef_stride,
+                           HybridMix mix, const float* dy, const bf16* y_exact, const bf16* y_lin,
+                           const float* lambda, const float* gamma, int T, int H, int D,
+                           cudaStream_t stream) {
+  if (T <= 0) return ok_status();
+  mix_backward_kernel<<<grid_for((long)T * H * 32, 256), 256, 0, stream>>>(
+      dy_exact, dy_lin, dcoef, dcoef_stride, mix, dy, nullptr, 0.0f, nullptr, y_exact, y_lin,
+      lambda, gamma, (long)T * H, H, D);
+  GL_CUDA_CHECK_LAUNCH();
+  return ok_status();
+}
+
+Status hybrid_mix_nmse_forward(double* sums, HybridMix mix, const bf16* y_exact,
+                               const bf16* y_lin, const float* lambda, const float* gamma,
+                               const bf16* teacher, int T, int H, int D, void* workspace,
+                               size_t workspace_bytes, cudaStream_t stream) {
+  if (workspace_bytes < nmse_workspace_bytes())
+    return make_error("hybrid_mix_nmse_forward: workspace too small");
+  double* partial = static_cast<double*>(workspace);
+  mix_nmse_partial_kernel<<<kReduceBlocks, kReduceThreads, 0, stream>>>(
+      partial, mix, y_exact, y_lin, lambda, gamma, teacher, (long)T * H, H, D);
+  GL_CUDA_CHECK_LAUNCH();
+  return nmse_partials_reduce(sums, partial, kReduceBlocks, stream);
+}
+
+Status hybrid_mix_nmse_backward(float* dy_exact, bf16* dy_lin, float* dcoef, int dcoef_stride,
+                                HybridMix mix, const double* sums, float scale,
+                                const bf16* teacher, const bf16* y_exact, const bf16* y_lin,
+                                const float* lambda, const float* gamma, int T, int H, int D,
+                                cudaStream_t stream) {
+  if (T <= 0) return ok_status();
+  mix_backward_kernel<<<grid_for((long)T * H * 32, 256), 256, 0, stream>>>(
+      dy_exact, dy_lin, dcoef, dcoef_stride, mix, nullptr, sums, scale, teacher, y_exact, y_lin,
+      lambda, gamma, (long)T * H, H, D);
+  GL_CUDA_CHECK_LAUNCH();
+  return ok_status();
+}
+
 
 }  // namespace golinear::kernels::cuda

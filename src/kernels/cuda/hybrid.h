@@ -1,8 +1,7 @@
-// The hybrid mixer of DESIGN.md §3 on the GPU (gdn state, mix gate, conv on; the default recipe),
-// built from the kernels of this folder: the elementwise stages below, attention.h (exact branch),
-// gated_delta.h (linear branch with the delayed read as a pointer shift), cuBLAS for the gate
-// projections, and a fused single-token decode step over a constant-size cache.
-// Semantics follow mixers/hybrid_mixer.h (the specification).
+// The hybrid mixer's own kernels (DESIGN.md §3; mixers/hybrid_mixer.h is the specification):
+// its gates, its mixing (forward, backward, fused with the attention-transfer loss), its decode
+// cache and the fused decode step over a batch of such caches. mixers/cuda/hybrid_mixer.h
+// composes them with the op families of this folder into the GPU mixer.
 #pragma once
 
 #include <cublas_v2.h>
@@ -13,52 +12,6 @@
 #include "kernels/cuda/cuda_common.h"
 
 namespace golinear::kernels::cuda {
-
-// ---- elementwise stages (each a plain kernel + launcher) ------------------------------------
-
-// Causal depthwise conv of width 4: y, x (T, N) bf16, w (N, 4) fp32 (tap 3 = current token).
-Status short_conv_forward(bf16* y, const bf16* x, const float* w, int T, int N,
-                          cudaStream_t stream);
-// dx (T, N) fp32 (=; null: not computed), dw (N, 4) fp32 (+=) from dy (T, N) fp32. Parallel
-// over time: the tap gradients of each run of tokens go to the workspace, then are summed in
-// run order (deterministic).
-size_t short_conv_backward_workspace_bytes(int T, int N);
-Status short_conv_backward(float* dx, float* dw, const float* dy, const bf16* x, const float* w,
-                           int T, int N, void* workspace, size_t workspace_bytes,
-                           cudaStream_t stream);
-
-// cs (T, D/2) = (cos, sin) of (pos0 + t) · inv_freq[i] (fp32 angle, as rope_apply).
-Status rope_table(float2* cs, const float* inv_freq, int T, int D, long pos0, cudaStream_t stream);
-// short_conv_forward of x (T, heads·D) with taps w (heads·D, 4), then in the same pass any of
-// (each may be null): conv_out the conv output, rope_out its RoPE from position 0 (table cs of
-// rope_table), unit_out its unit-norm rows; bitwise the arithmetic of short_conv_forward →
-// rope_apply / unit_rows_forward. D 64 or 128.
-Status conv_rope_unit_forward(bf16* conv_out, bf16* rope_out, bf16* unit_out, const bf16* x,
-                              const float* w, const float2* cs, int T, int heads, int D,
-                              cudaStream_t stream);
-
-// out (rows, D) = in / sqrt(‖in‖² + 1e-6), bf16 → bf16.
-Status unit_rows_forward(bf16* out, const bf16* in, long rows, int D, cudaStream_t stream);
-// din (rows, D) fp32 (=) from dout (rows, D) fp32.
-Status unit_rows_backward(float* din, const float* dout, const bf16* in, long rows, int D,
-                          cudaStream_t stream);
-
-// RoPE (NeoX half rotation) in place on x (T, N, D) bf16, token t at position pos0 + t; sign 1
-// forward, −1 the backward (rotation by −θ). inv_freq (D/2) fp32 (llama3 scaling already in it).
-Status rope_apply(bf16* x, const float* inv_freq, int T, int N, int D, long pos0, int sign,
-                  cudaStream_t stream);
-
-// RMSNorm: out (N, C) bf16 = x / sqrt(mean x² + eps) · w, fp32 inside.
-Status rmsnorm_forward(bf16* out, const bf16* x, const float* w, int N, int C, float eps,
-                       cudaStream_t stream);
-
-// SwiGLU: out (N) = silu(gate) ⊙ up, bf16.
-Status swiglu_forward(bf16* out, const bf16* gate, const bf16* up, long N, cudaStream_t stream);
-
-// ---- the hybrid mixer's own kernels --------------------------------------------------------
-// The stages above, attention.h, gated_delta.h and gemm.h compose the mixer; mixers/cuda/
-// hybrid_mixer.h does that (one forward for inference and training, its backward, prefill and
-// decode). Below: what only the hybrid needs — its gates, its mixing, its decode cache and step.
 
 // How the two branches combine: y = a·y_exact + b·y_lin per (t, h) with
 //   gate   a = 1 − λ, b = λ   (gate-lse too: λ then also sees the exact branch's lse)
@@ -122,7 +75,7 @@ Status hybrid_mix_backward(float* dy_exact, bf16* dy_lin, float* dcoef, int dcoe
                            cudaStream_t stream);
 // The mix fused with the attention-transfer loss (no y or dy buffer): sums[0] = Σ (y − t)²,
 // sums[1] = Σ t² (fp64, fixed order) for y as hybrid_mix_forward computes it against the bf16
-// teacher (T, H, D) (workspace: nmse_workspace_bytes of hybrid_train.h).
+// teacher (T, H, D) (workspace: nmse_workspace_bytes of loss.h).
 Status hybrid_mix_nmse_forward(double* sums, HybridMix mix, const bf16* y_exact,
                                const bf16* y_lin, const float* lambda, const float* gamma,
                                const bf16* teacher, int T, int H, int D, void* workspace,

@@ -15,7 +15,11 @@
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/gated_delta.h"
 #include "kernels/cuda/gemm.h"
-#include "kernels/cuda/hybrid_train.h"
+#include "kernels/cuda/elementwise.h"
+#include "kernels/cuda/loss.h"
+#include "kernels/cuda/norm.h"
+#include "kernels/cuda/rope.h"
+#include "kernels/cuda/short_conv.h"
 #include "mixers/hybrid_mixer.h"
 
 namespace golinear::mixers::cuda {

@@ -10,9 +10,15 @@
 #include <cstring>
 #include <random>
 
+#include "kernels/cuda/activation.h"
 #include "kernels/cuda/attention.h"
+#include "kernels/cuda/elementwise.h"
+#include "kernels/cuda/embedding.h"
 #include "kernels/cuda/gemm.h"
-#include "kernels/cuda/model_ops.h"
+#include "kernels/cuda/hybrid.h"
+#include "kernels/cuda/norm.h"
+#include "kernels/cuda/random_fill.h"
+#include "kernels/cuda/rope.h"
 #include "mixers/hybrid_mixer.h"
 #include "mixers/mixer_factory.h"
 

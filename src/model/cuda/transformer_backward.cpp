@@ -4,11 +4,12 @@
 // mixer, q/k norm, [q; k; v], input norm, residual).
 #include "model/cuda/transformer_backward.h"
 
+#include "kernels/cuda/activation.h"
 #include "kernels/cuda/attention.h"
-#include "kernels/cuda/backbone_backward.h"
+#include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/gemm.h"
-#include "kernels/cuda/hybrid_train.h"
-#include "kernels/cuda/model_ops.h"
+#include "kernels/cuda/norm.h"
+#include "kernels/cuda/rope.h"
 
 namespace golinear::cuda {
 

@@ -13,7 +13,6 @@
 
 #include "common/file.h"
 #include "common/progress.h"
-#include "kernels/cuda/hybrid_train.h"
 #include "mixers/cuda/hybrid_mixer.h"
 #include "train/cuda/gpu_train_util.h"
 #include "mixers/hybrid_mixer.h"

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <memory>
 
-#include "kernels/cuda/backbone_backward.h"
+#include "kernels/cuda/loss.h"
 #include "mixers/cuda/hybrid_mixer.h"
 #include "model/cuda/gpu_model.h"
 #include "model/cuda/transformer_backward.h"

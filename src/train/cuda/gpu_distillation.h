@@ -10,7 +10,7 @@
 //     transformer_backward.h), which calls each trained mixer's backward (its intermediates
 //     recomputed by its training forward, one shared scratch); the mixers' parameter gradients
 //     accumulate in one flat fp32 buffer;
-//   4 global-norm clipping and AdamW over that buffer (kernels/cuda/hybrid_train.h).
+//   4 global-norm clipping and AdamW over that buffer (kernels/cuda/optimizer.h).
 // Memory: every layer's activations of one sequence are kept (no recomputation of the
 // backbone): ≈ T·(10C + 4F + 10·H·D) bytes per layer plus 3 (T, V) fp32 logit-sized buffers —
 // for Llama-3.1-8B at T = 4096 about 17 + 6 GB beside the 15 GB of weights.

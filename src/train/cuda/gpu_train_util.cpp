@@ -7,7 +7,7 @@
 #include "common/file.h"
 #include "kernels/cuda/cuda_common.h"
 #include "kernels/cuda/gemm.h"
-#include "kernels/cuda/hybrid_train.h"
+#include "kernels/cuda/optimizer.h"
 
 #include "mixers/cuda/hybrid_mixer.h"
 #include "mixers/hybrid_mixer.h"

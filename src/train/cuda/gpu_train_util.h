@@ -31,7 +31,7 @@ struct GpuTrainedLayers {
 Result<GpuTrainedLayers> gpu_trained_layers(const MixerStack& students, const std::string& what);
 
 // AdamW with global-norm clipping over one flat fp32 parameter buffer on the device
-// (kernels/cuda/hybrid_train.h adamw_step): the moments m, v (zeroed by allocate) and the norm.
+// (kernels/cuda/optimizer.h adamw_step): the moments m, v (zeroed by allocate) and the norm.
 class GpuAdamW {
  public:
   Status allocate(long P);

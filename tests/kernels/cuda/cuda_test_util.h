@@ -1,6 +1,6 @@
 // Scaffolding shared by the GPU tests (tests/kernels/cuda and tests/<module>/cuda): skipping
 // without a GPU, status assertions, random inputs, the bf16 round trip, device arrays with
-// poisoned guards, and comparison against the CPU reference (normalized MSE, max-abs error,
+// poisoned guards on both sides, and comparison against the CPU reference (normalized MSE, max-abs error,
 // NaN/Inf). Header-only; the CPU-side measures (all_finite, nmse, ...) come from
 // kernels/kernel_test_util.h, included here by a relative path so that every build finds it.
 #pragma once
@@ -96,35 +96,51 @@ std::vector<float> sum_heads(const std::vector<S>& x, int N, int H, int G, int D
   return std::vector<float>(acc.begin(), acc.end());
 }
 
-constexpr size_t kGuard = 256;  // poisoned elements after each device array
+constexpr size_t kGuard = 256;  // poisoned elements before and after each device array
 
-// A device array of n elements of T (float or bf16) followed by kGuard guard elements; all
-// bytes start as 0xFF (NaN in bf16 and fp32), so an unwritten element fails a finite check and a
-// write past the end changes a guard (download() checks them).
+// A device array of n elements of T (float, bf16, double, int32) with kGuard guard elements on
+// each side; all bytes start as 0xFF (NaN in bf16 and fp32), so an unwritten element fails a
+// finite check and a write outside [0, n) changes a guard (download() and guards_intact() check
+// them).
 template <class T>
 struct Dev {
-  T* ptr = nullptr;
+  T* ptr = nullptr;  // element 0 (the front guard lies before it)
   size_t n = 0;
   explicit Dev(size_t count) : n(count) {
-    EXPECT_EQ(cudaMalloc(&ptr, (n + kGuard) * sizeof(T)), cudaSuccess);
-    EXPECT_EQ(cudaMemset(ptr, 0xFF, (n + kGuard) * sizeof(T)), cudaSuccess);
+    T* base = nullptr;
+    EXPECT_EQ(cudaMalloc(&base, (n + 2 * kGuard) * sizeof(T)), cudaSuccess);
+    EXPECT_EQ(cudaMemset(base, 0xFF, (n + 2 * kGuard) * sizeof(T)), cudaSuccess);
+    ptr = base ? base + kGuard : nullptr;
   }
+  // n = values.size(), uploaded.
+  explicit Dev(const std::vector<float>& values) : Dev(values.size()) { upload(values); }
   Dev(const Dev&) = delete;
   Dev& operator=(const Dev&) = delete;
-  ~Dev() { cudaFree(ptr); }
+  ~Dev() {
+    if (ptr) cudaFree(ptr - kGuard);
+  }
   void upload(const std::vector<float>& v) {
+    EXPECT_LE(v.size(), n) << "upload past the end";
     const std::vector<T> h = from_float_vec(v);
-    EXPECT_EQ(cudaMemcpy(ptr, h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(ptr, h.data(), std::min(h.size(), n) * sizeof(T), cudaMemcpyHostToDevice),
+              cudaSuccess);
+  }
+  // Whether both guards still hold their 0xFF bytes (synchronizes the device first).
+  bool guards_intact() const {
+    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    std::vector<unsigned char> front(kGuard * sizeof(T)), back(kGuard * sizeof(T));
+    EXPECT_EQ(cudaMemcpy(front.data(), ptr - kGuard, front.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+    EXPECT_EQ(cudaMemcpy(back.data(), ptr + n, back.size(), cudaMemcpyDeviceToHost), cudaSuccess);
+    auto poisoned = [](const std::vector<unsigned char>& b) {
+      return std::all_of(b.begin(), b.end(), [](unsigned char x) { return x == 0xFF; });
+    };
+    return poisoned(front) && poisoned(back);
   }
   // The n values, after checking that the guards are intact.
   std::vector<float> download() const {
-    std::vector<T> h(n + kGuard);
-    EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    EXPECT_EQ(cudaMemcpy(h.data(), ptr, h.size() * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
-    const unsigned char* bytes = reinterpret_cast<const unsigned char*>(h.data() + n);
-    size_t bad = 0;
-    for (size_t i = 0; i < kGuard * sizeof(T); ++i) bad += bytes[i] != 0xFF;
-    EXPECT_EQ(bad, 0u) << "guard overwritten";
+    EXPECT_TRUE(guards_intact()) << "guard overwritten";
+    std::vector<T> h(n);
+    EXPECT_EQ(cudaMemcpy(h.data(), ptr, n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
     std::vector<float> out(n);
     for (size_t i = 0; i < n; ++i) out[i] = to_float(h[i]);
     return out;

@@ -26,7 +26,8 @@
 #include "kernels/cuda/cuda_test_util.h"
 #include "kernels/cuda/gemm.h"
 #include "kernels/cuda/hybrid.h"
-#include "kernels/cuda/hybrid_train.h"
+#include "kernels/cuda/elementwise.h"
+#include "kernels/cuda/loss.h"
 #include "mixers/cuda/hybrid_mixer.h"
 #include "mixers/hybrid_mixer.h"
 

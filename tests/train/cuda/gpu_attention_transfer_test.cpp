@@ -14,7 +14,7 @@
 #include <random>
 
 #include "kernels/cuda/cuda_test_util.h"
-#include "kernels/cuda/hybrid_train.h"
+#include "kernels/cuda/optimizer.h"
 #include "mixers/softmax_mixer.h"
 #include "model/cuda/gpu_model.h"
 #include "model/linearization.h"

@@ -1,7 +1,7 @@
 // GPU end-to-end distillation (train/cuda/gpu_distillation.h) against the CPU specification
 // (train/distillation.h, model/transformer_backward.h): (a) the backbone backward kernels
-// (kernels/cuda/backbone_backward.h) against kernels/cpu and kl_distillation_loss; (b) the KL and
-// every mixer parameter's gradient of one sequence against distill_sequence_gradient, on random
+// (kernels/cuda/{norm,activation,loss,elementwise}.h) against kernels/cpu and
+// kl_distillation_loss; (b) the KL and every mixer parameter's gradient of one sequence against distill_sequence_gradient, on random
 // Llama- and Qwen3-shaped models (q/k norm, q/k/v and o biases), (d) also with one layer kept
 // full (softmax in the student) and for other recipes; (c) a few GPU steps lower the KL, and the
 // GPU's resume state continues on the CPU trainer (the GPU mixer's input gradients against the
@@ -18,8 +18,11 @@
 
 #include "kernels/cpu/activation.h"
 #include "kernels/cpu/norm.h"
-#include "kernels/cuda/backbone_backward.h"
+#include "kernels/cuda/activation.h"
+#include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/gemm.h"
+#include "kernels/cuda/loss.h"
+#include "kernels/cuda/norm.h"
 #include "mixers/hybrid_mixer.h"
 #include "mixers/softmax_mixer.h"
 #include "model/linearization.h"

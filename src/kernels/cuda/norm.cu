@@ -1,0 +1,135 @@
+// RMSNorm (bf16 and fp32 input, and its input gradient) and unit-norm rows (norm.h).
+// Row kernels: one block (RMSNorm) or one warp (unit rows) per row.
+#include "kernels/cuda/norm.h"
+
+#include <cmath>
+
+#include "kernels/cuda/device_utils.cuh"
+
+namespace golinear::kernels::cuda {
+
+namespace {
+
+using device::block_sum;
+using device::grid_for;
+
+constexpr int kThreads = 256;  // rmsnorm_backward_kernel's block
+constexpr float kUnitNormEps = 1e-6f;
+
+__global__ void rmsnorm_kernel(bf16* out, const bf16* x, const float* w, int C, float eps) {
+  __shared__ float scratch[32];
+  const long n = blockIdx.x;
+  float ss = 0.0f;
+  for (int c = threadIdx.x; c < C; c += blockDim.x) {
+    const float a = __bfloat162float(x[n * C + c]);
+    ss += a * a;
+  }
+  const float inv = rsqrtf(device::block_sum(ss, scratch) / C + eps);
+  for (int c = threadIdx.x; c < C; c += blockDim.x)
+    out[n * C + c] = __float2bfloat16(__bfloat162float(x[n * C + c]) * inv * w[c]);
+}
+
+// One block per row.
+__global__ void rmsnorm_f32_kernel(bf16* out, const float* x, const float* w, int C, float eps) {
+  __shared__ float scratch[32];
+  const float* row = x + (long)blockIdx.x * C;
+  float ss = 0.0f;
+  for (int c = threadIdx.x; c < C; c += blockDim.x) ss += row[c] * row[c];
+  ss = block_sum(ss, scratch);
+  const float r = rsqrtf(ss / C + eps);
+  bf16* o = out + (long)blockIdx.x * C;
+  for (int c = threadIdx.x; c < C; c += blockDim.x) o[c] = __float2bfloat16(row[c] * r * w[c]);
+}
+
+__global__ void rmsnorm_backward_kernel(float* dx, bool accumulate, const float* dy,
+                                        const float* x, const float* w, int C, float eps) {
+  __shared__ double shared[kThreads / 32];
+  const long row = blockIdx.x;
+  const float* xr = x + row * C;
+  const float* gr = dy + row * C;
+  float* out = dx + row * C;
+  double ss = 0, dot = 0;
+  for (int c = threadIdx.x; c < C; c += kThreads) {
+    ss += (double)xr[c] * xr[c];
+    dot += (double)gr[c] * w[c] * xr[c];
+  }
+  ss = block_sum(ss, shared);
+  dot = block_sum(dot, shared);
+  const double inv = 1.0 / sqrt(ss / C + (double)eps);
+  const double k = inv * inv * inv / C * dot;
+  for (int c = threadIdx.x; c < C; c += kThreads) {
+    const float g = (float)(inv * gr[c] * w[c] - k * xr[c]);
+    out[c] = accumulate ? out[c] + g : g;
+  }
+}
+
+// One warp per row.
+__global__ void unit_rows_forward_kernel(bf16* out, const bf16* in, long rows, int D) {
+  const long row = (blockIdx.x * (long)blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= rows) return;
+  float ss = 0.0f;
+  for (int d = lane; d < D; d += 32) {
+    const float a = __bfloat162float(in[row * D + d]);
+    ss += a * a;
+  }
+  const float inv = rsqrtf(device::warp_sum(ss) + kUnitNormEps);
+  for (int d = lane; d < D; d += 32) out[row * D + d] = __float2bfloat16(__bfloat162float(in[row * D + d]) * inv);
+}
+
+__global__ void unit_rows_backward_kernel(float* din, const float* dout, const bf16* in, long rows,
+                                          int D) {
+  const long row = (blockIdx.x * (long)blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= rows) return;
+  float ss = 0.0f, ad = 0.0f;
+  for (int d = lane; d < D; d += 32) {
+    const float a = __bfloat162float(in[row * D + d]);
+    ss += a * a;
+    ad += a * dout[row * D + d];
+  }
+  const float inv = rsqrtf(device::warp_sum(ss) + kUnitNormEps);
+  const float proj = device::warp_sum(ad) * inv * inv * inv;
+  for (int d = lane; d < D; d += 32)
+    din[row * D + d] = inv * dout[row * D + d] - proj * __bfloat162float(in[row * D + d]);
+}
+
+}  // namespace
+
+Status rmsnorm_forward(bf16* out, const bf16* x, const float* w, int N, int C, float eps,
+                       cudaStream_t stream) {
+  rmsnorm_kernel<<<N, 256, 0, stream>>>(out, x, w, C, eps);
+  GL_CUDA_CHECK_LAUNCH();
+  return ok_status();
+}
+
+Status rmsnorm_f32_forward(bf16* out, const float* x, const float* w, int N, int C, float eps,
+                           cudaStream_t stream) {
+  if (N <= 0) return ok_status();
+  rmsnorm_f32_kernel<<<N, 256, 0, stream>>>(out, x, w, C, eps);
+  GL_CUDA_CHECK_LAUNCH();
+  return ok_status();
+}
+
+Status rmsnorm_backward_f32(float* dx, bool accumulate, const float* dy, const float* x,
+                            const float* w, int N, int C, float eps, cudaStream_t stream) {
+  if (N <= 0) return ok_status();
+  rmsnorm_backward_kernel<<<N, kThreads, 0, stream>>>(dx, accumulate, dy, x, w, C, eps);
+  GL_CUDA_CHECK_LAUNCH();
+  return ok_status();
+}
+
+Status unit_rows_forward(bf16* out, const bf16* in, long rows, int D, cudaStream_t stream) {
+  unit_rows_forward_kernel<<<grid_for(rows * 32, 256), 256, 0, stream>>>(out, in, rows, D);
+  GL_CUDA_CHECK_LAUNCH();
+  return ok_status();
+}
+
+Status unit_rows_backward(float* din, const float* dout, const bf16* in, long rows, int D,
+                          cudaStream_t stream) {
+  unit_rows_backward_kernel<<<grid_for(rows * 32, 256), 256, 0, stream>>>(din, dout, in, rows, D);
+  GL_CUDA_CHECK_LAUNCH();
+  return ok_status();
+}
+
+}  // namespace golinear::kernels::cuda
