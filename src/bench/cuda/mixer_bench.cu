@@ -1,5 +1,6 @@
 // The mixer benchmark (mixer_bench.h).
 #include "bench/cuda/mixer_bench.h"
+#include "kernels/cuda/norm.h"
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>

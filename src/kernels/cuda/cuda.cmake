@@ -21,16 +21,24 @@ target_compile_options(golinear_cuda PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-Xcompil
 target_compile_definitions(golinear_cuda PUBLIC GOLINEAR_HAVE_CUDA=1)
 
 # The GPU parts of the higher boxes of DESIGN.md §8: src/<module>/cuda/*.{cu,cpp} becomes
-# golinear_<module>_cuda on top of golinear_<module> and the kernels (full builds only: the
-# device build has no io/tokenizer dependencies). Each links the GPU boxes below it.
+# golinear_<module>_cuda on top of golinear_<module>, the kernels and the GPU boxes it may use
+# (the dependency rule of DESIGN.md §8, as the CPU modules' links): (module GPU-boxes-below…).
+# Full builds only, but for the mixers (the device build has no io/tokenizer dependencies).
 set(GOLINEAR_CUDA_MODULE_LIBS "")
-foreach(module mixers model train analysis eval runtime)
+foreach(entry IN ITEMS "mixers" "model;mixers" "analysis;model;mixers" "train;model;mixers"
+                       "runtime;model;mixers" "eval;runtime;model;mixers")
+  list(POP_FRONT entry module)
   file(GLOB module_cuda_sources CONFIGURE_DEPENDS
        ${CMAKE_SOURCE_DIR}/src/${module}/cuda/*.cu ${CMAKE_SOURCE_DIR}/src/${module}/cuda/*.cpp)
   if(module_cuda_sources AND TARGET golinear_${module})
+    set(below "")
+    foreach(dep IN LISTS entry)
+      if(TARGET golinear_${dep}_cuda)
+        list(APPEND below golinear_${dep}_cuda)
+      endif()
+    endforeach()
     add_library(golinear_${module}_cuda STATIC ${module_cuda_sources})
-    target_link_libraries(golinear_${module}_cuda PUBLIC golinear_${module} golinear_cuda
-                          ${GOLINEAR_CUDA_MODULE_LIBS})
+    target_link_libraries(golinear_${module}_cuda PUBLIC golinear_${module} golinear_cuda ${below})
     target_compile_options(golinear_${module}_cuda PRIVATE
                            $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall --expt-relaxed-constexpr>)
     list(PREPEND GOLINEAR_CUDA_MODULE_LIBS golinear_${module}_cuda)

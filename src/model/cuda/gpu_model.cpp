@@ -126,7 +126,6 @@ void GpuModel::set_all_softmax() {
 }
 
 void GpuModel::attach_mixer(int layer, mixers::cuda::GpuHybridMixer* mixer) {
-  release_scratch();
   GpuLayer& L = layers_[layer];
   L.own_mixer.reset();
   (void)L.mixer_values.allocate(0);  // freeing cannot fail
@@ -276,8 +275,22 @@ void GpuModel::release_scratch() {
   trace_alt_.clear();
 }
 
-Status GpuModel::ensure_scratch(int T, bool trace, bool whole_rows) {
-  if (T <= scratch_T_ && trace == scratch_trace_ && whole_rows == scratch_whole_) return ok_status();
+Status GpuModel::ensure_scratch(int T, bool trace, bool whole_rows, bool softmax) {
+  // The hybrid layers' forward (their mixers may have changed since the last call).
+  size_t hybrid_bytes = 0;
+  for (const GpuLayer& L : layers_)
+    if (L.hybrid)
+      hybrid_bytes = std::max(hybrid_bytes, mixers::cuda::HybridScratch::bytes(
+                                                L.hybrid->options(), L.hybrid->shape(), T, false));
+  GL_TRY(hybrid_scratch_.reserve(hybrid_bytes));
+  softmax = softmax || has_softmax_layers();
+  if (T <= scratch_T_ && trace == scratch_trace_ && (!whole_rows || scratch_whole_) &&
+      (!softmax || qr_))
+    return ok_status();
+  // What the scratch held stays (a trainer alternates whole-row and softmax passes).
+  whole_rows = whole_rows || (scratch_whole_ && T <= scratch_T_);
+  softmax = softmax || qr_ != nullptr;
+  T = std::max(T, trace == scratch_trace_ ? scratch_T_ : 0);
   release_scratch();
   const ModelConfig& c = config_;
   const size_t C = c.hidden_size, H = c.num_heads, G = c.num_kv_heads, D = c.head_dim,
@@ -304,7 +317,7 @@ Status GpuModel::ensure_scratch(int T, bool trace, bool whole_rows) {
     GL_ASSIGN_OR_RETURN(v_, a.alloc<bf16>(T * G * D));
     GL_ASSIGN_OR_RETURN(y_, a.alloc<bf16>(T * H * D));
   }
-  if (has_softmax_layers()) {
+  if (softmax) {
     GL_ASSIGN_OR_RETURN(qr_, a.alloc<bf16>(T * H * D));
     GL_ASSIGN_OR_RETURN(kr_, a.alloc<bf16>(T * G * D));
   } else {
@@ -314,12 +327,6 @@ Status GpuModel::ensure_scratch(int T, bool trace, bool whole_rows) {
   GL_ASSIGN_OR_RETURN(xn2_, a.alloc<bf16>(chunk * C));
   GL_ASSIGN_OR_RETURN(gu_, a.alloc<bf16>(chunk * 2 * F));
   GL_ASSIGN_OR_RETURN(act_, a.alloc<bf16>(chunk * F));
-  size_t hybrid_bytes = 0;
-  for (const GpuLayer& L : layers_)
-    if (L.hybrid)
-      hybrid_bytes = std::max(hybrid_bytes, mixers::cuda::HybridScratch::bytes(
-                                                L.hybrid->options(), L.hybrid->shape(), T, false));
-  GL_TRY(hybrid_scratch_.reserve(hybrid_bytes));
   scratch_T_ = T;
   scratch_trace_ = trace;
   scratch_whole_ = whole_rows;
@@ -392,7 +399,7 @@ Status GpuModel::forward_device(const int32_t* ids, int T, const GpuForwardOptio
   if (keep && (keep->T != T || (int)keep->layers.size() != c.num_layers))
     return make_error("gpu forward: activations for ", keep->T, " tokens, the forward has ", T);
   if (keep && trace) return make_error("gpu forward: keep activations or trace, not both");
-  GL_TRY(ensure_scratch(T, trace != nullptr, keep != nullptr));
+  GL_TRY(ensure_scratch(T, trace != nullptr, keep != nullptr, o.all_softmax));
   cudaStream_t s = stream_;
   // Rows per pass of the per-token stages; whole sequences when activations are kept.
   const int chunk = keep ? T : kRowChunk;

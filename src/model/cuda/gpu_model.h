@@ -193,8 +193,9 @@ class GpuModel {
   friend Result<std::unique_ptr<GpuModel>> gpu_model_random(const ModelConfig& config,
                                                            uint64_t seed);
   // whole_rows: the per-token stages' working rows for all T rows at once (a forward that keeps
-  // activations), else for row chunks.
-  Status ensure_scratch(int T, bool trace, bool whole_rows = false);
+  // activations), else for row chunks; softmax: RoPE'd copies for softmax attention even when no
+  // layer is softmax (a teacher pass). The hybrid layers' scratch is sized on every call.
+  Status ensure_scratch(int T, bool trace, bool whole_rows = false, bool softmax = false);
   // The per-token parts of a transformer layer over n rows (one layer block, used by the
   // whole-sequence forward in row chunks and by the one-token decode step): block_input
   // xn = RMSNorm(h), [q; k; v] = xn W_qkvᵀ (+bias, +q/k norm), the mixer's inputs; block_output
