@@ -213,8 +213,8 @@ __global__ void mix_nmse_partial_kernel(double* partial, HybridMix mix, const bf
 // memory: the exact branch's scores, sinks + window + 1 floats.
 template <int D>
 __global__ void __launch_bounds__(256) hybrid_decode_kernel(
-    bf16* __restrict__ y, HybridParams p, const HybridCacheView* __restrict__ caches,
-    const bf16* __restrict__ x, const bf16* __restrict__ q, const bf16* __restrict__ k,
+    bf16* __restrict__ y, HybridParams p, HybridCacheView one,
+    const HybridCacheView* __restrict__ caches, const bf16* __restrict__ x, const bf16* __restrict__ q, const bf16* __restrict__ k,
     const bf16* __restrict__ v, int C, int H, int G, int sinks, int window, HybridMix mix,
     bool linear_rope) {
   constexpr int R = D / 8;  // state rows per warp
@@ -223,7 +223,8 @@ __global__ void __launch_bounds__(256) hybrid_decode_kernel(
   __shared__ float red[8][5], stat[2];
   __shared__ float part_r[8][32], part_o[8][32], part_y[8][32];
   const int h = blockIdx.x, cb = blockIdx.y, seq = blockIdx.z, group = H / G, hk = h / group;
-  const HybridCacheView cache = caches[seq];
+  // One sequence: its view is a kernel parameter (no dependent load before the first read).
+  const HybridCacheView cache = caches ? caches[seq] : one;
   x += (long)seq * C;
   q += (long)seq * H * D;
   k += (long)seq * G * D;
@@ -577,9 +578,11 @@ Status hybrid_cache_fill(const HybridCacheView& cache, const HybridShape& s, con
   return ok_status();
 }
 
-Status hybrid_decode_step(bf16* y, const HybridShape& s, const HybridParams& p,
-                          const HybridCacheView* caches, int B, const bf16* x, const bf16* q,
-                          const bf16* k, const bf16* v, cudaStream_t stream) {
+namespace {
+Status decode_launch(bf16* y, const HybridShape& s, const HybridParams& p,
+                     const HybridCacheView& one, const HybridCacheView* caches, int B,
+                     const bf16* x, const bf16* q, const bf16* k, const bf16* v,
+                     cudaStream_t stream) {
   if (s.sinks < 0 || s.window < 0 || s.sinks + s.window + 1 > kHybridDecodeMaxKeys)
     return make_error("hybrid_decode_step: sinks ", s.sinks, " + window ", s.window,
                       " outside 0 ≤ sinks + window < ", kHybridDecodeMaxKeys);
@@ -593,11 +596,27 @@ Status hybrid_decode_step(bf16* y, const HybridShape& s, const HybridParams& p,
     auto kernel = hybrid_decode_kernel<Dc>;
     if (smem > 48 * 1024)
       GL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    kernel<<<dim3(s.H, Dc / 32, B), 256, smem, stream>>>(y, p, caches, x, q, k, v, s.C, s.H, s.G,
-                                                         s.sinks, s.window, s.mix, s.linear_rope);
+    kernel<<<dim3(s.H, Dc / 32, B), 256, smem, stream>>>(y, p, one, caches, x, q, k, v, s.C, s.H,
+                                                         s.G, s.sinks, s.window, s.mix,
+                                                         s.linear_rope);
     GL_CUDA_CHECK_LAUNCH();
     return ok_status();
   });
+}
+}  // namespace
+
+Status hybrid_decode_step(bf16* y, const HybridShape& s, const HybridParams& p,
+                          const HybridCacheView& cache, const bf16* x, const bf16* q,
+                          const bf16* k, const bf16* v, cudaStream_t stream) {
+  return decode_launch(y, s, p, cache, nullptr, 1, x, q, k, v, stream);
+}
+
+Status hybrid_decode_step_batch(bf16* y, const HybridShape& s, const HybridParams& p,
+                                const HybridCacheView* caches, int B, const bf16* x,
+                                const bf16* q, const bf16* k, const bf16* v,
+                                cudaStream_t stream) {
+  if (!caches) return make_error("hybrid_decode_step_batch: no cache views");
+  return decode_launch(y, s, p, HybridCacheView{}, caches, B, x, q, k, v, stream);
 }
 
 Status hybrid_gates_backward(float* dlogits, int R, int lambda_row, float* dA_log,

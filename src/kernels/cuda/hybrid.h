@@ -136,13 +136,17 @@ Status hybrid_cache_fill(const HybridCacheView& cache, const HybridShape& shape,
                          const bf16* kn, const float* g, const float* beta, int T,
                          cudaStream_t stream);
 
-// One token for each of B sequences: y (B, H, D) bf16 from x (B, C), q (B, H, D), k, v (B, G, D)
-// bf16; caches (B) a device array of views, each advanced by one position. One launch (the last
-// block of a sequence to finish advances its position); capture steps in a CUDA graph. Any
-// sinks + window ≤ kHybridDecodeMaxKeys − 1.
+// One token: y (H, D) bf16 from x (C), q (H, D), k, v (G, D) bf16; advances cache.position.
+// One launch (the last block to finish advances the position); capture steps in a CUDA graph.
+// Any sinks + window ≤ kHybridDecodeMaxKeys − 1.
 inline constexpr int kHybridDecodeMaxKeys = 4096;
 Status hybrid_decode_step(bf16* y, const HybridShape& shape, const HybridParams& params,
-                          const HybridCacheView* caches, int B, const bf16* x, const bf16* q,
+                          const HybridCacheView& cache, const bf16* x, const bf16* q,
                           const bf16* k, const bf16* v, cudaStream_t stream);
+// The same for each of B sequences in one launch: y (B, H, D) from x (B, C), q (B, H, D), k, v
+// (B, G, D); caches (B) a device array of views, each advanced by one position.
+Status hybrid_decode_step_batch(bf16* y, const HybridShape& shape, const HybridParams& params,
+                                const HybridCacheView* caches, int B, const bf16* x,
+                                const bf16* q, const bf16* k, const bf16* v, cudaStream_t stream);
 
 }  // namespace golinear::kernels::cuda

@@ -660,10 +660,16 @@ Status GpuHybridMixer::prefill(HybridScratch& s, const HybridIO& in, bf16* y,
                                in.T, stream);
 }
 
+Status GpuHybridMixer::decode_step(bf16* y, const kc::HybridCacheView& cache, const bf16* x,
+                                   const bf16* q, const bf16* k, const bf16* v,
+                                   cudaStream_t stream) const {
+  return kc::hybrid_decode_step(y, kshape_, kparams_, cache, x, q, k, v, stream);
+}
+
 Status GpuHybridMixer::decode_step(bf16* y, const kc::HybridCacheView* caches, int B,
                                    const bf16* x, const bf16* q, const bf16* k, const bf16* v,
                                    cudaStream_t stream) const {
-  return kc::hybrid_decode_step(y, kshape_, kparams_, caches, B, x, q, k, v, stream);
+  return kc::hybrid_decode_step_batch(y, kshape_, kparams_, caches, B, x, q, k, v, stream);
 }
 
 }  // namespace golinear::mixers::cuda

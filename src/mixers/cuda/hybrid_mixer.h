@@ -154,6 +154,10 @@ class GpuHybridMixer {
   Status prefill(HybridScratch& s, const HybridIO& in, bf16* y,
                  const kernels::cuda::HybridCacheView& cache, cublasHandle_t cublas,
                  cudaStream_t stream) const;
+  // One token of one sequence: y (H, D) from x (C), q (H, D), k, v (G, D); the view by value.
+  // One launch; graph-capturable.
+  Status decode_step(bf16* y, const kernels::cuda::HybridCacheView& cache, const bf16* x,
+                     const bf16* q, const bf16* k, const bf16* v, cudaStream_t stream) const;
   // One token for each of B sequences (caches: a device array of B views): y (B, H, D) from
   // x (B, C), q (B, H, D), k, v (B, G, D). One launch; graph-capturable.
   Status decode_step(bf16* y, const kernels::cuda::HybridCacheView* caches, int B, const bf16* x,

@@ -607,9 +607,6 @@ Result<std::unique_ptr<GpuSequenceCache>> GpuSequenceCache::create(GpuModel& mod
     GL_ASSIGN_OR_RETURN(cache->attn_ws_, cache->step_.alloc_bytes(cache->attn_ws_bytes_));
   }
   DeviceArena& a = cache->step_;
-  GL_ASSIGN_OR_RETURN(cache->hybrid_device_, a.alloc<HybridCacheView>(c.num_layers));
-  GL_CUDA_CHECK(cudaMemcpyAsync(cache->hybrid_device_, cache->hybrid_.data(),
-                                c.num_layers * sizeof(HybridCacheView), cudaMemcpyHostToDevice, s));
   GL_ASSIGN_OR_RETURN(cache->token_, a.alloc<int32_t>(1));
   GL_ASSIGN_OR_RETURN(cache->next_, a.alloc<int32_t>(1));
   GL_ASSIGN_OR_RETURN(cache->h_, a.alloc<float>(C));
@@ -660,7 +657,7 @@ Status GpuSequenceCache::enqueue_step(long pos) {
     const GpuLayer& L = M.layers_[l];
     GL_TRY(M.block_input(L, h_, 1, xn_, q_, k1_, v1_, qkv32_, s));
     if (L.hybrid) {
-      GL_TRY(L.hybrid->decode_step(y_, hybrid_device_ + l, 1, xn_, q_, k1_, v1_, s));
+      GL_TRY(L.hybrid->decode_step(y_, hybrid_[l], xn_, q_, k1_, v1_, s));
     } else {
       bf16* kslot = k_[l] + (size_t)pos * GD;
       GL_CUDA_CHECK(cudaMemcpyAsync(kslot, k1_, (size_t)GD * 2, cudaMemcpyDeviceToDevice, s));

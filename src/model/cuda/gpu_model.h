@@ -289,7 +289,6 @@ class GpuSequenceCache {
   std::vector<bf16*> k_, v_;                  // (max_context, G, D) per softmax layer
   std::vector<HybridCacheView> hybrid_;       // per layer (hybrid layers), host copies
   std::vector<void*> hybrid_memory_;          // per layer (hybrid layers)
-  HybridCacheView* hybrid_device_ = nullptr;  // (L) the views on the device (the decode step's)
   void* attn_ws_ = nullptr;
   size_t attn_ws_bytes_ = 0;
   int32_t* token_ = nullptr;                  // (1)

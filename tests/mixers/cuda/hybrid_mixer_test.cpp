@@ -444,6 +444,7 @@ TEST(GpuHybridMixer, FusedNmsePathEqualsTheUnfusedOne) {
     ASSERT_OK(la);
     ASSERT_OK(lb);
     ASSERT_OK(la->upload(cpu, 0));
+    ASSERT_OK(lb->upload(cpu, 0));  // the same values; each mixer has its own bf16 gate copy
     HybridScratch scratch;
     ASSERT_OK(scratch.reserve(HybridScratch::bytes(options, shape, T, true)));
     DeviceArray<char> ws(kc::nmse_workspace_bytes());
