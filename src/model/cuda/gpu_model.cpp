@@ -222,11 +222,56 @@ Status upload_layer_weights(DeviceArena& a, const LayerWeights& w, const ModelCo
   return ok_status();
 }
 
+Status upload_layer_mixer(const mixers::Mixer& mixer, int l, const ModelConfig& c,
+                          const float* inv_freq, cudaStream_t s, GpuLayer* layer) {
+  const int C = c.hidden_size, H = c.num_heads, G = c.num_kv_heads, D = c.head_dim;
+  GpuLayer& L = *layer;
+  if (mixer.kind() == "softmax") return ok_status();
+  const auto* hm = dynamic_cast<const mixers::HybridMixer*>(&mixer);
+  if (!hm) return make_error("gpu model: layer ", l, " has mixer '", mixer.kind(), "' with no GPU form");
+  GL_TRY(check_hybrid_options(hm->options(), l));
+  L.mixer_memory = std::make_unique<DeviceArena>();
+  DeviceArena& m = *L.mixer_memory;
+  std::vector<float> w_a, w_b, w_lambda;
+  HybridParams p;
+  p.inv_freq = inv_freq;
+  for (mixers::Parameter* prm : const_cast<mixers::Mixer&>(mixer).parameters()) {
+    const std::string& n = prm->name;
+    auto put = [&](const float** slot) -> Status {
+      GL_ASSIGN_OR_RETURN(float* d, upload_f32(m, prm->value, s));
+      *slot = d;
+      return ok_status();
+    };
+    if (n == "conv_q") GL_TRY(put(&p.conv_q));
+    else if (n == "conv_k") GL_TRY(put(&p.conv_k));
+    else if (n == "conv_v") GL_TRY(put(&p.conv_v));
+    else if (n == "b_beta") GL_TRY(put(&p.b_beta));
+    else if (n == "A_log") GL_TRY(put(&p.A_log));
+    else if (n == "dt_bias") GL_TRY(put(&p.dt_bias));
+    else if (n == "b_lambda") GL_TRY(put(&p.b_lambda));
+    else if (n == "w_a") w_a = prm->value;
+    else if (n == "w_b") w_b = prm->value;
+    else if (n == "w_lambda") w_lambda = prm->value;
+    else return make_error("gpu model: layer ", l, ": unexpected hybrid parameter '", n, "'");
+  }
+  const size_t hc = (size_t)H * C;
+  if (w_a.size() != hc || w_b.size() != hc || w_lambda.size() != hc || !p.conv_q || !p.conv_k ||
+      !p.conv_v || !p.b_beta || !p.A_log || !p.dt_bias || !p.b_lambda)
+    return make_error("gpu model: layer ", l, ": the hybrid mixer lacks a default-recipe parameter");
+  GL_ASSIGN_OR_RETURN(bf16 * wg, upload_bf16(m, {&w_a, &w_b, &w_lambda}, s));
+  p.w_gates = wg;
+  L.hparams = p;
+  L.hshape = HybridShape{C, H, G, D, hm->options().sinks, hm->options().window};
+  L.hybrid = true;
+  return ok_status();
+}
+
 Result<std::unique_ptr<GpuModel>> gpu_model_upload(const Model& model) {
+  if (!model.has_backbone())
+    return make_error("gpu model: the model was loaded without its backbone weights (gpu_model_load reads them)");
   auto gm = std::make_unique<GpuModel>();
   GL_TRY(gm->init(model.config));
   const ModelConfig& c = model.config;
-  const int C = c.hidden_size, H = c.num_heads, G = c.num_kv_heads, D = c.head_dim;
   cudaStream_t s = gm->stream_;
   DeviceArena& a = gm->weights_;
   GL_ASSIGN_OR_RETURN(gm->embed_, upload_bf16(a, {&model.embed}, s));
@@ -242,45 +287,7 @@ Result<std::unique_ptr<GpuModel>> gpu_model_upload(const Model& model) {
   for (int l = 0; l < c.num_layers; ++l) {
     GpuLayer& L = gm->layers_[l];
     GL_TRY(upload_layer_weights(a, model.layers[l], c, s, &L));
-
-    mixers::Mixer& mixer = *model.mixers[l];
-    if (mixer.kind() == "softmax") continue;
-    const auto* hm = dynamic_cast<const mixers::HybridMixer*>(&mixer);
-    if (!hm) return make_error("gpu model: layer ", l, " has mixer '", mixer.kind(), "' with no GPU form");
-    GL_TRY(check_hybrid_options(hm->options(), l));
-    L.mixer_memory = std::make_unique<DeviceArena>();
-    DeviceArena& m = *L.mixer_memory;
-    std::vector<float> w_a, w_b, w_lambda;
-    HybridParams p;
-    p.inv_freq = gm->inv_freq_;
-    for (mixers::Parameter* prm : const_cast<mixers::Mixer&>(mixer).parameters()) {
-      const std::string& n = prm->name;
-      auto put = [&](const float** slot) -> Status {
-        GL_ASSIGN_OR_RETURN(float* d, upload_f32(m, prm->value, s));
-        *slot = d;
-        return ok_status();
-      };
-      if (n == "conv_q") GL_TRY(put(&p.conv_q));
-      else if (n == "conv_k") GL_TRY(put(&p.conv_k));
-      else if (n == "conv_v") GL_TRY(put(&p.conv_v));
-      else if (n == "b_beta") GL_TRY(put(&p.b_beta));
-      else if (n == "A_log") GL_TRY(put(&p.A_log));
-      else if (n == "dt_bias") GL_TRY(put(&p.dt_bias));
-      else if (n == "b_lambda") GL_TRY(put(&p.b_lambda));
-      else if (n == "w_a") w_a = prm->value;
-      else if (n == "w_b") w_b = prm->value;
-      else if (n == "w_lambda") w_lambda = prm->value;
-      else return make_error("gpu model: layer ", l, ": unexpected hybrid parameter '", n, "'");
-    }
-    const size_t hc = (size_t)H * C;
-    if (w_a.size() != hc || w_b.size() != hc || w_lambda.size() != hc || !p.conv_q || !p.conv_k ||
-        !p.conv_v || !p.b_beta || !p.A_log || !p.dt_bias || !p.b_lambda)
-      return make_error("gpu model: layer ", l, ": the hybrid mixer lacks a default-recipe parameter");
-    GL_ASSIGN_OR_RETURN(bf16 * wg, upload_bf16(m, {&w_a, &w_b, &w_lambda}, s));
-    p.w_gates = wg;
-    L.hparams = p;
-    L.hshape = HybridShape{C, H, G, D, hm->options().sinks, hm->options().window};
-    L.hybrid = true;
+    GL_TRY(upload_layer_mixer(*model.mixers[l], l, c, gm->inv_freq_, s, &L));
   }
   return gm;
 }

@@ -117,7 +117,13 @@ struct GpuLayer : GpuLayerWeights {
   std::unique_ptr<DeviceArena> mixer_memory;
 };
 
+// The mixer of layer `layer` (mixers/: softmax attention, nothing to upload; the default-recipe
+// hybrid, its parameters) into `out` (its hybrid, hshape, hparams, mixer_memory), synchronous.
+Status upload_layer_mixer(const mixers::Mixer& mixer, int layer, const ModelConfig& c,
+                          const float* inv_freq, cudaStream_t stream, GpuLayer* out);
+
 class GpuSequenceCache;
+struct GpuLoadStats;
 
 class GpuModel {
  public:
@@ -163,6 +169,8 @@ class GpuModel {
   friend Status gpu_decode(GpuModel&, GpuSequenceCache&, int32_t, float*, int32_t*);
   friend Status gpu_prefill(GpuModel&, GpuSequenceCache&, const int32_t*, int, float*);
   friend Result<std::unique_ptr<GpuModel>> gpu_model_upload(const Model& model);
+  friend Result<std::unique_ptr<GpuModel>> gpu_model_load(const std::string&, const Model&,
+                                                         GpuLoadStats*);
   friend Result<std::unique_ptr<GpuModel>> gpu_model_random(const ModelConfig& config,
                                                            uint64_t seed);
   Status ensure_scratch(int T, bool trace);
