@@ -79,7 +79,7 @@ int cmd_analyze(const Argv& argv) {
     student_dirs = *dirs;
   }
 
-  auto loaded = load_model_and_tokenizer(model_dir);
+  auto loaded = load_model_and_tokenizer(model_dir, *device, "analyze");
   if (!loaded.ok()) return fail(loaded.error());
   Model& model = *loaded->model;
   std::vector<analysis::StudentMixers> students;
@@ -121,12 +121,10 @@ int cmd_analyze(const Argv& argv) {
   Result<analysis::AnalysisResult> result = make_error("analyze: not run");
 #ifdef GOLINEAR_HAVE_CUDA
   if (*device == "cuda") {
-    auto gpu = upload_to_gpu(model, "analyze");
-    if (!gpu.ok()) return fail(gpu.error());
     if (!students.empty())
       std::fprintf(stderr, "golinear analyze: --device cuda: the teacher runs on the GPU (bf16); "
                            "the students' mixers run on the CPU on its traced inputs\n");
-    result = analysis::analysis_run(model, cuda::gpu_teacher_trace(**gpu), students,
+    result = analysis::analysis_run(model, cuda::gpu_teacher_trace(*loaded->gpu), students,
                                     data->tokens.data(), data->size(), data->seq_len, options);
   }
 #endif
