@@ -20,7 +20,7 @@ namespace fs = std::filesystem;
 
 const std::string kFixtures = std::string(GOLINEAR_TEST_DATA) + "/fixtures/";
 
-class ModelLoad : public ::testing::Test {
+class ModelLoadDir : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = fs::temp_directory_path() /
@@ -33,7 +33,7 @@ class ModelLoad : public ::testing::Test {
   fs::path dir_;
 };
 
-TEST_F(ModelLoad, WithoutBackboneKeepsConfigAndMixersOnly) {
+TEST_F(ModelLoadDir, WithoutBackboneKeepsConfigAndMixersOnly) {
   // A linearized copy of the qwen3 fixture: layer 0 hybrid, layer 1 softmax.
   const fs::path dir = dir_ / "linearized";
   fs::copy(kFixtures + "random-qwen3", dir);
@@ -73,7 +73,7 @@ TEST_F(ModelLoad, WithoutBackboneKeepsConfigAndMixersOnly) {
   EXPECT_EQ((*skeleton)->mixers[0]->kind(), "gdn");
 }
 
-TEST_F(ModelLoad, WithoutBackboneStillChecksEveryTensor) {
+TEST_F(ModelLoadDir, WithoutBackboneStillChecksEveryTensor) {
   // The fixture's config with a larger hidden size: every tensor is misshapen.
   const fs::path dir = dir_ / "wrong";
   fs::copy(kFixtures + "random-llama", dir);
@@ -86,7 +86,7 @@ TEST_F(ModelLoad, WithoutBackboneStillChecksEveryTensor) {
   EXPECT_NE(skeleton.error().find("mlp.gate_proj.weight"), std::string::npos) << skeleton.error();
 }
 
-TEST_F(ModelLoad, RandomCheckpointLoadsAndRuns) {
+TEST_F(ModelLoadDir, RandomCheckpointLoadsAndRuns) {
   for (const std::string fixture : {"random-llama", "random-qwen2", "random-qwen3"}) {
     RandomCheckpointOptions options;
     options.config_path = kFixtures + fixture + "/config.json";
