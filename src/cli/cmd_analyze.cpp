@@ -146,6 +146,7 @@ int cmd_analyze(const Argv& argv) {
       if (s.linearized(l)) total += s.layer_nmse[l], ++layers;
     summary["nmse"][s.label] = layers ? total / layers : 0.0;
   }
+  if (Json memory = memory_report(*loaded, "analyze"); !memory.empty()) summary["memory"] = memory;
   std::printf("%s\n", summary.dump().c_str());
   return 0;
 }
