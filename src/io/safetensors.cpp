@@ -156,7 +156,7 @@ float bf16_to_f32(uint16_t bits) {
 uint16_t f32_to_bf16(float x) {
   uint32_t u;
   std::memcpy(&u, &x, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u);  // quiet NaN
+  if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fff;  // NaN: CUDA's canonical bf16 NaN
   u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest, ties to even
   return (uint16_t)(u >> 16);
 }

@@ -96,7 +96,7 @@ class SafetensorsStreamWriter {
 };
 
 float bf16_to_f32(uint16_t bits);
-// fp32 → bf16 rounded to nearest even (NaN stays NaN), as CUDA's __float2bfloat16.
+// fp32 → bf16 rounded to nearest even (any NaN → 0x7fff), bit for bit as CUDA's __float2bfloat16.
 uint16_t f32_to_bf16(float x);
 float f16_to_f32(uint16_t bits);
 
