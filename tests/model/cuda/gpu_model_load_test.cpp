@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -26,7 +27,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const std::string kFixtures = std::string(GOLINEAR_TEST_DATA) + "/fixtures/";
+// The fixtures' configs and tokenizers; GOLINEAR_GPU_FIXTURES points at a carried copy on the GPU
+// machine (as in gpu_model_test.cpp).
+const std::string kFixtures = std::getenv("GOLINEAR_GPU_FIXTURES")
+                                  ? std::string(std::getenv("GOLINEAR_GPU_FIXTURES")) + "/"
+                                  : std::string(GOLINEAR_TEST_DATA) + "/fixtures/";
 
 class GpuModelLoad : public ::testing::Test {
  protected:
