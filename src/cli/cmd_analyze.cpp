@@ -79,7 +79,7 @@ int cmd_analyze(const Argv& argv) {
     student_dirs = *dirs;
   }
 
-  auto loaded = load_model_and_tokenizer(model_dir);
+  auto loaded = load_model_and_tokenizer(model_dir, *device, "analyze");
   if (!loaded.ok()) return fail(loaded.error());
   Model& model = *loaded->model;
   std::vector<analysis::StudentMixers> students;
@@ -124,12 +124,10 @@ int cmd_analyze(const Argv& argv) {
   Result<analysis::AnalysisResult> result = make_error("analyze: not run");
 #ifdef GOLINEAR_HAVE_CUDA
   if (*device == "cuda") {
-    auto gpu = upload_to_gpu(model, "analyze");
-    if (!gpu.ok()) return fail(gpu.error());
     if (!students.empty())
       std::fprintf(stderr, "golinear analyze: --device cuda: the teacher runs on the GPU (bf16); "
                            "the students' mixers run on the CPU on its traced inputs\n");
-    result = analysis::analysis_run(model, cuda::gpu_teacher_trace(**gpu), students,
+    result = analysis::analysis_run(model, cuda::gpu_teacher_trace(*loaded->gpu), students,
                                     data->tokens.data(), data->size(), data->seq_len, options);
   }
 #endif
@@ -151,6 +149,7 @@ int cmd_analyze(const Argv& argv) {
       if (s.linearized(l)) total += s.layer_nmse[l], ++layers;
     summary["nmse"][s.label] = layers ? total / layers : 0.0;
   }
+  if (Json memory = memory_report(*loaded, "analyze"); !memory.empty()) summary["memory"] = memory;
   std::printf("%s\n", summary.dump().c_str());
   return 0;
 }

@@ -44,7 +44,7 @@ int eval_ppl(const Argv& argv) {
   if (!limit.ok()) return fail(limit.error());
   auto documents = text_documents_read(args->get("input"));
   if (!documents.ok()) return fail(documents.error());
-  auto loaded = load_model_and_tokenizer(args->positional()[0]);
+  auto loaded = load_model_and_tokenizer(args->positional()[0], device, "eval ppl");
   if (!loaded.ok()) return fail(loaded.error());
   const Model& model = *loaded->model;
   const int bos = loaded->tokenizer.bos_id().value_or(model.config.bos_token_id);
@@ -54,19 +54,20 @@ int eval_ppl(const Argv& argv) {
   Result<eval::PerplexityResult> result = make_error("eval ppl: not run");
 #ifdef GOLINEAR_HAVE_CUDA
   if (device == "cuda") {  // eval::perplexity's windows, the forward on the GPU (bf16)
-    auto gpu = upload_to_gpu(model, "eval ppl");
-    if (!gpu.ok()) return fail(gpu.error());
+    cuda::GpuModel& gpu = *loaded->gpu;
     auto forward = [&gpu](const int32_t* ids, int T, float* logits) {
-      return (*gpu)->forward(ids, T, logits, false);
+      return gpu.forward(ids, T, logits, false);
     };
     result = eval::perplexity(forward, model.config.vocab_size, stream, bos, (int)*seq_len, true);
   }
 #endif
   if (device == "cpu") result = eval::perplexity(model, stream, bos, (int)*seq_len, true);
   if (!result.ok()) return fail(result.error());
+  const Json memory = memory_report(*loaded, "eval ppl");
   if (args->has("json")) {
     Json out = {{"ppl", result->ppl}, {"tokens", result->tokens}, {"windows", result->windows},
                 {"seq_len", *seq_len}};
+    if (!memory.empty()) out["memory"] = memory;
     std::printf("%s\n", out.dump().c_str());
   } else {
     std::printf("task  metric  value\nppl   ppl     %.4f   (%ld tokens, %ld windows of %ld)\n",
@@ -134,7 +135,7 @@ int eval_likelihood(eval::LikelihoodTask task, const Argv& argv) {
   if (!docs.ok()) return fail(docs.error());
 
   const std::string model_dir = args->positional()[0];
-  auto loaded = load_model_and_tokenizer(model_dir);
+  auto loaded = load_model_and_tokenizer(model_dir, *device, command);
   if (!loaded.ok()) return fail(loaded.error());
   const Model& model = *loaded->model;
   eval::LikelihoodEvalOptions options;
@@ -152,12 +153,8 @@ int eval_likelihood(eval::LikelihoodTask task, const Argv& argv) {
     return eval::loglikelihood_score_requests(model, requests, max_length);
   };
 #ifdef GOLINEAR_HAVE_CUDA
-  std::unique_ptr<cuda::GpuModel> gpu;
   if (*device == "cuda") {
-    auto uploaded = upload_to_gpu(model, command);
-    if (!uploaded.ok()) return fail(uploaded.error());
-    gpu = std::move(*uploaded);
-    score = [rows = cuda::gpu_rows_forward(*gpu), V = model.config.vocab_size](
+    score = [rows = cuda::gpu_rows_forward(*loaded->gpu), V = model.config.vocab_size](
                 const std::vector<eval::TokenizedRequest>& requests, int max_length) {
       return eval::loglikelihood_score_requests(rows, V, requests, max_length);
     };
@@ -166,6 +163,7 @@ int eval_likelihood(eval::LikelihoodTask task, const Argv& argv) {
   auto report = eval::likelihood_evaluate(score, loaded->tokenizer, task, *docs, options);
   if (!report.ok()) return fail(report.error());
   if (*device == "cuda") report->config["device"] = "cuda";
+  if (Json memory = memory_report(*loaded, command); !memory.empty()) report->config["memory"] = memory;
   report->config["data"] = args->get("data");
   if (mmlu) report->config["num_fewshot"] = *num_fewshot;
   return report_emit(*args, std::move(*report), model_dir);
@@ -237,7 +235,7 @@ int eval_synthetic(const std::string& task, const Argv& argv) {
                      "' (multikey, multivalue, multiquery, variable_tracking, frequent_words, all)");
   }
 
-  auto loaded = load_model_and_tokenizer(model_dir);
+  auto loaded = load_model_and_tokenizer(model_dir, *device, command);
   if (!loaded.ok()) return fail(loaded.error());
   const bool add_special = !args->has("no-bos-legacy");
   const Tokenizer& tokenizer = loaded->tokenizer;
@@ -284,17 +282,12 @@ int eval_synthetic(const std::string& task, const Argv& argv) {
   const Model& model = *loaded->model;
   runtime::NewSequence sequences = runtime::cpu_sequences(model);
 #ifdef GOLINEAR_HAVE_CUDA
-  std::unique_ptr<cuda::GpuModel> gpu;
-  if (*device == "cuda") {
-    auto uploaded = upload_to_gpu(model, command);
-    if (!uploaded.ok()) return fail(uploaded.error());
-    gpu = std::move(*uploaded);
-    sequences = cuda::gpu_sequences(*gpu);
-  }
+  if (*device == "cuda") sequences = cuda::gpu_sequences(*loaded->gpu);
 #endif
   auto report = eval::synthetic_evaluate(sequences, model.config, tokenizer, name, generated, options);
   if (!report.ok()) return fail(report.error());
   if (*device == "cuda") report->config["device"] = "cuda";
+  if (Json memory = memory_report(*loaded, command); !memory.empty()) report->config["memory"] = memory;
   report->config["length"] = *length;
   report->config["seed"] = *seed;
   report->config["samples_per_task"] = *samples;

@@ -48,7 +48,7 @@ int cmd_generate(const Argv& argv) {
   options.max_new_tokens = (int)*max_new;
   options.sampler = {(float)*temperature, (float)*top_p, (uint64_t)*seed};
 
-  auto loaded = load_model_and_tokenizer(args->positional()[0]);
+  auto loaded = load_model_and_tokenizer(args->positional()[0], *device, "generate");
   if (!loaded.ok()) return fail(loaded.error());
   const Model& model = *loaded->model;
   const Tokenizer& tokenizer = loaded->tokenizer;
@@ -62,18 +62,13 @@ int cmd_generate(const Argv& argv) {
   // The sequence: the CPU model's cache, or the GPU model's (bf16 prefill, then the decode step).
   runtime::NewSequence sequences = runtime::cpu_sequences(model);
 #ifdef GOLINEAR_HAVE_CUDA
-  std::unique_ptr<cuda::GpuModel> gpu;
-  if (*device == "cuda") {
-    auto uploaded = upload_to_gpu(model, "generate");
-    if (!uploaded.ok()) return fail(uploaded.error());
-    gpu = std::move(*uploaded);
-    sequences = cuda::gpu_sequences(*gpu);
-  }
+  if (*device == "cuda") sequences = cuda::gpu_sequences(*loaded->gpu);
 #endif
   std::vector<int32_t> generated;
   size_t printed = 0;
   std::fputs(args->get("prompt").c_str(), stdout);
   auto done = runtime::generate(sequences, model.config.vocab_size, prompt, options, [&](int32_t id) {
+    if (generated.empty()) memory_checkpoint(*loaded);  // the sequence's cache is allocated
     generated.push_back(id);
     std::string text = tokenizer.decode(generated, /*skip_special=*/true);
     size_t ready = complete_utf8_prefix(text);
@@ -87,6 +82,7 @@ int cmd_generate(const Argv& argv) {
   std::string text = tokenizer.decode(generated, true);
   if (text.size() > printed) std::fwrite(text.data() + printed, 1, text.size() - printed, stdout);
   std::fputc('\n', stdout);
+  memory_report(*loaded, "generate");
   return 0;
 }
 

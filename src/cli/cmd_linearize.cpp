@@ -114,24 +114,35 @@ Result<train::LinearizeOptions> parse_settings(const Args& args, const ModelConf
   return s;
 }
 
-// --device cuda: attention transfer on the GPU (train/cuda), the teacher on the GPU too.
-Result<train::TrainReport> transfer_on_gpu(const Model& model, MixerStack& students,
-                                          const PackedDataset& data, const train::TrainOptions& options) {
+// --device cuda: both stages on the GPU (train/cuda) against one teacher on the GPU, shared by
+// the stages: loaded straight from the checkpoint in bf16 (no host copy of the weights), or
+// uploaded from the host model when that is loaded anyway (--keep-full K computes the layers'
+// hardness with the CPU teacher).
+train::Trainers gpu_trainers(std::shared_ptr<void> gpu_model) {
 #if GOLINEAR_HAVE_CUDA
-  GL_ASSIGN_OR_RETURN(train::cuda::GpuTeacher teacher, train::cuda::gpu_teacher_from_model(model));
-  return train::cuda::gpu_attention_transfer(teacher, model, students, data, options);
+  auto gpu = std::static_pointer_cast<cuda::GpuModel>(gpu_model);
+  auto teacher_model = [gpu](const Model& model) -> Result<std::shared_ptr<cuda::GpuModel>> {
+    if (gpu) return gpu;
+    GL_ASSIGN_OR_RETURN(std::unique_ptr<cuda::GpuModel> uploaded, cuda::gpu_model_upload(model));
+    return std::shared_ptr<cuda::GpuModel>(std::move(uploaded));
+  };
+  train::Trainers t;
+  t.transfer = [teacher_model](const Model& model, MixerStack& students, const PackedDataset& data,
+                               const train::TrainOptions& options) -> Result<train::TrainReport> {
+    GL_ASSIGN_OR_RETURN(std::shared_ptr<cuda::GpuModel> teacher, teacher_model(model));
+    return train::cuda::gpu_attention_transfer(train::cuda::gpu_teacher_from_gpu_model(teacher),
+                                               model, students, data, options);
+  };
+  t.e2e = [gpu](Model& model, MixerStack& students, const PackedDataset& data,
+                const train::TrainOptions& options) -> Result<train::TrainReport> {
+    return train::cuda::gpu_distill_end_to_end(model, students, data, options, gpu);
+  };
+  return t;
 #else
-  return make_error("golinear linearize: --device cuda needs the CUDA build");
-#endif
-}
-
-// --device cuda: end-to-end distillation on the GPU (train/cuda/gpu_distillation.h).
-Result<train::TrainReport> e2e_on_gpu(Model& model, MixerStack& students, const PackedDataset& data,
-                                     const train::TrainOptions& options) {
-#if GOLINEAR_HAVE_CUDA
-  return train::cuda::gpu_distill_end_to_end(model, students, data, options);
-#else
-  return make_error("golinear linearize: --device cuda needs the CUDA build");
+  auto refuse = [](auto&&...) -> Result<train::TrainReport> {
+    return make_error("golinear linearize: --device cuda needs the CUDA build");
+  };
+  return {refuse, refuse};
 #endif
 }
 
@@ -206,12 +217,21 @@ int cmd_linearize(const Argv& argv) {
     s.sweep = std::move(*recipes);
   }
   if (Status st = train::linearize_check_output(s); !st.ok()) return fail(st.error());
-  auto loaded = load_model_and_tokenizer(s.base);
+  // --device cuda loads the weights straight to the GPU, unless the CPU teacher is needed.
+  const bool host_weights = s.device == "cpu" || s.keep_full_count > 0;
+  auto loaded = load_model_and_tokenizer(s.base, host_weights ? "cpu" : s.device, "linearize");
   if (!loaded.ok()) return fail(loaded.error());
   train::Trainers trainers = train::cpu_trainers();
-  if (s.device == "cuda") trainers = {transfer_on_gpu, e2e_on_gpu};
+  if (s.device == "cuda") {
+    std::shared_ptr<void> gpu;
+#if GOLINEAR_HAVE_CUDA
+    gpu = std::shared_ptr<cuda::GpuModel>(std::move(loaded->gpu));
+#endif
+    trainers = gpu_trainers(gpu);
+  }
   auto outcome = train::linearize(s, *loaded->model, loaded->tokenizer, trainers);
   if (!outcome.ok()) return fail(outcome.error());
+  if (s.device == "cuda" && !host_weights) memory_report(*loaded, "linearize");
   if (!outcome->finished) {
     std::fprintf(stderr, "golinear linearize: %s\n", outcome->stopped.c_str());
     return 3;

@@ -51,7 +51,7 @@ int cmd_score(const Argv& argv) {
   const std::string input = args->get("input");
   auto rows = jsonl_read(input);
   if (!rows.ok()) return fail(rows.error());
-  auto loaded = load_model_and_tokenizer(args->positional()[0]);
+  auto loaded = load_model_and_tokenizer(args->positional()[0], device, "score");
   if (!loaded.ok()) return fail(loaded.error());
   const Model& model = *loaded->model;
   const int V = model.config.vocab_size;
@@ -70,13 +70,10 @@ int cmd_score(const Argv& argv) {
   };
   runtime::NewSequence sequences = runtime::cpu_sequences(model);
 #ifdef GOLINEAR_HAVE_CUDA
-  std::unique_ptr<cuda::GpuModel> gpu;
   if (device == "cuda") {
-    auto uploaded = upload_to_gpu(model, "score");
-    if (!uploaded.ok()) return fail(uploaded.error());
-    gpu = std::move(*uploaded);
-    forward = [&gpu](const int32_t* ids, int T, float* logits) { return gpu->forward(ids, T, logits, false); };
-    sequences = cuda::gpu_sequences(*gpu);
+    cuda::GpuModel& gpu = *loaded->gpu;
+    forward = [&gpu](const int32_t* ids, int T, float* logits) { return gpu.forward(ids, T, logits, false); };
+    sequences = cuda::gpu_sequences(gpu);
   }
 #endif
   for (const auto& ids : all_ids) {
@@ -86,6 +83,7 @@ int cmd_score(const Argv& argv) {
       std::vector<float> logits((long)T * V);
       if (Status st = forward(ids.data(), T, logits.data()); !st.ok()) return fail(st.error());
       logprobs = logprobs_of_next_tokens(logits.data(), ids.data(), T, V);
+      memory_checkpoint(*loaded);  // the forward's activations are held
     } else {
       // One token at a time through the per-sequence cache (constant memory for linear mixers).
       auto step = sequences(T);
@@ -95,10 +93,12 @@ int cmd_score(const Argv& argv) {
         if (Status st = (*step)(&ids[t], 1, logits.data()); !st.ok()) return fail(st.error());
         logprobs.push_back(log_softmax_at(logits.data(), V, ids[t + 1]));
       }
+      memory_checkpoint(*loaded);  // the sequence's cache is held
     }
     Json out = {{"ids", ids}, {"logprobs", logprobs}};
     std::printf("%s\n", out.dump().c_str());
   }
+  memory_report(*loaded, "score");
   return 0;
 }
 

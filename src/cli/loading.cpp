@@ -1,14 +1,94 @@
 #include "cli/loading.h"
 
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#ifdef GOLINEAR_HAVE_CUDA
+#include "model/cuda/gpu_model_load.h"
+#endif
+
 namespace golinear::cli {
 
-Result<LoadedModel> load_model_and_tokenizer(const std::string& dir) {
+namespace {
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+// The largest resident set this process has had (ru_maxrss is in KiB on Linux).
+size_t host_peak_rss_bytes() {
+  struct rusage usage {};
+  if (getrusage(RUSAGE_SELF, &usage) != 0) return 0;
+  return (size_t)usage.ru_maxrss * 1024;
+}
+
+}  // namespace
+
+Result<LoadedModel> load_model_and_tokenizer(const std::string& dir, const std::string& device,
+                                             const std::string& command) {
   GL_ASSIGN_OR_RETURN(Tokenizer tokenizer, Tokenizer::load(dir + "/tokenizer.json"));
-  GL_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, model_load(dir));
+  const ModelLoadParts parts = device == "cuda" ? ModelLoadParts::without_backbone : ModelLoadParts::all;
+  GL_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, model_load(dir, parts));
   if (tokenizer.vocab_size() > model->config.vocab_size)
     return make_error(dir, "/tokenizer.json: ", tokenizer.vocab_size(),
                       " tokens do not fit the model's vocab_size ", model->config.vocab_size);
-  return LoadedModel{std::move(model), std::move(tokenizer)};
+  LoadedModel loaded(std::move(model), std::move(tokenizer));
+#ifdef GOLINEAR_HAVE_CUDA
+  if (device == "cuda") {
+    cuda::GpuLoadStats stats;
+    auto gpu = cuda::gpu_model_load(dir, *loaded.model, &stats);
+    if (!gpu.ok()) return make_error("golinear ", command, " --device cuda: ", gpu.error());
+    loaded.gpu = std::move(*gpu);
+    auto in_use = cuda::gpu_memory_in_use();
+    loaded.gpu_in_use_peak = in_use.ok() ? *in_use : 0;
+    loaded.memory = {{"upload_bytes", stats.bytes_uploaded},
+                     {"staging_peak_bytes", stats.peak_staging_bytes},
+                     {"weight_bytes", loaded.gpu->weight_bytes()},
+                     {"load_seconds", stats.seconds},
+                     {"gpu_in_use_after_load_bytes", in_use.ok() ? *in_use : 0}};
+    std::fprintf(stderr,
+                 "golinear %s: loaded %ld tensors to the GPU in %.1f s: %.2f GiB uploaded as bf16 "
+                 "(+ mixers, %.2f GiB of weights in all), host staging peak %.0f MiB\n",
+                 command.c_str(), stats.tensors, stats.seconds, stats.bytes_uploaded / kGiB,
+                 loaded.gpu->weight_bytes() / kGiB, stats.peak_staging_bytes / (1024.0 * 1024.0));
+  }
+#endif
+  return loaded;
+}
+
+void memory_checkpoint(LoadedModel& loaded) {
+#ifdef GOLINEAR_HAVE_CUDA
+  if (!loaded.gpu) return;
+  if (auto in_use = cuda::gpu_memory_in_use(); in_use.ok())
+    loaded.gpu_in_use_peak = std::max(loaded.gpu_in_use_peak, *in_use);
+#else
+  (void)loaded;
+#endif
+}
+
+Json memory_report(LoadedModel& loaded, const std::string& command) {
+  Json report = loaded.memory;
+#ifdef GOLINEAR_HAVE_CUDA
+  if (!loaded.gpu) return Json::object();
+  const size_t rss = host_peak_rss_bytes();
+  memory_checkpoint(loaded);
+  auto now = cuda::gpu_memory_in_use();
+  const size_t after_load = report.value("gpu_in_use_after_load_bytes", (size_t)0);
+  const size_t at_end = now.ok() ? *now : 0;
+  const size_t peak = loaded.gpu_in_use_peak;
+  report["host_peak_rss_bytes"] = rss;
+  report["gpu_in_use_end_bytes"] = at_end;
+  report["gpu_in_use_peak_bytes"] = peak;
+  std::fprintf(stderr,
+               "golinear %s: memory: host peak RSS %.2f GiB, GPU %.2f GiB (peak in use; after "
+               "loading %.2f GiB, at the end %.2f GiB; weights %.2f GiB)\n",
+               command.c_str(), rss / kGiB, peak / kGiB, after_load / kGiB, at_end / kGiB,
+               loaded.gpu->weight_bytes() / kGiB);
+#else
+  (void)loaded;
+  (void)command;
+#endif
+  return report;
 }
 
 Result<std::string> device_option(const Args& args, const std::string& command) {
@@ -20,13 +100,5 @@ Result<std::string> device_option(const Args& args, const std::string& command) 
 #endif
   return device;
 }
-
-#ifdef GOLINEAR_HAVE_CUDA
-Result<std::unique_ptr<cuda::GpuModel>> upload_to_gpu(const Model& model, const std::string& command) {
-  auto gpu = cuda::gpu_model_upload(model);
-  if (!gpu.ok()) return make_error("golinear ", command, " --device cuda: ", gpu.error());
-  return gpu;
-}
-#endif
 
 }  // namespace golinear::cli

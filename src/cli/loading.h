@@ -5,6 +5,7 @@
 #include <string>
 
 #include "cli/args.h"
+#include "common/json.h"
 #include "model/transformer.h"
 #include "tokenizer/tokenizer.h"
 #ifdef GOLINEAR_HAVE_CUDA
@@ -14,20 +15,35 @@
 namespace golinear::cli {
 
 struct LoadedModel {
+  LoadedModel(std::unique_ptr<Model> m, Tokenizer t) : model(std::move(m)), tokenizer(std::move(t)) {}
+  // The host model: all of it for --device cpu; for --device cuda only its config and mixers
+  // (ModelLoadParts::without_backbone), the backbone being on the GPU.
   std::unique_ptr<Model> model;
   Tokenizer tokenizer;
+#ifdef GOLINEAR_HAVE_CUDA
+  std::unique_ptr<cuda::GpuModel> gpu;  // --device cuda: the whole model, bf16
+#endif
+  Json memory = Json::object();         // --device cuda: what loading used (memory_report)
+  size_t gpu_in_use_peak = 0;           // the most GPU memory in use seen by memory_checkpoint
 };
 
-Result<LoadedModel> load_model_and_tokenizer(const std::string& dir);
+// The tokenizer and the model of `dir` for `device` ("cpu" or "cuda"; `command`, e.g. "eval
+// ppl", names it in errors). cuda: the backbone goes from the safetensors straight to the GPU in
+// bf16 (cuda::gpu_model_load), never as host fp32; a line on stderr says what was uploaded.
+Result<LoadedModel> load_model_and_tokenizer(const std::string& dir, const std::string& device = "cpu",
+                                             const std::string& command = "");
+
+// --device cuda: samples the GPU memory in use (for memory_report's peak) at a point where the
+// command holds its working memory (e.g. during decoding). Nothing for cpu.
+void memory_checkpoint(LoadedModel& loaded);
+
+// --device cuda: "golinear COMMAND: memory: host peak RSS X GiB, GPU Y GiB (...)" on stderr (peak
+// RSS from getrusage; GPU in use from cudaMemGetInfo, every process's, at the end of loading and
+// at memory_checkpoint()s and now, the largest counted), and the same figures as JSON, e.g. for a report. Nothing for cpu.
+Json memory_report(LoadedModel& loaded, const std::string& command);
 
 // --device cpu|cuda of `command` (e.g. "eval ppl"), "cpu" when absent; an error line for any
 // other value, and for cuda in a build without CUDA.
 Result<std::string> device_option(const Args& args, const std::string& command);
-
-#ifdef GOLINEAR_HAVE_CUDA
-// `model` uploaded for --device cuda (bf16), or the error line "golinear COMMAND --device cuda: …"
-// (an unsupported head_dim or recipe, no GPU, out of memory).
-Result<std::unique_ptr<cuda::GpuModel>> upload_to_gpu(const Model& model, const std::string& command);
-#endif
 
 }  // namespace golinear::cli

@@ -54,6 +54,10 @@ commands:
                                   --tokens N --seq-len T --sinks S --window W --seed S
                                   --device cpu|cuda (cuda: the teacher's forward on the GPU;
                                   diagnostics and students on the CPU)]
+  random-checkpoint --config CONFIG.json --tokenizer DIR|FILE --out DIR
+                                  a Hub-layout checkpoint of random bf16 weights of any config
+                                  (e.g. bench/configs/llama-3.1-8b.json), sharded like the Hub's
+                                  [--seed S --max-shard-size 5GB]; random-checkpoint --help
 
 The bundled default model is models/tiny-llama3-25m.
 )";
@@ -88,5 +92,6 @@ static int run_command(int argc, char** argv) {
   if (command == "eval") return cmd_eval(rest);
   if (command == "bench") return cmd_bench(rest);
   if (command == "analyze") return cmd_analyze(rest);
+  if (command == "random-checkpoint") return cmd_random_checkpoint(rest);
   return fail("unknown command '" + command + "' (see golinear --help)");
 }

@@ -75,6 +75,14 @@ Result<std::unique_ptr<MappedFile>> MappedFile::open(const std::string& path) {
   return file;
 }
 
+void MappedFile::release(const uint8_t* begin, size_t bytes) const {
+  const uintptr_t page = (uintptr_t)::sysconf(_SC_PAGESIZE);
+  const uintptr_t first = ((uintptr_t)begin + page - 1) / page * page;
+  const uintptr_t last = ((uintptr_t)begin + bytes) / page * page;
+  if (!data_ || last <= first) return;
+  ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);  // advice only
+}
+
 MappedFile::~MappedFile() {
   if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
 }

@@ -28,6 +28,10 @@ class MappedFile {
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
+  // Drops the pages of [begin, begin + bytes) from this process's memory (they are read again
+  // from the file if touched): a caller streaming through a large file keeps its resident set
+  // small. Only whole pages inside the range are dropped.
+  void release(const uint8_t* begin, size_t bytes) const;
 
  private:
   MappedFile() = default;

@@ -6,6 +6,53 @@
 
 namespace golinear {
 
+std::vector<TensorSpec> checkpoint_tensor_specs(const ModelConfig& c) {
+  const int64_t C = c.hidden_size, F = c.intermediate_size, V = c.vocab_size, D = c.head_dim;
+  const int64_t QD = (int64_t)c.num_heads * D, KD = (int64_t)c.num_kv_heads * D;
+  using R = TensorRole;
+  std::vector<TensorSpec> specs;
+  specs.push_back({"model.embed_tokens.weight", {V, C}, R::embed});
+  for (int l = 0; l < c.num_layers; ++l) {
+    const std::string p = str_cat("model.layers.", l, ".");
+    auto add = [&](const std::string& name, std::vector<int64_t> shape, R role) {
+      specs.push_back({p + name, std::move(shape), role, l});
+    };
+    add("input_layernorm.weight", {C}, R::input_norm);
+    add("self_attn.q_proj.weight", {QD, C}, R::q_proj);
+    add("self_attn.k_proj.weight", {KD, C}, R::k_proj);
+    add("self_attn.v_proj.weight", {KD, C}, R::v_proj);
+    if (c.qkv_bias) {
+      add("self_attn.q_proj.bias", {QD}, R::q_bias);
+      add("self_attn.k_proj.bias", {KD}, R::k_bias);
+      add("self_attn.v_proj.bias", {KD}, R::v_bias);
+    }
+    if (c.qk_norm) {
+      add("self_attn.q_norm.weight", {D}, R::q_norm);
+      add("self_attn.k_norm.weight", {D}, R::k_norm);
+    }
+    add("self_attn.o_proj.weight", {C, QD}, R::o_proj);
+    if (c.o_bias) add("self_attn.o_proj.bias", {C}, R::o_bias);
+    add("post_attention_layernorm.weight", {C}, R::post_norm);
+    add("mlp.gate_proj.weight", {F, C}, R::gate_proj);
+    add("mlp.up_proj.weight", {F, C}, R::up_proj);
+    add("mlp.down_proj.weight", {C, F}, R::down_proj);
+  }
+  specs.push_back({"model.norm.weight", {C}, R::final_norm});
+  if (!c.tie_word_embeddings) specs.push_back({"lm_head.weight", {V, C}, R::lm_head});
+  return specs;
+}
+
+bool tensor_role_is_vector(TensorRole role) {
+  using R = TensorRole;
+  switch (role) {
+    case R::final_norm: case R::input_norm: case R::q_bias: case R::k_bias: case R::v_bias:
+    case R::q_norm: case R::k_norm: case R::o_bias: case R::post_norm:
+      return true;
+    default:
+      return false;
+  }
+}
+
 Result<CheckpointWeights> CheckpointWeights::open(const std::string& dir) {
   CheckpointWeights weights;
   const std::string index_path = dir + "/model.safetensors.index.json";
@@ -51,16 +98,22 @@ Result<CheckpointWeights> CheckpointWeights::open(const std::string& dir) {
   return weights;
 }
 
-Result<std::vector<float>> CheckpointWeights::read_f32(const std::string& name,
-                                                       const std::vector<int64_t>& shape) const {
+Result<CheckpointTensor> CheckpointWeights::find(const std::string& name,
+                                                  const std::vector<int64_t>& shape) const {
   auto it = where_.find(name);
   if (it == where_.end()) return make_error("checkpoint: missing tensor '", name, "'");
   const TensorView* view = it->second->find(name);
   if (view->shape != shape)
     return make_error(it->second->path(), ": tensor '", name, "' has shape ",
                       shape_string(view->shape), ", expected ", shape_string(shape));
-  std::vector<float> out(view->numel());
-  GL_TRY(tensor_to_f32(*view, out.data(), it->second->path()));
+  return CheckpointTensor{view, it->second};
+}
+
+Result<std::vector<float>> CheckpointWeights::read_f32(const std::string& name,
+                                                       const std::vector<int64_t>& shape) const {
+  GL_ASSIGN_OR_RETURN(CheckpointTensor t, find(name, shape));
+  std::vector<float> out(t.view->numel());
+  GL_TRY(tensor_to_f32(*t.view, out.data(), t.file->path()));
   return out;
 }
 

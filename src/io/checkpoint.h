@@ -12,6 +12,37 @@
 
 namespace golinear {
 
+// The role of one tensor of a checkpoint (DESIGN.md §2).
+enum class TensorRole {
+  embed, final_norm, lm_head,                       // model-wide
+  input_norm, q_proj, q_bias, k_proj, k_bias, v_proj, v_bias, q_norm, k_norm,  // per layer
+  o_proj, o_bias, post_norm, gate_proj, up_proj, down_proj,
+};
+
+// One tensor the architecture has: name, shape ([out, in] for linear weights) and role.
+struct TensorSpec {
+  std::string name;
+  std::vector<int64_t> shape;
+  TensorRole role = TensorRole::embed;
+  int layer = -1;  // the layer of a per-layer tensor, else −1
+};
+
+// Every tensor of `config`'s architecture (the architecture as data: the loaders and the random
+// checkpoint writer share it), in the order of the Hub's checkpoints: embed_tokens, layer 0..L−1
+// (norms, attention, MLP), norm, lm_head (absent when tie_word_embeddings).
+std::vector<TensorSpec> checkpoint_tensor_specs(const ModelConfig& config);
+
+// True for the 1-D tensors kept in fp32 by the GPU model (norm weights and biases).
+bool tensor_role_is_vector(TensorRole role);
+
+class SafetensorsFile;
+
+// A tensor found in a checkpoint, with the file that holds it.
+struct CheckpointTensor {
+  const TensorView* view = nullptr;
+  const SafetensorsFile* file = nullptr;
+};
+
 class CheckpointWeights {
  public:
   // Opens model.safetensors, or every shard named by model.safetensors.index.json.
@@ -21,6 +52,8 @@ class CheckpointWeights {
   // The tensor converted to fp32, after checking it exists with exactly `shape`.
   Result<std::vector<float>> read_f32(const std::string& name,
                                       const std::vector<int64_t>& shape) const;
+  // The tensor `name` after checking it exists with exactly `shape` (its data stays mapped).
+  Result<CheckpointTensor> find(const std::string& name, const std::vector<int64_t>& shape) const;
   // dtype of the first tensor (what the checkpoint stores), for `info`.
   std::string storage_dtype() const;
   size_t storage_bytes() const;

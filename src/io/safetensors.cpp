@@ -1,6 +1,7 @@
 #include "io/safetensors.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 
 #include "common/json.h"
@@ -152,6 +153,14 @@ float bf16_to_f32(uint16_t bits) {
   return f;
 }
 
+uint16_t f32_to_bf16(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fff;  // NaN: CUDA's canonical bf16 NaN
+  u += 0x7fffu + ((u >> 16) & 1u);  // round to nearest, ties to even
+  return (uint16_t)(u >> 16);
+}
+
 float f16_to_f32(uint16_t h) {
   uint32_t sign = (uint32_t)(h & 0x8000) << 16;
   uint32_t exponent = (h >> 10) & 0x1f;
@@ -206,31 +215,92 @@ Status tensor_to_f32(const TensorView& tensor, float* out, const std::string& fi
   }
 }
 
-Status safetensors_write(const std::string& path, const std::vector<TensorToWrite>& tensors,
-                         const std::map<std::string, std::string>& metadata) {
+namespace {
+
+// The 8-byte size and the JSON header of `tensors` stored back to back in order, padded so the
+// data starts 8-byte aligned (as the format suggests); `data_bytes` receives the data's size.
+std::string safetensors_header_bytes(const std::vector<SafetensorsStreamWriter::Entry>& tensors,
+                                     const std::map<std::string, std::string>& metadata,
+                                     uint64_t* data_bytes) {
   Json header = Json::object();
   if (!metadata.empty()) header["__metadata__"] = metadata;
   uint64_t offset = 0;
   for (const auto& t : tensors) {
     int64_t n = 1;
     for (int64_t d : t.shape) n *= d;
-    header[t.name] = {{"dtype", "F32"}, {"shape", t.shape},
-                      {"data_offsets", {offset, offset + (uint64_t)n * 4}}};
-    offset += (uint64_t)n * 4;
+    const uint64_t bytes = (uint64_t)n * dtype_size(t.dtype);
+    header[t.name] = {{"dtype", dtype_name(t.dtype)}, {"shape", t.shape},
+                      {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
   }
   std::string header_text = header.dump();
-  while ((8 + header_text.size()) % 8) header_text += ' ';  // align the data as the spec suggests
+  while ((8 + header_text.size()) % 8) header_text += ' ';
   std::string bytes(8, '\0');
-  uint64_t size = header_text.size();
+  const uint64_t size = header_text.size();
   for (int i = 0; i < 8; ++i) bytes[i] = (char)((size >> (8 * i)) & 0xff);
-  bytes += header_text;
-  bytes.reserve(bytes.size() + offset);
+  *data_bytes = offset;
+  return bytes + header_text;
+}
+
+}  // namespace
+
+Status safetensors_write(const std::string& path, const std::vector<TensorToWrite>& tensors,
+                         const std::map<std::string, std::string>& metadata) {
+  std::vector<SafetensorsStreamWriter::Entry> entries;
+  for (const auto& t : tensors) entries.push_back({t.name, DType::F32, t.shape});
+  uint64_t data_bytes = 0;
+  std::string bytes = safetensors_header_bytes(entries, metadata, &data_bytes);
+  bytes.reserve(bytes.size() + data_bytes);
   for (const auto& t : tensors) {
     int64_t n = 1;
     for (int64_t d : t.shape) n *= d;
     bytes.append(reinterpret_cast<const char*>(t.data), (size_t)n * 4);
   }
   return file_write_atomic(path, bytes);
+}
+
+Result<std::unique_ptr<SafetensorsStreamWriter>> SafetensorsStreamWriter::create(
+    const std::string& path, const std::vector<Entry>& tensors,
+    const std::map<std::string, std::string>& metadata) {
+  std::unique_ptr<SafetensorsStreamWriter> writer(new SafetensorsStreamWriter());
+  writer->path_ = path;
+  const std::string header = safetensors_header_bytes(tensors, metadata, &writer->total_);
+  writer->file_ = std::fopen(path.c_str(), "wb");
+  if (!writer->file_) return make_error(path, ": cannot create (", std::strerror(errno), ")");
+  if (std::fwrite(header.data(), 1, header.size(), writer->file_) != header.size())
+    return make_error(path, ": write failed (", std::strerror(errno), ")");
+  return writer;
+}
+
+SafetensorsStreamWriter::~SafetensorsStreamWriter() {
+  if (!file_) return;
+  std::fclose(file_);  // unfinished: nothing to report from a destructor, the file goes
+  std::remove(path_.c_str());
+}
+
+Status SafetensorsStreamWriter::append(const void* data, size_t bytes) {
+  if (!file_) return make_error(path_, ": append after finish");
+  if (written_ + bytes > total_)
+    return make_error(path_, ": ", written_ + bytes, " data bytes written, the header announces ",
+                      total_);
+  if (std::fwrite(data, 1, bytes, file_) != bytes)
+    return make_error(path_, ": write failed (", std::strerror(errno), ")");
+  written_ += bytes;
+  return ok_status();
+}
+
+Status SafetensorsStreamWriter::finish() {
+  if (!file_) return make_error(path_, ": finished twice");
+  if (written_ != total_)
+    return make_error(path_, ": ", written_, " data bytes written, the header announces ", total_);
+  std::FILE* f = file_;
+  file_ = nullptr;
+  const bool flushed = std::fflush(f) == 0;
+  if (std::fclose(f) != 0 || !flushed) {
+    std::remove(path_.c_str());
+    return make_error(path_, ": write failed (", std::strerror(errno), ")");
+  }
+  return ok_status();
 }
 
 }  // namespace golinear

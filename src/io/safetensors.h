@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <string>
@@ -39,6 +40,8 @@ class SafetensorsFile {
   const std::vector<TensorView>& tensors() const { return tensors_; }
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   const std::string& path() const { return file_->path(); }
+  // Drops the mapped pages of [begin, begin + bytes) (inside a tensor's data) from memory.
+  void release(const uint8_t* begin, size_t bytes) const { file_->release(begin, bytes); }
 
  private:
   std::unique_ptr<MappedFile> file_;
@@ -61,7 +64,40 @@ struct TensorToWrite {
 Status safetensors_write(const std::string& path, const std::vector<TensorToWrite>& tensors,
                          const std::map<std::string, std::string>& metadata = {});
 
+// One pass over a safetensors file too large to hold: the header (every tensor's name, dtype and
+// shape, data in that order) is written first, then the data through append(), in order.
+// finish() checks that exactly the announced bytes came and closes the file; a writer dropped
+// before finish() removes its file. The caller writes into a temporary directory or name.
+class SafetensorsStreamWriter {
+ public:
+  struct Entry {
+    std::string name;
+    DType dtype = DType::BF16;
+    std::vector<int64_t> shape;
+  };
+  static Result<std::unique_ptr<SafetensorsStreamWriter>> create(
+      const std::string& path, const std::vector<Entry>& tensors,
+      const std::map<std::string, std::string>& metadata = {});
+  ~SafetensorsStreamWriter();
+  SafetensorsStreamWriter(const SafetensorsStreamWriter&) = delete;
+  SafetensorsStreamWriter& operator=(const SafetensorsStreamWriter&) = delete;
+
+  // The next `bytes` of the data section (tensors back to back in the header's order).
+  Status append(const void* data, size_t bytes);
+  Status finish();
+  uint64_t data_bytes() const { return total_; }
+
+ private:
+  SafetensorsStreamWriter() = default;
+  std::string path_;
+  std::FILE* file_ = nullptr;
+  uint64_t total_ = 0;    // bytes the header announces
+  uint64_t written_ = 0;  // data bytes appended so far
+};
+
 float bf16_to_f32(uint16_t bits);
+// fp32 → bf16 rounded to nearest even (any NaN → 0x7fff), bit for bit as CUDA's __float2bfloat16.
+uint16_t f32_to_bf16(float x);
 float f16_to_f32(uint16_t bits);
 
 }  // namespace golinear

@@ -20,52 +20,45 @@ mixers::AttentionShape Model::attention_shape() const {
   return {config.hidden_size, config.num_heads, config.num_kv_heads, config.head_dim};
 }
 
-Result<std::unique_ptr<Model>> model_load(const std::string& dir) {
+std::vector<float>* model_weights_of(Model& model, const TensorSpec& t) {
+  LayerWeights* w = t.layer >= 0 ? &model.layers.at(t.layer) : nullptr;
+  switch (t.role) {
+    case TensorRole::embed: return &model.embed;
+    case TensorRole::final_norm: return &model.final_norm;
+    case TensorRole::lm_head: return &model.lm_head;
+    case TensorRole::input_norm: return &w->input_norm;
+    case TensorRole::q_proj: return &w->q_proj;
+    case TensorRole::q_bias: return &w->q_bias;
+    case TensorRole::k_proj: return &w->k_proj;
+    case TensorRole::k_bias: return &w->k_bias;
+    case TensorRole::v_proj: return &w->v_proj;
+    case TensorRole::v_bias: return &w->v_bias;
+    case TensorRole::q_norm: return &w->q_norm;
+    case TensorRole::k_norm: return &w->k_norm;
+    case TensorRole::o_proj: return &w->o_proj;
+    case TensorRole::o_bias: return &w->o_bias;
+    case TensorRole::post_norm: return &w->post_norm;
+    case TensorRole::gate_proj: return &w->gate_proj;
+    case TensorRole::up_proj: return &w->up_proj;
+    case TensorRole::down_proj: return &w->down_proj;
+  }
+  return nullptr;
+}
+
+Result<std::unique_ptr<Model>> model_load(const std::string& dir, ModelLoadParts parts) {
   auto model = std::make_unique<Model>();
   GL_ASSIGN_OR_RETURN(model->config, model_config_read(dir + "/config.json"));
   GL_ASSIGN_OR_RETURN(CheckpointWeights weights, CheckpointWeights::open(dir));
   const ModelConfig& c = model->config;
-  const int64_t C = c.hidden_size, F = c.intermediate_size, V = c.vocab_size, D = c.head_dim;
-  const int64_t QD = (int64_t)c.num_heads * D, KD = (int64_t)c.num_kv_heads * D;
-
-  // The architecture as data: every tensor's name, shape and destination.
-  struct Entry {
-    std::string name;
-    std::vector<int64_t> shape;
-    std::vector<float>* out;
-  };
-  std::vector<Entry> entries;
-  entries.push_back({"model.embed_tokens.weight", {V, C}, &model->embed});
-  entries.push_back({"model.norm.weight", {C}, &model->final_norm});
-  if (!c.tie_word_embeddings) entries.push_back({"lm_head.weight", {V, C}, &model->lm_head});
   model->layers.resize(c.num_layers);
-  for (int l = 0; l < c.num_layers; ++l) {
-    LayerWeights& w = model->layers[l];
-    const std::string p = str_cat("model.layers.", l, ".");
-    entries.push_back({p + "input_layernorm.weight", {C}, &w.input_norm});
-    entries.push_back({p + "self_attn.q_proj.weight", {QD, C}, &w.q_proj});
-    entries.push_back({p + "self_attn.k_proj.weight", {KD, C}, &w.k_proj});
-    entries.push_back({p + "self_attn.v_proj.weight", {KD, C}, &w.v_proj});
-    entries.push_back({p + "self_attn.o_proj.weight", {C, QD}, &w.o_proj});
-    if (c.qkv_bias) {
-      entries.push_back({p + "self_attn.q_proj.bias", {QD}, &w.q_bias});
-      entries.push_back({p + "self_attn.k_proj.bias", {KD}, &w.k_bias});
-      entries.push_back({p + "self_attn.v_proj.bias", {KD}, &w.v_bias});
+  for (const TensorSpec& t : checkpoint_tensor_specs(c)) {
+    if (!weights.contains(t.name))
+      return make_error(dir, ": checkpoint is missing tensor '", t.name, "'");
+    if (parts == ModelLoadParts::without_backbone) {  // checked, not read
+      GL_TRY(weights.find(t.name, t.shape));
+      continue;
     }
-    if (c.o_bias) entries.push_back({p + "self_attn.o_proj.bias", {C}, &w.o_bias});
-    if (c.qk_norm) {
-      entries.push_back({p + "self_attn.q_norm.weight", {D}, &w.q_norm});
-      entries.push_back({p + "self_attn.k_norm.weight", {D}, &w.k_norm});
-    }
-    entries.push_back({p + "post_attention_layernorm.weight", {C}, &w.post_norm});
-    entries.push_back({p + "mlp.gate_proj.weight", {F, C}, &w.gate_proj});
-    entries.push_back({p + "mlp.up_proj.weight", {F, C}, &w.up_proj});
-    entries.push_back({p + "mlp.down_proj.weight", {C, F}, &w.down_proj});
-  }
-  for (Entry& e : entries) {
-    if (!weights.contains(e.name))
-      return make_error(dir, ": checkpoint is missing tensor '", e.name, "'");
-    GL_ASSIGN_OR_RETURN(*e.out, weights.read_f32(e.name, e.shape));
+    GL_ASSIGN_OR_RETURN(*model_weights_of(*model, t), weights.read_f32(t.name, t.shape));
   }
   model->inv_freq = rope_inverse_frequencies(c.rope, c.head_dim);
   for (int l = 0; l < c.num_layers; ++l)

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "io/checkpoint.h"
 #include "io/config.h"
 #include "mixers/mixer.h"
 
@@ -44,14 +45,26 @@ struct Model {
   std::vector<float> inv_freq;    // (D/2) RoPE inverse frequencies, scaling applied
   MixerStack mixers;              // one per layer
 
+  bool has_backbone() const { return !embed.empty(); }
   const float* lm_head_weights() const { return lm_head.empty() ? embed.data() : lm_head.data(); }
   mixers::AttentionShape attention_shape() const;
 };
 
+// The host vector of `model` that holds the checkpoint tensor `spec` (io/checkpoint.h's table;
+// its layer must exist in model.layers).
+std::vector<float>* model_weights_of(Model& model, const TensorSpec& spec);
+
+// What model_load reads: everything, or all but the backbone weights (embed, layers, final_norm,
+// lm_head stay empty; their names and shapes are still checked): the config, RoPE and the
+// mixers with their parameters, for a loader that puts the weights elsewhere (the GPU's
+// gpu_model_load). A model without its backbone must not be run on the CPU.
+enum class ModelLoadParts { all, without_backbone };
+
 // Loads config.json and the weights of a checkpoint directory (fp32 in memory). Every layer
 // has softmax attention, unless the directory holds a linearization (model/linearization.h),
 // which is then applied.
-Result<std::unique_ptr<Model>> model_load(const std::string& dir);
+Result<std::unique_ptr<Model>> model_load(const std::string& dir,
+                                          ModelLoadParts parts = ModelLoadParts::all);
 
 // What a forward pass can record besides the logits.
 struct ForwardTrace {

@@ -155,6 +155,46 @@ TEST_F(Cli, OutOfVocabularySpecialTokensAndBadRecipesAreRefused) {
   EXPECT_EQ(slurp(kLlama + "/config.json"), config);
 }
 
+TEST_F(Cli, RandomCheckpointWritesACheckpointEveryCommandLoads) {
+  const std::string out = (dir_ / "random").string();
+  const std::string common = "random-checkpoint --config " + kFixtures + "random-qwen3/config.json" +
+                             " --tokenizer " + kFixtures + "random-qwen3";
+  CliRun r = run(common + " --out " + out + " --seed 3 --max-shard-size 400KB");
+  ASSERT_EQ(r.status, 0) << r.err;
+  golinear::Json summary = golinear::Json::parse(r.out);
+  EXPECT_GT(summary["shards"].get<int>(), 1);
+  EXPECT_TRUE(fs::exists(out + "/model.safetensors.index.json"));
+  EXPECT_TRUE(fs::exists(out + "/model-00001-of-0000" + std::to_string(summary["shards"].get<int>()) + ".safetensors"));
+  CliRun info = run("info " + out);
+  ASSERT_EQ(info.status, 0) << info.err;
+  EXPECT_EQ(golinear::Json::parse(info.out)["dtype"], "BF16");
+  EXPECT_EQ(golinear::Json::parse(info.out)["parameters"], summary["parameters"]);
+  CliRun score = run("score " + out + " --input " + write("in.jsonl", "{\"text\": \"Hello world\"}\n"));
+  ASSERT_EQ(score.status, 0) << score.err;
+  // The same seed writes the same bytes.
+  ASSERT_EQ(run(common + " --out " + (dir_ / "again").string() + " --seed 3 --max-shard-size 400KB").status, 0);
+  EXPECT_EQ(slurp(out + "/model-00002-of-0000" + std::to_string(summary["shards"].get<int>()) + ".safetensors"),
+            slurp((dir_ / "again").string() + "/model-00002-of-0000" + std::to_string(summary["shards"].get<int>()) + ".safetensors"));
+
+  expect_one_line_error(run(common + " --out " + out), "already exists");
+  expect_one_line_error(run(common), "--out is required");
+  expect_one_line_error(run(common + " --out " + (dir_ / "x").string() + " --max-shard-size 5XB"), "--max-shard-size");
+  std::string bad = write("config.json", R"({"architectures": ["GPT2LMHeadModel"]})");
+  expect_one_line_error(run("random-checkpoint --config " + bad + " --tokenizer " + kLlama + " --out " + (dir_ / "y").string()),
+                        "unsupported architecture 'GPT2LMHeadModel'");
+  EXPECT_FALSE(fs::exists(dir_ / "y"));
+  // A tokenizer larger than the config's vocabulary is refused before anything is written.
+  auto small = golinear::Json::parse(slurp(kLlama + "/config.json"));
+  small["vocab_size"] = 100;
+  small["bos_token_id"] = 0;
+  small["eos_token_id"] = 1;
+  std::string small_config = write("small.json", small.dump());
+  expect_one_line_error(run("random-checkpoint --config " + small_config + " --tokenizer " + kLlama + " --out " + (dir_ / "z").string()),
+                        "do not fit the vocab_size 100");
+  EXPECT_FALSE(fs::exists(dir_ / "z"));
+  EXPECT_FALSE(fs::exists(dir_ / "z.partial"));
+}
+
 TEST_F(Cli, BrokenCheckpointFilesAreNamed) {
   expect_one_line_error(run("info " + broken_checkpoint("config.json", "{\"architectures\": [")), "config.json: malformed JSON");
   fs::remove_all(dir_ / "ckpt");

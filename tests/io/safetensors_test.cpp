@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -197,6 +198,28 @@ TEST(Checkpoint, ReadsTheShardedDefaultModel) {
   ASSERT_TRUE(weights.ok()) << weights.error();
   EXPECT_EQ(weights->storage_dtype(), "BF16");
   EXPECT_TRUE(weights->contains("model.layers.7.mlp.down_proj.weight"));
+}
+
+// f32_to_bf16 rounds as CUDA's __float2bfloat16: nearest, ties to even; NaN → 0x7fff.
+TEST(Bf16, RoundsToNearestEven) {
+  auto bits_of = [](float x) {
+    uint32_t u;
+    std::memcpy(&u, &x, 4);
+    return u;
+  };
+  auto from_bits = [](uint32_t u) {
+    float x;
+    std::memcpy(&x, &u, 4);
+    return x;
+  };
+  for (uint32_t b : {0x3f80u, 0xbf80u, 0x0000u, 0x8000u, 0x7f80u, 0x0001u, 0x7f7fu})
+    EXPECT_EQ(f32_to_bf16(from_bits(b << 16)), b);               // exact values stay
+  EXPECT_EQ(f32_to_bf16(from_bits(0x3f808000u)), 0x3f80u);       // tie, even below
+  EXPECT_EQ(f32_to_bf16(from_bits(0x3f818000u)), 0x3f82u);       // tie, even above
+  EXPECT_EQ(f32_to_bf16(from_bits(0x3f808001u)), 0x3f81u);       // above the tie
+  EXPECT_EQ(f32_to_bf16(from_bits(0x7f7fffffu)), 0x7f80u);       // max float rounds to inf
+  EXPECT_EQ(f32_to_bf16(from_bits(0x7fc00001u)), 0x7fffu);       // NaN
+  EXPECT_EQ(bits_of(bf16_to_f32(f32_to_bf16(-2.5f))), bits_of(-2.5f));
 }
 
 }  // namespace

@@ -191,6 +191,8 @@ Status upload_layer_weights(DeviceArena& a, const LayerWeights& w, const ModelCo
 }
 
 Result<std::unique_ptr<GpuModel>> gpu_model_upload(const Model& model) {
+  if (!model.has_backbone())
+    return make_error("gpu model: the model was loaded without its backbone weights (gpu_model_load reads them)");
   auto gm = std::make_unique<GpuModel>();
   GL_TRY(gm->init(model.config));
   const ModelConfig& c = model.config;
@@ -209,7 +211,6 @@ Result<std::unique_ptr<GpuModel>> gpu_model_upload(const Model& model) {
   for (int l = 0; l < c.num_layers; ++l) {
     GpuLayer& L = gm->layers_[l];
     GL_TRY(upload_layer_weights(a, model.layers[l], c, s, &L));
-
     GL_TRY(gm->set_layer_mixer(l, *model.mixers[l]));
   }
   return gm;

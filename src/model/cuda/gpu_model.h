@@ -132,6 +132,7 @@ struct GpuForwardOptions {
 };
 
 class GpuSequenceCache;
+struct GpuLoadStats;
 
 class GpuModel {
  public:
@@ -190,6 +191,8 @@ class GpuModel {
   friend Status gpu_decode(GpuModel&, GpuSequenceCache&, int32_t, float*, int32_t*);
   friend Status gpu_prefill(GpuModel&, GpuSequenceCache&, const int32_t*, int, float*);
   friend Result<std::unique_ptr<GpuModel>> gpu_model_upload(const Model& model);
+  friend Result<std::unique_ptr<GpuModel>> gpu_model_load(const std::string&, const Model&,
+                                                         GpuLoadStats*);
   friend Result<std::unique_ptr<GpuModel>> gpu_model_random(const ModelConfig& config,
                                                            uint64_t seed);
   // whole_rows: the per-token stages' working rows for all T rows at once (a forward that keeps

@@ -30,7 +30,8 @@ namespace {
 // the mixers' forward and backward mixers/cuda.
 class Distiller {
  public:
-  Status init(const Model& model, MixerStack& students, int T);
+  Status init(const Model& model, MixerStack& students, int T,
+              std::shared_ptr<golinear::cuda::GpuModel> backbone);
   // Uploads the students' parameters (after a resume, before training).
   Status upload(MixerStack& students);
   // One sequence: KL (mean over tokens) returned; parameter gradients += scale · ∂KL/∂θ.
@@ -48,7 +49,7 @@ class Distiller {
   Status attach_students(bool on);
 
   int T_ = 0;
-  std::unique_ptr<golinear::cuda::GpuModel> gm_;
+  std::shared_ptr<golinear::cuda::GpuModel> gm_;
   std::vector<int> trained_;
   mixers::MixerOptions recipe_;
   std::vector<GpuHybridMixer> hybrid_;
@@ -63,7 +64,8 @@ class Distiller {
   std::vector<double> host_kl_;
 };
 
-Status Distiller::init(const Model& model, MixerStack& students, int T) {
+Status Distiller::init(const Model& model, MixerStack& students, int T,
+                       std::shared_ptr<golinear::cuda::GpuModel> backbone) {
   const ModelConfig& c = model.config;
   const int L = c.num_layers;
   T_ = T;
@@ -78,7 +80,13 @@ Status Distiller::init(const Model& model, MixerStack& students, int T) {
   GL_ASSIGN_OR_RETURN(GpuTrainedLayers selected, gpu_trained_layers(students, "GPU distillation"));
   trained_ = std::move(selected.layers);
   recipe_ = selected.recipe;
-  GL_ASSIGN_OR_RETURN(gm_, golinear::cuda::gpu_model_upload(model));
+  if (backbone) {
+    gm_ = std::move(backbone);
+    if (gm_->has_hybrid_layers())
+      return make_error("GPU distillation: the teacher on the GPU has linearized layers");
+  } else {
+    GL_ASSIGN_OR_RETURN(gm_, golinear::cuda::gpu_model_upload(model));
+  }
 
   // The trained layers: one flat parameter / gradient buffer.
   const long per_layer = mixers::cuda::hybrid_parameter_count(recipe_, shape);
@@ -159,7 +167,7 @@ Result<double> Distiller::accumulate(const int32_t* host_ids, float scale) {
 Result<double> gpu_distill_sequence_gradient(const Model& model, MixerStack& students,
                                              const int32_t* ids, int T, float scale) {
   Distiller d;
-  GL_TRY(d.init(model, students, T));
+  GL_TRY(d.init(model, students, T, nullptr));
   GL_TRY(d.upload(students));
   GL_ASSIGN_OR_RETURN(double kl, d.accumulate(ids, scale));
   for (size_t i = 0; i < d.trained().size(); ++i)
@@ -168,11 +176,12 @@ Result<double> gpu_distill_sequence_gradient(const Model& model, MixerStack& stu
 }
 
 Result<TrainReport> gpu_distill_end_to_end(const Model& model, MixerStack& students,
-                                           const PackedDataset& data, const TrainOptions& options) {
+                                           const PackedDataset& data, const TrainOptions& options,
+                                           std::shared_ptr<golinear::cuda::GpuModel> backbone) {
   const int T = data.seq_len;
   if (data.size() == 0) return make_error("distillation: no training sequences");
   Distiller d;
-  GL_TRY(d.init(model, students, T));
+  GL_TRY(d.init(model, students, T, std::move(backbone)));
   const long P = d.parameter_count();
   const std::vector<int>& trained = d.trained();
   GpuAdamW adamw;

@@ -23,7 +23,9 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
+#include "model/cuda/gpu_model.h"
 #include "model/transformer.h"
 #include "train/attention_transfer.h"
 #include "io/packed_dataset.h"
@@ -32,8 +34,12 @@ namespace golinear::train::cuda {
 
 // Trains `students` end to end against `model` (the teacher: its own mixers, all softmax).
 // The trained parameters are written back into the students' CPU mixers.
+// `backbone`: the teacher already on the GPU (e.g. loaded by gpu_model_load, shared with the
+// attention-transfer stage; every layer softmax), or null: `model`'s weights are uploaded (the
+// host model must then hold them).
 Result<TrainReport> gpu_distill_end_to_end(const Model& model, MixerStack& students,
-                                           const PackedDataset& data, const TrainOptions& options);
+                                           const PackedDataset& data, const TrainOptions& options,
+                                           std::shared_ptr<golinear::cuda::GpuModel> backbone = nullptr);
 
 // One sequence of the step above without the optimizer (the GPU counterpart of
 // train::distill_sequence_gradient, for tests): returns the KL (mean over the T tokens) and sets
