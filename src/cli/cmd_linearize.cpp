@@ -133,7 +133,7 @@ train::Trainers gpu_trainers(std::shared_ptr<void> gpu_model) {
     return train::cuda::gpu_attention_transfer(train::cuda::gpu_teacher_from_gpu_model(teacher),
                                                model, students, data, options);
   };
-  t.e2e = [gpu](Model& model, MixerStack& students, const PackedDataset& data,
+  t.end_to_end = [gpu](Model& model, MixerStack& students, const PackedDataset& data,
                 const train::TrainOptions& options) -> Result<train::TrainReport> {
     return train::cuda::gpu_distill_end_to_end(model, students, data, options, gpu);
   };
@@ -225,7 +225,7 @@ int cmd_linearize(const Argv& argv) {
   if (s.device == "cuda") {
     std::shared_ptr<void> gpu;
 #if GOLINEAR_HAVE_CUDA
-    gpu = std::shared_ptr<cuda::GpuModel>(std::move(loaded->gpu));
+    gpu = loaded->gpu;
 #endif
     trainers = gpu_trainers(gpu);
   }

@@ -21,7 +21,7 @@ struct LoadedModel {
   std::unique_ptr<Model> model;
   Tokenizer tokenizer;
 #ifdef GOLINEAR_HAVE_CUDA
-  std::unique_ptr<cuda::GpuModel> gpu;  // --device cuda: the whole model, bf16
+  std::shared_ptr<cuda::GpuModel> gpu;  // --device cuda: the whole model, bf16
 #endif
   Json memory = Json::object();         // --device cuda: what loading used (memory_report)
   size_t gpu_in_use_peak = 0;           // the most GPU memory in use seen by memory_checkpoint

@@ -425,7 +425,7 @@ TEST_F(Cli, DeviceOptionOfEveryCommandFailsInOneLine) {
     const bool no_cuda_build = cuda.err.find("--device cuda needs the CUDA build") != std::string::npos;
     const bool unsupported =
         cuda.err.find("--device cuda: gpu model: head_dim 16 is not supported") != std::string::npos ||
-        cuda.err.find("--device cuda: the GPU trainer supports head dim 64 or 128") != std::string::npos;
+        cuda.err.find("--device cuda: the GPU hybrid mixer supports head dim 64 or 128") != std::string::npos;
     EXPECT_TRUE(no_cuda_build || unsupported) << name << ": " << cuda.err;
     EXPECT_FALSE(fs::exists(out)) << name;
   }

@@ -211,12 +211,12 @@ __global__ void mix_nmse_partial_kernel(double* partial, HybridMix mix, const bf
 // (conv, gates, norms, RoPE, scores) is recomputed by the D/32 blocks of a head. The block of a
 // sequence that finishes last advances its cache.position (one launch per token). Dynamic shared
 // memory: the exact branch's scores, sinks + window + 1 floats.
-template <int D>
+template <int D, int NR>
 __global__ void __launch_bounds__(256) hybrid_decode_kernel(
     bf16* __restrict__ y, HybridParams p, HybridCacheView one,
-    const HybridCacheView* __restrict__ caches, const bf16* __restrict__ x, const bf16* __restrict__ q, const bf16* __restrict__ k,
-    const bf16* __restrict__ v, int C, int H, int G, int sinks, int window, HybridMix mix,
-    bool linear_rope) {
+    const HybridCacheView* __restrict__ caches, const bf16* __restrict__ x,
+    const bf16* __restrict__ q, const bf16* __restrict__ k, const bf16* __restrict__ v, int C,
+    int H, int G, int sinks, int window, HybridMix mix, bool linear_rope) {
   constexpr int R = D / 8;  // state rows per warp
   extern __shared__ float scores[];
   __shared__ float qc[D], kc[D], vc[D], qn[D], kn[D], qr[D], kr[D];
@@ -256,24 +256,27 @@ __global__ void __launch_bounds__(256) hybrid_decode_kernel(
     }
     (which == 0 ? qc : which == 1 ? kc : vc)[d] = acc;
   }
-  // 2 gate logits: dot products of length C with the rows present (16-byte loads).
+  // 2 gate logits: NR dot products of length C (rows a, b, λ: NR = 3; a, b: 2; none: 0), 16-byte
+  //   loads issued together.
   float part[5] = {0, 0, 0, 0, 0};
-  const bf16* wrow[3] = {nullptr, nullptr, nullptr};
-  if (has_linear) wrow[0] = p.w_gates + (long)h * C, wrow[1] = p.w_gates + ((long)H + h) * C;
-  if (p.lambda_row >= 0) wrow[2] = p.w_gates + ((long)p.lambda_row + h) * C;
+  const bf16* wrow[3];
+#pragma unroll
+  for (int r = 0; r < NR; ++r)
+    wrow[r] = p.w_gates + ((long)(r == 2 ? p.lambda_row : r * H) + h) * C;
   const int C8 = C / 8;
   bool aligned = (reinterpret_cast<size_t>(x) & 15) == 0;
-  for (int r = 0; r < 3; ++r)
-    if (wrow[r]) aligned = aligned && (reinterpret_cast<size_t>(wrow[r]) & 15) == 0;
-  if (aligned) {
+#pragma unroll
+  for (int r = 0; r < NR; ++r) aligned = aligned && (reinterpret_cast<size_t>(wrow[r]) & 15) == 0;
+  if (NR > 0 && aligned) {
     for (int c8 = tid; c8 < C8; c8 += 256) {
       const uint4 xv = reinterpret_cast<const uint4*>(x)[c8];
+      uint4 av[NR > 0 ? NR : 1];
+#pragma unroll
+      for (int r = 0; r < NR; ++r) av[r] = reinterpret_cast<const uint4*>(wrow[r])[c8];
       const __nv_bfloat162* px = reinterpret_cast<const __nv_bfloat162*>(&xv);
 #pragma unroll
-      for (int r = 0; r < 3; ++r) {
-        if (!wrow[r]) continue;
-        const uint4 av = reinterpret_cast<const uint4*>(wrow[r])[c8];
-        const __nv_bfloat162* pa = reinterpret_cast<const __nv_bfloat162*>(&av);
+      for (int r = 0; r < NR; ++r) {
+        const __nv_bfloat162* pa = reinterpret_cast<const __nv_bfloat162*>(&av[r]);
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const float2 fx = __bfloat1622float2(px[e]), fa = __bfloat1622float2(pa[e]);
@@ -282,15 +285,17 @@ __global__ void __launch_bounds__(256) hybrid_decode_kernel(
       }
     }
   }
-  for (int c = aligned ? C8 * 8 + tid : tid; c < C; c += 256) {
-    const float xc = __bfloat162float(x[c]);
+  if (NR > 0) {
+    for (int c = aligned ? C8 * 8 + tid : tid; c < C; c += 256) {
+      const float xc = __bfloat162float(x[c]);
 #pragma unroll
-    for (int r = 0; r < 3; ++r)
-      if (wrow[r]) part[r] += xc * __bfloat162float(wrow[r][c]);
+      for (int r = 0; r < NR; ++r) part[r] += xc * __bfloat162float(wrow[r][c]);
+    }
   }
   __syncthreads();  // conv rows visible
-  // 3 RoPE (the exact branch, and the linear branch with linear_rope), then the squared norms of
-  //   what the linear branch reads.
+  // 3 RoPE (the exact branch, and the linear branch with linear_rope) and the squared norms of
+  //   what the linear branch reads (the RoPE'd rows with linear_rope: one more barrier).
+  if (!linear_rope && tid < D) part[3] = qc[tid] * qc[tid], part[4] = kc[tid] * kc[tid];
   for (int d = tid; d < D; d += 256) {
     const int i = d % (D / 2);
     float s, c;
@@ -300,10 +305,12 @@ __global__ void __launch_bounds__(256) hybrid_decode_kernel(
     qr[d] = qc[d] * c + sgn * qc[other] * s;
     kr[d] = kc[d] * c + sgn * kc[other] * s;
   }
-  __syncthreads();
+  if (linear_rope) {
+    __syncthreads();
+    if (tid < D) part[3] = qr[tid] * qr[tid], part[4] = kr[tid] * kr[tid];
+  }
   const float* lq = linear_rope ? qr : qc;
   const float* lk = linear_rope ? kr : kc;
-  if (tid < D) part[3] = lq[tid] * lq[tid], part[4] = lk[tid] * lk[tid];
 #pragma unroll
   for (int i = 0; i < 5; ++i) {
     const float t = device::warp_sum(part[i]);
@@ -424,7 +431,7 @@ __global__ void __launch_bounds__(256) hybrid_decode_kernel(
     float a = 1.0f, bl = 1.0f;  // y = a·y_exact + bl·y_lin
     if (n_keys > 0) ye /= stat[1];
     if (mix == HybridMix::gate) {
-      float z = tot[2] + p.b_lambda[h];
+      float z = tot[NR == 3 ? 2 : 0] + p.b_lambda[h];  // gate: NR = 3, the λ row last
       if (p.c_lse) z -= p.c_lse[h] * (stat[0] + logf(stat[1]));
       const float lambda = device::sigmoidf_(z);
       a = 1.0f - lambda, bl = lambda;
@@ -593,14 +600,23 @@ Status decode_launch(bf16* y, const HybridShape& s, const HybridParams& p,
   const size_t smem = (size_t)(s.sinks + s.window + 1) * sizeof(float);
   return dispatch_head_dim(s.D, [&](auto d) -> Status {
     constexpr int Dc = decltype(d)::value;
-    auto kernel = hybrid_decode_kernel<Dc>;
-    if (smem > 48 * 1024)
-      GL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    kernel<<<dim3(s.H, Dc / 32, B), 256, smem, stream>>>(y, p, one, caches, x, q, k, v, s.C, s.H,
-                                                         s.G, s.sinks, s.window, s.mix,
-                                                         s.linear_rope);
-    GL_CUDA_CHECK_LAUNCH();
-    return ok_status();
+    auto launch = [&](auto kernel) -> Status {
+      if (smem > 48 * 1024)
+        GL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+      kernel<<<dim3(s.H, Dc / 32, B), 256, smem, stream>>>(y, p, one, caches, x, q, k, v, s.C, s.H,
+                                                           s.G, s.sinks, s.window, s.mix,
+                                                           s.linear_rope);
+      GL_CUDA_CHECK_LAUNCH();
+      return ok_status();
+    };
+    // The gate rows present (w_a, w_b, w_λ): a compile-time count, so that their loads issue
+    // together.
+    switch (p.R / s.H) {
+      case 3: return launch(hybrid_decode_kernel<Dc, 3>);
+      case 2: return launch(hybrid_decode_kernel<Dc, 2>);
+      case 0: return launch(hybrid_decode_kernel<Dc, 0>);
+      default: return make_error("hybrid_decode_step: ", p.R, " gate rows for ", s.H, " heads");
+    }
   });
 }
 }  // namespace
