@@ -362,24 +362,22 @@ __global__ void __launch_bounds__(256) hybrid_decode_kernel(
 #pragma unroll
     for (int i = 0; i < R; ++i) sreg[i] = S[(long)(warp * R + i) * D + col];
   }
-  float k_leave[R];
+  // The entering token's unit key: from the ring, or (window 0) this token's own in shared memory.
+  const bf16* k_ring = nullptr;
   if (enters) {
     if (window == 0) {
       alpha = expf(g_now), b = beta_now, v_leave = vc[col];
-#pragma unroll
-      for (int i = 0; i < R; ++i) k_leave[i] = kn[warp * R + i];
     } else {
       const long slot = leaving % ring;
       alpha = expf(cache.ring_g[slot * H + h]);
       b = cache.ring_beta[slot * H + h];
-      const bf16* kl = cache.ring_key + (slot * G + hk) * (long)D;
+      k_ring = cache.ring_key + (slot * G + hk) * (long)D;
       v_leave = __bfloat162float(cache.ring_v[(slot * G + hk) * (long)D + col]);
-#pragma unroll
-      for (int i = 0; i < R; ++i) k_leave[i] = __bfloat162float(kl[warp * R + i]);
     }
     float r = 0.0f;
 #pragma unroll
-    for (int i = 0; i < R; ++i) r += k_leave[i] * sreg[i];
+    for (int i = 0; i < R; ++i)
+      r += (k_ring ? __bfloat162float(k_ring[warp * R + i]) : kn[warp * R + i]) * sreg[i];
     part_r[warp][e] = r;
   }
   __syncthreads();  // scores and part_r
@@ -400,7 +398,8 @@ __global__ void __launch_bounds__(256) hybrid_decode_kernel(
     const float u = b * (v_leave - alpha * r);
 #pragma unroll
     for (int i = 0; i < R; ++i) {
-      sreg[i] = alpha * sreg[i] + k_leave[i] * u;
+      const float kl = k_ring ? __bfloat162float(k_ring[warp * R + i]) : kn[warp * R + i];
+      sreg[i] = alpha * sreg[i] + kl * u;
       S[(long)(warp * R + i) * D + col] = sreg[i];
     }
   }
