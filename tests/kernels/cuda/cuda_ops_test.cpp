@@ -110,7 +110,9 @@ void expect_matches(const Check& c, const Tolerance& tol) {
   EXPECT_EQ(count_nonfinite(c.got), 0u) << "non-finite values (or elements left unwritten)";
   const Comparison e = compare(c.got, c.want);
   const double scale = std::max(max_abs(c.want), c.floor);
-  if (max_abs(c.want) > 0) EXPECT_LE(e.nmse, tol.nmse) << "max abs " << e.max_abs;
+  if (max_abs(c.want) > 0) {
+    EXPECT_LE(e.nmse, tol.nmse) << "max abs " << e.max_abs;
+  }
   EXPECT_LE(e.max_abs, tol.max_rel * scale) << "nmse " << e.nmse << ", reference max " << scale;
   std::printf("    %-30s nmse %.3e  max abs %.3e  (reference max %.3e)\n", c.name.c_str(), e.nmse,
               e.max_abs, scale);
