@@ -211,7 +211,7 @@ __global__ void mix_nmse_partial_kernel(double* partial, HybridMix mix, const bf
 // (conv, gates, norms, RoPE, scores) is recomputed by the D/32 blocks of a head. The block of a
 // sequence that finishes last advances its cache.position (one launch per token). Dynamic shared
 // memory: the exact branch's scores, sinks + window + 1 floats.
-template <int D, int NR>
+template <int D, int NR, bool kBatch>
 __global__ void __launch_bounds__(256) hybrid_decode_kernel(
     bf16* __restrict__ y, HybridParams p, HybridCacheView one,
     const HybridCacheView* __restrict__ caches, const bf16* __restrict__ x,
@@ -223,8 +223,11 @@ __global__ void __launch_bounds__(256) hybrid_decode_kernel(
   __shared__ float red[8][5], stat[2];
   __shared__ float part_r[8][32], part_o[8][32], part_y[8][32];
   const int h = blockIdx.x, cb = blockIdx.y, seq = blockIdx.z, group = H / G, hk = h / group;
-  // One sequence: its view is a kernel parameter (no dependent load before the first read).
-  const HybridCacheView cache = caches ? caches[seq] : one;
+  // One sequence: its view is a kernel parameter (no dependent load before the first read, no
+  // select between the two that would take the parameter's address).
+  HybridCacheView cache;
+  if constexpr (kBatch) cache = caches[seq];
+  else cache = one;
   x += (long)seq * C;
   q += (long)seq * H * D;
   k += (long)seq * G * D;
@@ -362,22 +365,24 @@ __global__ void __launch_bounds__(256) hybrid_decode_kernel(
 #pragma unroll
     for (int i = 0; i < R; ++i) sreg[i] = S[(long)(warp * R + i) * D + col];
   }
-  // The entering token's unit key: from the ring, or (window 0) this token's own in shared memory.
-  const bf16* k_ring = nullptr;
+  float k_leave[R];  // the entering token's unit key (from the ring, or this token's own)
   if (enters) {
     if (window == 0) {
       alpha = expf(g_now), b = beta_now, v_leave = vc[col];
+#pragma unroll
+      for (int i = 0; i < R; ++i) k_leave[i] = kn[warp * R + i];
     } else {
       const long slot = leaving % ring;
       alpha = expf(cache.ring_g[slot * H + h]);
       b = cache.ring_beta[slot * H + h];
-      k_ring = cache.ring_key + (slot * G + hk) * (long)D;
+      const bf16* kl = cache.ring_key + (slot * G + hk) * (long)D;
       v_leave = __bfloat162float(cache.ring_v[(slot * G + hk) * (long)D + col]);
+#pragma unroll
+      for (int i = 0; i < R; ++i) k_leave[i] = __bfloat162float(kl[warp * R + i]);
     }
     float r = 0.0f;
 #pragma unroll
-    for (int i = 0; i < R; ++i)
-      r += (k_ring ? __bfloat162float(k_ring[warp * R + i]) : kn[warp * R + i]) * sreg[i];
+    for (int i = 0; i < R; ++i) r += k_leave[i] * sreg[i];
     part_r[warp][e] = r;
   }
   __syncthreads();  // scores and part_r
@@ -398,8 +403,7 @@ __global__ void __launch_bounds__(256) hybrid_decode_kernel(
     const float u = b * (v_leave - alpha * r);
 #pragma unroll
     for (int i = 0; i < R; ++i) {
-      const float kl = k_ring ? __bfloat162float(k_ring[warp * R + i]) : kn[warp * R + i];
-      sreg[i] = alpha * sreg[i] + kl * u;
+      sreg[i] = alpha * sreg[i] + k_leave[i] * u;
       S[(long)(warp * R + i) * D + col] = sreg[i];
     }
   }
@@ -610,10 +614,11 @@ Status decode_launch(bf16* y, const HybridShape& s, const HybridParams& p,
     };
     // The gate rows present (w_a, w_b, w_λ): a compile-time count, so that their loads issue
     // together.
+    const bool batch = caches != nullptr;
     switch (p.R / s.H) {
-      case 3: return launch(hybrid_decode_kernel<Dc, 3>);
-      case 2: return launch(hybrid_decode_kernel<Dc, 2>);
-      case 0: return launch(hybrid_decode_kernel<Dc, 0>);
+      case 3: return batch ? launch(hybrid_decode_kernel<Dc, 3, true>) : launch(hybrid_decode_kernel<Dc, 3, false>);
+      case 2: return batch ? launch(hybrid_decode_kernel<Dc, 2, true>) : launch(hybrid_decode_kernel<Dc, 2, false>);
+      case 0: return batch ? launch(hybrid_decode_kernel<Dc, 0, true>) : launch(hybrid_decode_kernel<Dc, 0, false>);
       default: return make_error("hybrid_decode_step: ", p.R, " gate rows for ", s.H, " heads");
     }
   });
