@@ -26,6 +26,8 @@ commands:
                                   --select hard|uniform --tokens N|--steps N --seq-len T --batch B
                                   --lr LR --seed S --stage transfer|e2e|both --e2e-tokens N
                                   --e2e-lr LR --sweep RECIPES.json --init DIR --device cpu|cuda
+                                  (cuda: mixers gdn and none, every mix, conv and window; gla,
+                                  kgla, hedgehog and --sweep run on the CPU only)
                                   --resume --stop-after N (stop after N steps of a stage, as an
                                   interruption would: for testing --resume)]
   eval ppl MODEL --input FILE     perplexity  [--seq-len N --limit WINDOWS --json --device cpu|cuda]
