@@ -127,7 +127,7 @@ int cmd_analyze(const Argv& argv) {
     if (!students.empty())
       std::fprintf(stderr, "golinear analyze: --device cuda: the teacher runs on the GPU (bf16); "
                            "the students' mixers run on the CPU on its traced inputs\n");
-    result = analysis::analysis_run(model, cuda::gpu_teacher_trace(*loaded->gpu), students,
+    result = analysis::analysis_run(model, golinear::analysis::cuda::gpu_teacher_trace(*loaded->gpu), students,
                                     data->tokens.data(), data->size(), data->seq_len, options);
   }
 #endif

@@ -54,7 +54,7 @@ int eval_ppl(const Argv& argv) {
   Result<eval::PerplexityResult> result = make_error("eval ppl: not run");
 #ifdef GOLINEAR_HAVE_CUDA
   if (device == "cuda") {  // eval::perplexity's windows, the forward on the GPU (bf16)
-    cuda::GpuModel& gpu = *loaded->gpu;
+    golinear::model::cuda::GpuModel& gpu = *loaded->gpu;
     auto forward = [&gpu](const int32_t* ids, int T, float* logits) {
       return gpu.forward(ids, T, logits, false);
     };
@@ -154,7 +154,7 @@ int eval_likelihood(eval::LikelihoodTask task, const Argv& argv) {
   };
 #ifdef GOLINEAR_HAVE_CUDA
   if (*device == "cuda") {
-    score = [rows = cuda::gpu_rows_forward(*loaded->gpu), V = model.config.vocab_size](
+    score = [rows = golinear::eval::cuda::gpu_rows_forward(*loaded->gpu), V = model.config.vocab_size](
                 const std::vector<eval::TokenizedRequest>& requests, int max_length) {
       return eval::loglikelihood_score_requests(rows, V, requests, max_length);
     };
@@ -282,7 +282,7 @@ int eval_synthetic(const std::string& task, const Argv& argv) {
   const Model& model = *loaded->model;
   runtime::NewSequence sequences = runtime::cpu_sequences(model);
 #ifdef GOLINEAR_HAVE_CUDA
-  if (*device == "cuda") sequences = cuda::gpu_sequences(*loaded->gpu);
+  if (*device == "cuda") sequences = golinear::runtime::cuda::gpu_sequences(*loaded->gpu);
 #endif
   auto report = eval::synthetic_evaluate(sequences, model.config, tokenizer, name, generated, options);
   if (!report.ok()) return fail(report.error());

@@ -62,7 +62,7 @@ int cmd_generate(const Argv& argv) {
   // The sequence: the CPU model's cache, or the GPU model's (bf16 prefill, then the decode step).
   runtime::NewSequence sequences = runtime::cpu_sequences(model);
 #ifdef GOLINEAR_HAVE_CUDA
-  if (*device == "cuda") sequences = cuda::gpu_sequences(*loaded->gpu);
+  if (*device == "cuda") sequences = golinear::runtime::cuda::gpu_sequences(*loaded->gpu);
 #endif
   std::vector<int32_t> generated;
   size_t printed = 0;

@@ -120,16 +120,16 @@ Result<train::LinearizeOptions> parse_settings(const Args& args, const ModelConf
 // hardness with the CPU teacher).
 train::Trainers gpu_trainers(std::shared_ptr<void> gpu_model) {
 #if GOLINEAR_HAVE_CUDA
-  auto gpu = std::static_pointer_cast<cuda::GpuModel>(gpu_model);
-  auto teacher_model = [gpu](const Model& model) -> Result<std::shared_ptr<cuda::GpuModel>> {
+  auto gpu = std::static_pointer_cast<golinear::model::cuda::GpuModel>(gpu_model);
+  auto teacher_model = [gpu](const Model& model) -> Result<std::shared_ptr<golinear::model::cuda::GpuModel>> {
     if (gpu) return gpu;
-    GL_ASSIGN_OR_RETURN(std::unique_ptr<cuda::GpuModel> uploaded, cuda::gpu_model_upload(model));
-    return std::shared_ptr<cuda::GpuModel>(std::move(uploaded));
+    GL_ASSIGN_OR_RETURN(std::unique_ptr<golinear::model::cuda::GpuModel> uploaded, golinear::model::cuda::gpu_model_upload(model));
+    return std::shared_ptr<golinear::model::cuda::GpuModel>(std::move(uploaded));
   };
   train::Trainers t;
   t.transfer = [teacher_model](const Model& model, MixerStack& students, const PackedDataset& data,
                                const train::TrainOptions& options) -> Result<train::TrainReport> {
-    GL_ASSIGN_OR_RETURN(std::shared_ptr<cuda::GpuModel> teacher, teacher_model(model));
+    GL_ASSIGN_OR_RETURN(std::shared_ptr<golinear::model::cuda::GpuModel> teacher, teacher_model(model));
     return train::cuda::gpu_attention_transfer(train::cuda::gpu_teacher_from_gpu_model(teacher),
                                                model, students, data, options);
   };

@@ -71,9 +71,9 @@ int cmd_score(const Argv& argv) {
   runtime::NewSequence sequences = runtime::cpu_sequences(model);
 #ifdef GOLINEAR_HAVE_CUDA
   if (device == "cuda") {
-    cuda::GpuModel& gpu = *loaded->gpu;
+    golinear::model::cuda::GpuModel& gpu = *loaded->gpu;
     forward = [&gpu](const int32_t* ids, int T, float* logits) { return gpu.forward(ids, T, logits, false); };
-    sequences = cuda::gpu_sequences(gpu);
+    sequences = golinear::runtime::cuda::gpu_sequences(gpu);
   }
 #endif
   for (const auto& ids : all_ids) {

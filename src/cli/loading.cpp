@@ -35,11 +35,11 @@ Result<LoadedModel> load_model_and_tokenizer(const std::string& dir, const std::
   LoadedModel loaded(std::move(model), std::move(tokenizer));
 #ifdef GOLINEAR_HAVE_CUDA
   if (device == "cuda") {
-    cuda::GpuLoadStats stats;
-    auto gpu = cuda::gpu_model_load(dir, *loaded.model, &stats);
+    golinear::model::cuda::GpuLoadStats stats;
+    auto gpu = golinear::model::cuda::gpu_model_load(dir, *loaded.model, &stats);
     if (!gpu.ok()) return make_error("golinear ", command, " --device cuda: ", gpu.error());
     loaded.gpu = std::move(*gpu);
-    auto in_use = cuda::gpu_memory_in_use();
+    auto in_use = golinear::model::cuda::gpu_memory_in_use();
     loaded.gpu_in_use_peak = in_use.ok() ? *in_use : 0;
     loaded.memory = {{"upload_bytes", stats.bytes_uploaded},
                      {"staging_peak_bytes", stats.peak_staging_bytes},
@@ -59,7 +59,7 @@ Result<LoadedModel> load_model_and_tokenizer(const std::string& dir, const std::
 void memory_checkpoint(LoadedModel& loaded) {
 #ifdef GOLINEAR_HAVE_CUDA
   if (!loaded.gpu) return;
-  if (auto in_use = cuda::gpu_memory_in_use(); in_use.ok())
+  if (auto in_use = golinear::model::cuda::gpu_memory_in_use(); in_use.ok())
     loaded.gpu_in_use_peak = std::max(loaded.gpu_in_use_peak, *in_use);
 #else
   (void)loaded;
@@ -72,7 +72,7 @@ Json memory_report(LoadedModel& loaded, const std::string& command) {
   if (!loaded.gpu) return Json::object();
   const size_t rss = host_peak_rss_bytes();
   memory_checkpoint(loaded);
-  auto now = cuda::gpu_memory_in_use();
+  auto now = golinear::model::cuda::gpu_memory_in_use();
   const size_t after_load = report.value("gpu_in_use_after_load_bytes", (size_t)0);
   const size_t at_end = now.ok() ? *now : 0;
   const size_t peak = loaded.gpu_in_use_peak;

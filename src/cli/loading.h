@@ -21,7 +21,7 @@ struct LoadedModel {
   std::unique_ptr<Model> model;
   Tokenizer tokenizer;
 #ifdef GOLINEAR_HAVE_CUDA
-  std::shared_ptr<cuda::GpuModel> gpu;  // --device cuda: the whole model, bf16
+  std::shared_ptr<golinear::model::cuda::GpuModel> gpu;  // --device cuda: the whole model, bf16
 #endif
   Json memory = Json::object();         // --device cuda: what loading used (memory_report)
   size_t gpu_in_use_peak = 0;           // the most GPU memory in use seen by memory_checkpoint
@@ -29,7 +29,7 @@ struct LoadedModel {
 
 // The tokenizer and the model of `dir` for `device` ("cpu" or "cuda"; `command`, e.g. "eval
 // ppl", names it in errors). cuda: the backbone goes from the safetensors straight to the GPU in
-// bf16 (cuda::gpu_model_load), never as host fp32; a line on stderr says what was uploaded.
+// bf16 (golinear::model::cuda::gpu_model_load), never as host fp32; a line on stderr says what was uploaded.
 Result<LoadedModel> load_model_and_tokenizer(const std::string& dir, const std::string& device = "cpu",
                                              const std::string& command = "");
 

@@ -2,7 +2,9 @@
 
 #include <cstring>
 
-namespace golinear::cuda {
+namespace golinear::analysis::cuda {
+
+using kernels::cuda::bf16;
 
 namespace {
 
@@ -22,13 +24,13 @@ Status download(std::vector<float>& out, const bf16* device, size_t n, std::vect
 
 }  // namespace
 
-analysis::TeacherTrace gpu_teacher_trace(GpuModel& model) {
+analysis::TeacherTrace gpu_teacher_trace(golinear::model::cuda::GpuModel& model) {
   return [&model](const int32_t* tokens, int T, bool mixer_io, ForwardTrace* trace) -> Status {
     if (model.has_hybrid_layers())
       return make_error("analyze: the GPU teacher has hybrid layers; the teacher must be every "
                         "layer softmax attention");
-    std::vector<GpuLayerTrace> layers;
-    GL_TRY(gpu_model_trace(model, tokens, T, &layers));
+    std::vector<golinear::model::cuda::GpuLayerTrace> layers;
+    GL_TRY(golinear::model::cuda::gpu_model_trace(model, tokens, T, &layers));
     const ModelConfig& c = model.config();
     const size_t C = c.hidden_size, H = c.num_heads, G = c.num_kv_heads, D = c.head_dim;
     trace->capture_mixer_io = true;
@@ -49,4 +51,4 @@ analysis::TeacherTrace gpu_teacher_trace(GpuModel& model) {
   };
 }
 
-}  // namespace golinear::cuda
+}  // namespace golinear::analysis::cuda

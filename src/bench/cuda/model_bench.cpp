@@ -16,7 +16,7 @@
 
 namespace golinear::bench::cuda {
 
-using namespace golinear::cuda;
+using namespace golinear::model::cuda;
 
 namespace {
 

@@ -21,9 +21,9 @@ Result<Json> gpu_transfer_bench(const TransferBenchOptions& o) {
   Model shape;
   GL_ASSIGN_OR_RETURN(shape.config, model_config_read(o.config_path));
   shape.inv_freq = rope_inverse_frequencies(shape.config.rope, shape.config.head_dim);
-  std::shared_ptr<golinear::cuda::GpuModel> gpu;
+  std::shared_ptr<golinear::model::cuda::GpuModel> gpu;
   {
-    GL_ASSIGN_OR_RETURN(auto made, golinear::cuda::gpu_model_random(shape.config, o.seed));
+    GL_ASSIGN_OR_RETURN(auto made, golinear::model::cuda::gpu_model_random(shape.config, o.seed));
     gpu = std::move(made);
   }
   GpuTeacher teacher = gpu_teacher_from_gpu_model(gpu);

@@ -2,7 +2,7 @@
 
 #include <memory>
 
-namespace golinear::cuda {
+namespace golinear::eval::cuda {
 
 namespace {
 
@@ -14,7 +14,7 @@ struct RowsBuffers {
 
 }  // namespace
 
-eval::RowsForward gpu_rows_forward(GpuModel& model) {
+eval::RowsForward gpu_rows_forward(golinear::model::cuda::GpuModel& model) {
   auto buffers = std::make_shared<RowsBuffers>();
   return [&model, buffers](const int32_t* ids, int T, int first_row, float* rows) -> Status {
     if (T <= 0 || first_row < 0 || first_row >= T)
@@ -33,4 +33,4 @@ eval::RowsForward gpu_rows_forward(GpuModel& model) {
   };
 }
 
-}  // namespace golinear::cuda
+}  // namespace golinear::eval::cuda

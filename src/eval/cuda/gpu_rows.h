@@ -6,9 +6,9 @@
 #include "eval/loglikelihood.h"
 #include "model/cuda/gpu_model.h"
 
-namespace golinear::cuda {
+namespace golinear::eval::cuda {
 
 // `model` must outlive the returned forward.
-eval::RowsForward gpu_rows_forward(GpuModel& model);
+eval::RowsForward gpu_rows_forward(golinear::model::cuda::GpuModel& model);
 
-}  // namespace golinear::cuda
+}  // namespace golinear::eval::cuda

@@ -22,7 +22,7 @@
 #include "mixers/hybrid_mixer.h"
 #include "mixers/mixer_factory.h"
 
-namespace golinear::cuda {
+namespace golinear::model::cuda {
 
 namespace kc = kernels::cuda;
 
@@ -779,4 +779,4 @@ Status gpu_prefill(GpuModel& model, GpuSequenceCache& cache, const int32_t* toke
   return ok_status();
 }
 
-}  // namespace golinear::cuda
+}  // namespace golinear::model::cuda

@@ -15,7 +15,7 @@
 #include "kernels/cuda/cuda_common.h"
 #include "model/transformer.h"
 
-namespace golinear::cuda {
+namespace golinear::model::cuda {
 
 using kernels::cuda::bf16;
 
@@ -39,7 +39,7 @@ struct GpuLayerTrace {
 Status gpu_model_trace(GpuModel& model, const int32_t* tokens, int T,
                        std::vector<GpuLayerTrace>* layers);
 
-}  // namespace golinear::cuda
+}  // namespace golinear::model::cuda
 
 // ---- beyond the contract: the whole model for inference and the benchmark -------------------
 
@@ -49,7 +49,7 @@ Status gpu_model_trace(GpuModel& model, const int32_t* tokens, int T,
 #include "mixers/cuda/hybrid_mixer.h"
 #include "mixers/mixer_factory.h"
 
-namespace golinear::cuda {
+namespace golinear::model::cuda {
 
 using kernels::cuda::HybridCacheView;
 
@@ -317,4 +317,4 @@ Status gpu_prefill(GpuModel& model, GpuSequenceCache& cache, const int32_t* toke
 Status gpu_decode(GpuModel& model, GpuSequenceCache& cache, int32_t token, float* logits,
                   int32_t* next);
 
-}  // namespace golinear::cuda
+}  // namespace golinear::model::cuda

@@ -12,7 +12,7 @@
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
 
-namespace golinear::cuda {
+namespace golinear::model::cuda {
 
 namespace {
 
@@ -200,4 +200,4 @@ Result<std::unique_ptr<GpuModel>> gpu_model_load(const std::string& dir, const M
   return gm;
 }
 
-}  // namespace golinear::cuda
+}  // namespace golinear::model::cuda

@@ -11,7 +11,7 @@
 
 #include "model/cuda/gpu_model.h"
 
-namespace golinear::cuda {
+namespace golinear::model::cuda {
 
 // What a load moved.
 struct GpuLoadStats {
@@ -31,4 +31,4 @@ Result<std::unique_ptr<GpuModel>> gpu_model_load(const std::string& dir, const M
 // Device memory in use on the current GPU (cudaMemGetInfo: total − free, every process's).
 Result<size_t> gpu_memory_in_use();
 
-}  // namespace golinear::cuda
+}  // namespace golinear::model::cuda

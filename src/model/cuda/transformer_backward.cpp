@@ -11,7 +11,7 @@
 #include "kernels/cuda/norm.h"
 #include "kernels/cuda/rope.h"
 
-namespace golinear::cuda {
+namespace golinear::model::cuda {
 
 namespace kc = kernels::cuda;
 
@@ -99,4 +99,4 @@ Status gpu_model_backward(GpuModel& model, const GpuActivations& acts, const flo
   return ok_status();
 }
 
-}  // namespace golinear::cuda
+}  // namespace golinear::model::cuda

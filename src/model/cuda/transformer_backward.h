@@ -16,7 +16,7 @@
 
 #include "model/cuda/gpu_model.h"
 
-namespace golinear::cuda {
+namespace golinear::model::cuda {
 
 // A linearized layer's backward: given dy (T, H·D) fp32, the gradient of its output, write the
 // gradients of its inputs dx (T, C), dq (T, H·D), dk, dv (T, G·D) fp32 (=).
@@ -49,4 +49,4 @@ class GpuBackwardScratch {
 Status gpu_model_backward(GpuModel& model, const GpuActivations& acts, const float* dlogits,
                           const GpuMixerBackward& mixer_backward, GpuBackwardScratch& scratch);
 
-}  // namespace golinear::cuda
+}  // namespace golinear::model::cuda

@@ -20,7 +20,7 @@
 namespace golinear::train::cuda {
 
 namespace kc = kernels::cuda;
-using golinear::cuda::GpuLayerTrace;
+using golinear::model::cuda::GpuLayerTrace;
 using kernels::cuda::bf16;
 using mixers::cuda::GpuHybridMixer;
 using mixers::cuda::HybridIO;
@@ -257,20 +257,20 @@ Result<TrainReport> gpu_attention_transfer(const GpuTeacher& teacher_trace, cons
 
 namespace golinear::train::cuda {
 
-GpuTeacher gpu_teacher_from_gpu_model(std::shared_ptr<golinear::cuda::GpuModel> model) {
+GpuTeacher gpu_teacher_from_gpu_model(std::shared_ptr<golinear::model::cuda::GpuModel> model) {
   return GpuTeacher(
       [model](const int32_t* tokens, int T, std::vector<GpuLayerTrace>* layers) {
-        return golinear::cuda::gpu_model_trace(*model, tokens, T, layers);
+        return golinear::model::cuda::gpu_model_trace(*model, tokens, T, layers);
       },
       [model](const int32_t* tokens, int T, int slot, cudaEvent_t wait, cudaEvent_t done,
               std::vector<GpuLayerTrace>* layers) {
-        return golinear::cuda::gpu_model_trace_async(*model, tokens, T, slot, wait, done, layers);
+        return golinear::model::cuda::gpu_model_trace_async(*model, tokens, T, slot, wait, done, layers);
       });
 }
 
 Result<GpuTeacher> gpu_teacher_from_model(const Model& teacher) {
-  GL_ASSIGN_OR_RETURN(std::unique_ptr<golinear::cuda::GpuModel> uploaded,
-                      golinear::cuda::gpu_model_upload(teacher));
+  GL_ASSIGN_OR_RETURN(std::unique_ptr<golinear::model::cuda::GpuModel> uploaded,
+                      golinear::model::cuda::gpu_model_upload(teacher));
   return gpu_teacher_from_gpu_model(std::move(uploaded));
 }
 

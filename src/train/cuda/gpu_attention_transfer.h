@@ -26,12 +26,12 @@ namespace golinear::train::cuda {
 // Fills one trace per layer (device pointers, valid until the next call) for one sequence of
 // T tokens from position 0.
 using GpuTraceFn =
-    std::function<Status(const int32_t* tokens, int T, std::vector<golinear::cuda::GpuLayerTrace>* layers)>;
-// The pipelined form (golinear::cuda::gpu_model_trace_async): enqueues the trace into `slot`
+    std::function<Status(const int32_t* tokens, int T, std::vector<golinear::model::cuda::GpuLayerTrace>* layers)>;
+// The pipelined form (golinear::model::cuda::gpu_model_trace_async): enqueues the trace into `slot`
 // (0 or 1) behind the event `wait` (or null), records `done` when written, returns at once.
 using GpuTraceAsyncFn =
     std::function<Status(const int32_t* tokens, int T, int slot, cudaEvent_t wait, cudaEvent_t done,
-                         std::vector<golinear::cuda::GpuLayerTrace>* layers)>;
+                         std::vector<golinear::model::cuda::GpuLayerTrace>* layers)>;
 
 // A teacher: the synchronous trace, and optionally the pipelined one, with which the trainer
 // runs the teacher of the next sequence on the teacher's stream while the students of this one
@@ -46,7 +46,7 @@ class GpuTeacher {
   GpuTeacher(GpuTraceFn trace, GpuTraceAsyncFn trace_async)
       : trace_(std::move(trace)), trace_async_(std::move(trace_async)) {}
   Status operator()(const int32_t* tokens, int T,
-                    std::vector<golinear::cuda::GpuLayerTrace>* layers) const {
+                    std::vector<golinear::model::cuda::GpuLayerTrace>* layers) const {
     return trace_(tokens, T, layers);
   }
   const GpuTraceAsyncFn& async() const { return trace_async_; }  // empty: not pipelined
@@ -63,7 +63,7 @@ Result<GpuTeacher> gpu_teacher_from_cpu(const Model& teacher);
 // The teacher on the GPU (model/cuda/gpu_model.h, bf16): `teacher` uploaded once. Pipelined.
 Result<GpuTeacher> gpu_teacher_from_model(const Model& teacher);
 // A model already on the GPU (e.g. gpu_model_random) as the teacher, pipelined.
-GpuTeacher gpu_teacher_from_gpu_model(std::shared_ptr<golinear::cuda::GpuModel> model);
+GpuTeacher gpu_teacher_from_gpu_model(std::shared_ptr<golinear::model::cuda::GpuModel> model);
 
 // Attention transfer with the given teacher trace; `teacher` supplies the config and RoPE
 // frequencies. Same result fields as train::attention_transfer.

@@ -31,7 +31,7 @@ namespace {
 class Distiller {
  public:
   Status init(const Model& model, MixerStack& students, int T,
-              std::shared_ptr<golinear::cuda::GpuModel> backbone);
+              std::shared_ptr<golinear::model::cuda::GpuModel> backbone);
   // Uploads the students' parameters (after a resume, before training).
   Status upload(MixerStack& students);
   // One sequence: KL (mean over tokens) returned; parameter gradients += scale · ∂KL/∂θ.
@@ -49,15 +49,15 @@ class Distiller {
   Status attach_students(bool on);
 
   int T_ = 0;
-  std::shared_ptr<golinear::cuda::GpuModel> gm_;
+  std::shared_ptr<golinear::model::cuda::GpuModel> gm_;
   std::vector<int> trained_;
   mixers::MixerOptions recipe_;
   std::vector<GpuHybridMixer> hybrid_;
   HybridScratch scratch_;  // the mixers' training forward and backward, layer by layer
   long P_ = 0;
   kc::DeviceBuffer<float> value_, grad_;
-  std::unique_ptr<golinear::cuda::GpuActivations> acts_;
-  std::unique_ptr<golinear::cuda::GpuBackwardScratch> backward_scratch_;
+  std::unique_ptr<golinear::model::cuda::GpuActivations> acts_;
+  std::unique_ptr<golinear::model::cuda::GpuBackwardScratch> backward_scratch_;
   kc::DeviceBuffer<int32_t> ids_;
   kc::DeviceBuffer<float> logits_, teacher_logits_, dlogits_;  // (T, V)
   kc::DeviceBuffer<double> kl_;                                 // (T)
@@ -65,7 +65,7 @@ class Distiller {
 };
 
 Status Distiller::init(const Model& model, MixerStack& students, int T,
-                       std::shared_ptr<golinear::cuda::GpuModel> backbone) {
+                       std::shared_ptr<golinear::model::cuda::GpuModel> backbone) {
   const ModelConfig& c = model.config;
   const int L = c.num_layers;
   T_ = T;
@@ -85,7 +85,7 @@ Status Distiller::init(const Model& model, MixerStack& students, int T,
     if (gm_->has_hybrid_layers())
       return make_error("GPU distillation: the teacher on the GPU has linearized layers");
   } else {
-    GL_ASSIGN_OR_RETURN(gm_, golinear::cuda::gpu_model_upload(model));
+    GL_ASSIGN_OR_RETURN(gm_, golinear::model::cuda::gpu_model_upload(model));
   }
 
   // The trained layers: one flat parameter / gradient buffer.
@@ -101,8 +101,8 @@ Status Distiller::init(const Model& model, MixerStack& students, int T,
     hybrid_.push_back(std::move(layer));
   }
   GL_TRY(scratch_.reserve(HybridScratch::bytes(recipe_, shape, T, true)));
-  GL_ASSIGN_OR_RETURN(acts_, golinear::cuda::gpu_activations_allocate(*gm_, T));
-  GL_ASSIGN_OR_RETURN(backward_scratch_, golinear::cuda::GpuBackwardScratch::create(*gm_, T));
+  GL_ASSIGN_OR_RETURN(acts_, golinear::model::cuda::gpu_activations_allocate(*gm_, T));
+  GL_ASSIGN_OR_RETURN(backward_scratch_, golinear::model::cuda::GpuBackwardScratch::create(*gm_, T));
   const size_t V = c.vocab_size;
   GL_TRY(ids_.allocate(T));
   GL_TRY(logits_.allocate((size_t)T * V));
@@ -128,13 +128,13 @@ Result<double> Distiller::accumulate(const int32_t* host_ids, float scale) {
   const int T = T_, V = gm_->config().vocab_size;
   GL_CUDA_CHECK(cudaMemcpyAsync(ids_.get(), host_ids, (size_t)T * 4, cudaMemcpyHostToDevice, s));
   // The teacher: the same backbone, every layer softmax attention.
-  golinear::cuda::GpuForwardOptions teacher;
+  golinear::model::cuda::GpuForwardOptions teacher;
   teacher.logits = teacher_logits_.get();
   teacher.all_softmax = true;
   GL_TRY(gm_->forward_device(ids_.get(), T, teacher));
   // The student, keeping what the backward reads.
   GL_TRY(attach_students(true));
-  golinear::cuda::GpuForwardOptions student;
+  golinear::model::cuda::GpuForwardOptions student;
   student.logits = logits_.get();
   student.keep = acts_.get();
   GL_TRY(gm_->forward_device(ids_.get(), T, student));
@@ -147,12 +147,12 @@ Result<double> Distiller::accumulate(const int32_t* host_ids, float scale) {
     const auto it = std::find(trained_.begin(), trained_.end(), layer);
     if (it == trained_.end()) return make_error("GPU distillation: layer ", layer, " is not trained");
     GpuHybridMixer& mixer = hybrid_[it - trained_.begin()];
-    const golinear::cuda::GpuLayerActivations& A = acts_->layers[layer];
+    const golinear::model::cuda::GpuLayerActivations& A = acts_->layers[layer];
     const HybridIO in{T, A.xn, A.q, A.k, A.v};
     GL_TRY(mixer.forward_train(scratch_, in, nullptr, gm_->cublas(), s));
     return mixer.backward(scratch_, in, dy, gm_->cublas(), s, dx, dq, dk, dv);
   };
-  GL_TRY(golinear::cuda::gpu_model_backward(*gm_, *acts_, dlogits_.get(), mixer_backward,
+  GL_TRY(golinear::model::cuda::gpu_model_backward(*gm_, *acts_, dlogits_.get(), mixer_backward,
                                             *backward_scratch_));
   GL_TRY(attach_students(false));
   GL_CUDA_CHECK(cudaMemcpyAsync(host_kl_.data(), kl_.get(), (size_t)T * 8, cudaMemcpyDeviceToHost, s));
@@ -177,7 +177,7 @@ Result<double> gpu_distill_sequence_gradient(const Model& model, MixerStack& stu
 
 Result<TrainReport> gpu_distill_end_to_end(const Model& model, MixerStack& students,
                                            const PackedDataset& data, const TrainOptions& options,
-                                           std::shared_ptr<golinear::cuda::GpuModel> backbone) {
+                                           std::shared_ptr<golinear::model::cuda::GpuModel> backbone) {
   const int T = data.seq_len;
   if (data.size() == 0) return make_error("distillation: no training sequences");
   Distiller d;

@@ -39,7 +39,7 @@ namespace golinear::train::cuda {
 // host model must then hold them).
 Result<TrainReport> gpu_distill_end_to_end(const Model& model, MixerStack& students,
                                            const PackedDataset& data, const TrainOptions& options,
-                                           std::shared_ptr<golinear::cuda::GpuModel> backbone = nullptr);
+                                           std::shared_ptr<golinear::model::cuda::GpuModel> backbone = nullptr);
 
 // One sequence of the step above without the optimizer (the GPU counterpart of
 // train::distill_sequence_gradient, for tests): returns the KL (mean over the T tokens) and sets

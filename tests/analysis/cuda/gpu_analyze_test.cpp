@@ -55,10 +55,10 @@ TEST(GpuAnalyze, DiagnosticsMatchCpu) {
   options.sinks = 4;
   options.window = 12;
 
-  auto gpu = cuda::gpu_model_upload(*teacher);
+  auto gpu = golinear::model::cuda::gpu_model_upload(*teacher);
   ASSERT_TRUE(gpu.ok()) << gpu.error();
   auto want = analysis::analysis_run(*teacher, students, tokens.data(), N, T, options);
-  auto got = analysis::analysis_run(*teacher, cuda::gpu_teacher_trace(**gpu), students,
+  auto got = analysis::analysis_run(*teacher, golinear::analysis::cuda::gpu_teacher_trace(**gpu), students,
                                     tokens.data(), N, T, options);
   ASSERT_TRUE(want.ok()) << want.error();
   ASSERT_TRUE(got.ok()) << got.error();

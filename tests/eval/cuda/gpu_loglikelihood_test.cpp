@@ -46,9 +46,9 @@ std::vector<int32_t> greedy_continuation(const Model& m, const std::vector<int32
 
 void check_model(const Model& cpu, const char* what) {
   const int V = cpu.config.vocab_size;
-  auto gpu = cuda::gpu_model_upload(cpu);
+  auto gpu = golinear::model::cuda::gpu_model_upload(cpu);
   ASSERT_TRUE(gpu.ok()) << gpu.error();
-  const eval::RowsForward rows = cuda::gpu_rows_forward(**gpu);
+  const eval::RowsForward rows = golinear::eval::cuda::gpu_rows_forward(**gpu);
 
   std::vector<std::vector<TokenizedRequest>> docs;
   // Multiple choice: one context of 40 tokens, four continuations of 1–4 tokens.

@@ -83,13 +83,13 @@ class GpuModelLoad : public ::testing::Test {
 void expect_identical(const std::string& dir, const char* what) {
   auto cpu = model_load(dir);
   ASSERT_TRUE(cpu.ok()) << cpu.error();
-  auto uploaded = cuda::gpu_model_upload(**cpu);
+  auto uploaded = golinear::model::cuda::gpu_model_upload(**cpu);
   ASSERT_TRUE(uploaded.ok()) << uploaded.error();
   auto skeleton = model_load(dir, ModelLoadParts::without_backbone);
   ASSERT_TRUE(skeleton.ok()) << skeleton.error();
   EXPECT_FALSE((*skeleton)->has_backbone());
-  cuda::GpuLoadStats stats;
-  auto loaded = cuda::gpu_model_load(dir, **skeleton, &stats);
+  golinear::model::cuda::GpuLoadStats stats;
+  auto loaded = golinear::model::cuda::gpu_model_load(dir, **skeleton, &stats);
   ASSERT_TRUE(loaded.ok()) << loaded.error();
 
   size_t expected_bytes = 0;
@@ -161,11 +161,11 @@ TEST(GpuModelLoadErrors, RefusalsAreOneLine) {
   auto skeleton = model_load(kFixtures + "random-llama", ModelLoadParts::without_backbone);
   ASSERT_TRUE(skeleton.ok()) << skeleton.error();
   // The fixtures' head_dim (16) has no CUDA kernels: refused before any upload, in one line.
-  auto loaded = cuda::gpu_model_load(kFixtures + "random-llama", **skeleton);
+  auto loaded = golinear::model::cuda::gpu_model_load(kFixtures + "random-llama", **skeleton);
   ASSERT_FALSE(loaded.ok());
   EXPECT_NE(loaded.error().find("head_dim"), std::string::npos) << loaded.error();
   // A model loaded without its backbone cannot go through gpu_model_upload.
-  auto refused = cuda::gpu_model_upload(**skeleton);
+  auto refused = golinear::model::cuda::gpu_model_upload(**skeleton);
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.error().find("without its backbone"), std::string::npos) << refused.error();
 }

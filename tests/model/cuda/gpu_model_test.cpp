@@ -34,9 +34,9 @@
 namespace golinear {
 namespace {
 
-using cuda::GpuLayerTrace;
-using cuda::GpuModel;
-using cuda::GpuSequenceCache;
+using golinear::model::cuda::GpuLayerTrace;
+using golinear::model::cuda::GpuModel;
+using golinear::model::cuda::GpuSequenceCache;
 using kernels::test::all_finite;
 using kernels::test::bf16_to_float;
 using kernels::test::compare;
@@ -92,7 +92,7 @@ class GpuModelFamily : public ::testing::TestWithParam<std::string> {};
 TEST_P(GpuModelFamily, LogitsMatchCpu) {
   REQUIRE_GPU();
   const auto cpu = test::random_model(family_config(GetParam()), 11);
-  auto gpu = cuda::gpu_model_upload(*cpu);
+  auto gpu = golinear::model::cuda::gpu_model_upload(*cpu);
   ASSERT_TRUE(gpu.ok()) << gpu.error();
   expect_logits_match(*cpu, **gpu, 100, 2e-3, GetParam().c_str());
 }
@@ -111,7 +111,7 @@ TEST(GpuModel, TiedEmbeddingsLlama3Rope) {
   c.rope.high_freq_factor = 4.0;
   c.rope.original_max_position = 64;  // small, so the scaled bands matter at these lengths
   const auto cpu = test::random_model(c, 12);
-  auto gpu = cuda::gpu_model_upload(*cpu);
+  auto gpu = golinear::model::cuda::gpu_model_upload(*cpu);
   ASSERT_TRUE(gpu.ok()) << gpu.error();
   expect_logits_match(*cpu, **gpu, 100, 2e-3, "llama tied + llama3 rope");
 }
@@ -121,7 +121,7 @@ TEST(GpuModel, LinearizedLlamaMatchesCpu) {
   for (const std::vector<int>& keep : {std::vector<int>{}, std::vector<int>{1}}) {
     auto cpu = test::random_model(family_config("random-llama"), 13);
     cpu->mixers = test::linearized_stack(*cpu, keep, 21);
-    auto gpu = cuda::gpu_model_upload(*cpu);
+    auto gpu = golinear::model::cuda::gpu_model_upload(*cpu);
     ASSERT_TRUE(gpu.ok()) << gpu.error();
     EXPECT_TRUE((*gpu)->has_hybrid_layers());
     EXPECT_EQ((*gpu)->has_softmax_layers(), !keep.empty());
@@ -134,7 +134,7 @@ TEST(GpuModel, LinearizedQwen3MatchesCpu) {
   REQUIRE_GPU();
   auto cpu = test::random_model(family_config("random-qwen3"), 14);
   cpu->mixers = test::linearized_stack(*cpu, {}, 22);
-  auto gpu = cuda::gpu_model_upload(*cpu);
+  auto gpu = golinear::model::cuda::gpu_model_upload(*cpu);
   ASSERT_TRUE(gpu.ok()) << gpu.error();
   expect_logits_match(*cpu, **gpu, 90, 3e-3, "linearized qwen3");
 }
@@ -143,7 +143,7 @@ TEST(GpuModel, LinearizedQwen3MatchesCpu) {
 // sequence so far (up to bf16 near-ties: the chosen token's full-forward logit is within 1% of
 // the logits' spread of the maximum), and its logits match the full forward's last row.
 void expect_greedy_matches(Model& cpu, const char* what) {
-  auto gpu_r = cuda::gpu_model_upload(cpu);
+  auto gpu_r = golinear::model::cuda::gpu_model_upload(cpu);
   ASSERT_TRUE(gpu_r.ok()) << gpu_r.error();
   GpuModel& gpu = **gpu_r;
   // The prompt (P = 40 > sinks + window = 16) goes in by one forward that fills the cache.
@@ -153,7 +153,7 @@ void expect_greedy_matches(Model& cpu, const char* what) {
   GpuSequenceCache& cache = **cache_r;
   std::vector<int32_t> seq = test::test_tokens(P, V, 5);
   std::vector<float> logits(V), full((size_t)V), cpu_last(V);
-  ASSERT_TRUE(cuda::gpu_prefill(gpu, cache, seq.data(), P, logits.data()).ok());
+  ASSERT_TRUE(golinear::model::cuda::gpu_prefill(gpu, cache, seq.data(), P, logits.data()).ok());
   double worst = 0;
   int exact = 0;
   for (int step = 0; step < steps; ++step) {
@@ -166,7 +166,7 @@ void expect_greedy_matches(Model& cpu, const char* what) {
     EXPECT_GE(full[pick], full[best] - 0.01f * (*hi - *lo)) << what << " step " << step;
     exact += pick == best;
     int32_t next = -1;
-    ASSERT_TRUE(cuda::gpu_decode(gpu, cache, pick, logits.data(), &next).ok());
+    ASSERT_TRUE(golinear::model::cuda::gpu_decode(gpu, cache, pick, logits.data(), &next).ok());
     EXPECT_EQ(next, test::argmax_of(logits.data(), V));
     seq.push_back(pick);
   }
@@ -184,7 +184,7 @@ TEST(GpuModel, HybridPrefillFillsCacheAsSteps) {
   for (const std::vector<int>& keep : {std::vector<int>{}, std::vector<int>{0}}) {
     auto cpu = test::random_model(family_config("random-llama"), 31);
     cpu->mixers = test::linearized_stack(*cpu, keep, 32);
-    auto gpu_r = cuda::gpu_model_upload(*cpu);
+    auto gpu_r = golinear::model::cuda::gpu_model_upload(*cpu);
     ASSERT_TRUE(gpu_r.ok()) << gpu_r.error();
     GpuModel& gpu = **gpu_r;
     const int V = cpu->config.vocab_size, steps = 8;
@@ -194,15 +194,15 @@ TEST(GpuModel, HybridPrefillFillsCacheAsSteps) {
       auto slow = GpuSequenceCache::create(gpu, P + steps);
       ASSERT_TRUE(fast.ok() && slow.ok());
       std::vector<float> lf(V), ls(V), want((size_t)(P + steps) * V);
-      Status st = cuda::gpu_prefill(gpu, **fast, seq.data(), P, lf.data());
+      Status st = golinear::model::cuda::gpu_prefill(gpu, **fast, seq.data(), P, lf.data());
       ASSERT_TRUE(st.ok()) << st.error();
       for (int t = 0; t < P; ++t)
-        ASSERT_TRUE(cuda::gpu_decode(gpu, **slow, seq[t], ls.data(), nullptr).ok());
+        ASSERT_TRUE(golinear::model::cuda::gpu_decode(gpu, **slow, seq[t], ls.data(), nullptr).ok());
       model_forward(*cpu, seq.data(), P + steps, want.data());
       double worst_pair = compare(lf.data(), ls.data(), V).nmse, worst_cpu = 0;
       for (int t = P; t < P + steps; ++t) {
-        ASSERT_TRUE(cuda::gpu_decode(gpu, **fast, seq[t], lf.data(), nullptr).ok());
-        ASSERT_TRUE(cuda::gpu_decode(gpu, **slow, seq[t], ls.data(), nullptr).ok());
+        ASSERT_TRUE(golinear::model::cuda::gpu_decode(gpu, **fast, seq[t], lf.data(), nullptr).ok());
+        ASSERT_TRUE(golinear::model::cuda::gpu_decode(gpu, **slow, seq[t], ls.data(), nullptr).ok());
         worst_pair = std::max(worst_pair, compare(lf.data(), ls.data(), V).nmse);
         worst_cpu = std::max(worst_cpu, compare(lf.data(), &want[(size_t)t * V], V).nmse);
       }
@@ -240,7 +240,7 @@ TEST(GpuModel, TraceMatchesCpu) {
   for (const char* fam : {"random-qwen2", "random-qwen3", "random-llama"}) {
     auto cpu = test::random_model(family_config(fam), 18);
     if (std::string(fam) == "random-llama") cpu->mixers = test::linearized_stack(*cpu, {1}, 25);
-    auto gpu = cuda::gpu_model_upload(*cpu);
+    auto gpu = golinear::model::cuda::gpu_model_upload(*cpu);
     ASSERT_TRUE(gpu.ok()) << gpu.error();
     const int T = 70;
     const auto ids = test::test_tokens(T, cpu->config.vocab_size, 3);
@@ -248,11 +248,11 @@ TEST(GpuModel, TraceMatchesCpu) {
     trace.capture_mixer_io = true;
     model_forward(*cpu, ids.data(), T, nullptr, false, &trace);
     std::vector<GpuLayerTrace> layers;
-    ASSERT_TRUE(cuda::gpu_model_trace(**gpu, ids.data(), T, &layers).ok());
+    ASSERT_TRUE(golinear::model::cuda::gpu_model_trace(**gpu, ids.data(), T, &layers).ok());
     ASSERT_EQ(layers.size(), trace.layers.size());
     for (size_t l = 0; l < layers.size(); ++l) {
       const auto& want = trace.layers[l];
-      const std::pair<const cuda::bf16*, const std::vector<float>*> parts[] = {
+      const std::pair<const kernels::cuda::bf16*, const std::vector<float>*> parts[] = {
           {layers[l].x, &want.x}, {layers[l].q, &want.q}, {layers[l].k, &want.k},
           {layers[l].v, &want.v}, {layers[l].y, &want.y}};
       const char* names = "xqkvy";
@@ -276,7 +276,7 @@ TEST(GpuModel, RefusesWhatTheKernelsDoNotImplement) {
     auto stack = linearized_mixers(*cpu, o, {}, 1);
     ASSERT_TRUE(stack.ok());
     cpu->mixers = std::move(*stack);
-    auto gpu = cuda::gpu_model_upload(*cpu);
+    auto gpu = golinear::model::cuda::gpu_model_upload(*cpu);
     ASSERT_FALSE(gpu.ok());
     EXPECT_NE(gpu.error().find("CPU only"), std::string::npos) << gpu.error();
   }
@@ -285,7 +285,7 @@ TEST(GpuModel, RefusesWhatTheKernelsDoNotImplement) {
   if (!file_exists(dir + "/config.json")) GTEST_SKIP() << "no fixtures at " << dir;
   auto cpu = model_load(dir);
   ASSERT_TRUE(cpu.ok()) << cpu.error();
-  auto gpu = cuda::gpu_model_upload(**cpu);
+  auto gpu = golinear::model::cuda::gpu_model_upload(**cpu);
   ASSERT_FALSE(gpu.ok());
   EXPECT_NE(gpu.error().find("head_dim"), std::string::npos) << gpu.error();
 }
@@ -298,7 +298,7 @@ TEST(GpuModel, RandomConfigModelRuns) {
   c.rope.type = "llama3";
   c.rope.factor = 8.0;
   c.rope.original_max_position = 64;
-  auto gpu = cuda::gpu_model_random(c, 3);
+  auto gpu = golinear::model::cuda::gpu_model_random(c, 3);
   ASSERT_TRUE(gpu.ok()) << gpu.error();
   const int T = 40, V = c.vocab_size;
   const auto ids = test::test_tokens(T, V, 9);
@@ -317,7 +317,7 @@ TEST(GpuModel, RandomConfigModelRuns) {
   auto cache = GpuSequenceCache::create(**gpu, 64);
   ASSERT_TRUE(cache.ok());
   std::vector<float> step(V);
-  st = cuda::gpu_prefill(**gpu, **cache, ids.data(), T, step.data());
+  st = golinear::model::cuda::gpu_prefill(**gpu, **cache, ids.data(), T, step.data());
   ASSERT_TRUE(st.ok()) << st.error();
   EXPECT_LT(compare(step.data(), &logits[(size_t)(T - 1) * V], V).nmse, 3e-3);
 }

@@ -31,11 +31,11 @@ struct StepCheck {
 };
 
 // Prompt of P tokens, then `steps` greedy GPU tokens; every step checked against the CPU.
-StepCheck check_steps(const Model& cpu, cuda::GpuModel& gpu, int P, int steps, const char* what) {
+StepCheck check_steps(const Model& cpu, golinear::model::cuda::GpuModel& gpu, int P, int steps, const char* what) {
   const int V = cpu.config.vocab_size;
   StepCheck check;
   const std::vector<int32_t> prompt = test::test_tokens(P, V, 3);
-  auto gpu_step = cuda::gpu_sequences(gpu)(P + steps);
+  auto gpu_step = golinear::runtime::cuda::gpu_sequences(gpu)(P + steps);
   EXPECT_TRUE(gpu_step.ok()) << gpu_step.error();
   if (!gpu_step.ok()) return check;
   SequenceCache cache = model_new_cache(cpu);
@@ -67,16 +67,16 @@ StepCheck check_steps(const Model& cpu, cuda::GpuModel& gpu, int P, int steps, c
 
 // runtime::generate and eval::greedy_generate, greedy, on both devices: equal tokens up to the
 // first near-tie of check_steps (all of them when there is none).
-void check_generate(const Model& cpu, cuda::GpuModel& gpu, int P, int steps, int first_near_tie,
+void check_generate(const Model& cpu, golinear::model::cuda::GpuModel& gpu, int P, int steps, int first_near_tie,
                     const char* what) {
   const int V = cpu.config.vocab_size;
   const std::vector<int32_t> prompt = test::test_tokens(P, V, 3);
   runtime::GenerateOptions options;
   options.max_new_tokens = steps;
   const std::vector<int32_t> want = runtime::generate(cpu, prompt, options);
-  auto got = runtime::generate(cuda::gpu_sequences(gpu), V, prompt, options);
+  auto got = runtime::generate(golinear::runtime::cuda::gpu_sequences(gpu), V, prompt, options);
   ASSERT_TRUE(got.ok()) << got.error();
-  auto eval_got = eval::greedy_generate(cuda::gpu_sequences(gpu), V, prompt, steps, {});
+  auto eval_got = eval::greedy_generate(golinear::runtime::cuda::gpu_sequences(gpu), V, prompt, steps, {});
   ASSERT_TRUE(eval_got.ok()) << eval_got.error();
   EXPECT_EQ(*eval_got, *got) << what;  // both greedy on the same GPU sequence
   const size_t checked = first_near_tie < 0 ? want.size() : (size_t)first_near_tie;
@@ -84,14 +84,14 @@ void check_generate(const Model& cpu, cuda::GpuModel& gpu, int P, int steps, int
   for (size_t i = 0; i < checked && i < want.size(); ++i) EXPECT_EQ((*got)[i], want[i]) << what << " token " << i;
   // Sampling on the host: the same seed gives the same GPU tokens twice.
   options.sampler = {0.8f, 0.9f, 7};
-  auto a = runtime::generate(cuda::gpu_sequences(gpu), V, prompt, options);
-  auto b = runtime::generate(cuda::gpu_sequences(gpu), V, prompt, options);
+  auto a = runtime::generate(golinear::runtime::cuda::gpu_sequences(gpu), V, prompt, options);
+  auto b = runtime::generate(golinear::runtime::cuda::gpu_sequences(gpu), V, prompt, options);
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_EQ(*a, *b) << what;
 }
 
 void run_case(Model& cpu, const char* what) {
-  auto gpu = cuda::gpu_model_upload(cpu);
+  auto gpu = golinear::model::cuda::gpu_model_upload(cpu);
   ASSERT_TRUE(gpu.ok()) << gpu.error();
   const int P = 40, steps = 24;
   const StepCheck check = check_steps(cpu, **gpu, P, steps, what);
@@ -123,9 +123,9 @@ TEST(GpuGenerate, MixedMatchesCpu) {
 TEST(GpuGenerate, SequenceRefusesOverflow) {
   REQUIRE_GPU();
   auto cpu = test::random_model(test::small_llama_config(), 24);
-  auto gpu = cuda::gpu_model_upload(*cpu);
+  auto gpu = golinear::model::cuda::gpu_model_upload(*cpu);
   ASSERT_TRUE(gpu.ok()) << gpu.error();
-  auto step = cuda::gpu_sequences(**gpu)(8);
+  auto step = golinear::runtime::cuda::gpu_sequences(**gpu)(8);
   ASSERT_TRUE(step.ok()) << step.error();
   const std::vector<int32_t> ids = test::test_tokens(9, cpu->config.vocab_size, 1);
   std::vector<float> logits(cpu->config.vocab_size);

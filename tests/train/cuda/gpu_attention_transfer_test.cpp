@@ -166,14 +166,14 @@ TEST(GpuAttentionTransfer, FirstStepLossMatchesTheCpuAndTheLossFalls) {
 TEST(GpuAttentionTransfer, PipelinedTraceSlotsHoldTheirOwnSequence) {
   REQUIRE_GPU();
   auto model = random_model();
-  auto uploaded = golinear::cuda::gpu_model_upload(*model);
+  auto uploaded = golinear::model::cuda::gpu_model_upload(*model);
   ASSERT_OK(uploaded);
-  golinear::cuda::GpuModel& gpu = **uploaded;
+  golinear::model::cuda::GpuModel& gpu = **uploaded;
   PackedDataset data = random_sequences(2, 160, model->config.vocab_size);
   const int T = data.seq_len;
   const ModelConfig& c = model->config;
   const size_t nx = (size_t)T * c.hidden_size, ny = (size_t)T * c.num_heads * c.head_dim;
-  auto fetch = [&](const std::vector<golinear::cuda::GpuLayerTrace>& tr) {
+  auto fetch = [&](const std::vector<golinear::model::cuda::GpuLayerTrace>& tr) {
     std::vector<std::vector<float>> out;
     for (const auto& layer : tr) {
       out.push_back(kernels::test::bf16_to_float(layer.x, nx));
@@ -183,15 +183,15 @@ TEST(GpuAttentionTransfer, PipelinedTraceSlotsHoldTheirOwnSequence) {
   };
   std::vector<std::vector<std::vector<float>>> want;
   for (int i = 0; i < 2; ++i) {
-    std::vector<golinear::cuda::GpuLayerTrace> tr;
-    ASSERT_OK(golinear::cuda::gpu_model_trace(gpu, data.sequence(i), T, &tr));
+    std::vector<golinear::model::cuda::GpuLayerTrace> tr;
+    ASSERT_OK(golinear::model::cuda::gpu_model_trace(gpu, data.sequence(i), T, &tr));
     want.push_back(fetch(tr));
   }
   cudaEvent_t done[2];
   for (cudaEvent_t& e : done) ASSERT_EQ(cudaEventCreate(&e), cudaSuccess);
-  std::vector<golinear::cuda::GpuLayerTrace> slot[2];
+  std::vector<golinear::model::cuda::GpuLayerTrace> slot[2];
   for (int i = 0; i < 2; ++i)
-    ASSERT_OK(golinear::cuda::gpu_model_trace_async(gpu, data.sequence(i), T, i, nullptr, done[i], &slot[i]));
+    ASSERT_OK(golinear::model::cuda::gpu_model_trace_async(gpu, data.sequence(i), T, i, nullptr, done[i], &slot[i]));
   for (int i = 0; i < 2; ++i) {
     ASSERT_EQ(cudaEventSynchronize(done[i]), cudaSuccess);
     ASSERT_EQ(slot[i].size(), (size_t)c.num_layers);
