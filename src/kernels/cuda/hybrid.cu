@@ -361,10 +361,10 @@ __global__ void __launch_bounds__(256) hybrid_decode_kernel(
   float* S = cache.state + (long)h * D * D;
   float sreg[R];
   float alpha = 1.0f, b = 0.0f, v_leave = 0.0f;
-  if (has_linear) {
+  // The state is read unconditionally (a cache always has one; zero without a linear branch), so
+  // that its loads issue with the block's first instructions.
 #pragma unroll
-    for (int i = 0; i < R; ++i) sreg[i] = S[(long)(warp * R + i) * D + col];
-  }
+  for (int i = 0; i < R; ++i) sreg[i] = S[(long)(warp * R + i) * D + col];
   float k_leave[R];  // the entering token's unit key (from the ring, or this token's own)
   if (enters) {
     if (window == 0) {
@@ -407,10 +407,8 @@ __global__ void __launch_bounds__(256) hybrid_decode_kernel(
       S[(long)(warp * R + i) * D + col] = sreg[i];
     }
   }
-  if (has_linear) {
 #pragma unroll
-    for (int i = 0; i < R; ++i) o += qn[warp * R + i] * sreg[i];
-  }
+  for (int i = 0; i < R; ++i) o += qn[warp * R + i] * sreg[i];  // 0 without a linear branch
   part_o[warp][e] = o;
   __syncthreads();  // stat
   // 6 exact output on the 32 columns: warp w sums keys w, w + 8, …
