@@ -1,0 +1,214 @@
+// Chat templates: the real Llama-3 and Qwen3 templates against renders by @huggingface/jinja
+// (tests/data/tokenizer/chat_template_goldens.json, made by chat_template_goldens.mjs), unit tests
+// of the interpreter pieces, one-line errors, and the bundled model's template.
+#include "tokenizer/chat_template.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "common/json.h"
+
+namespace golinear {
+namespace {
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+// Renders `source` with `context`; a parse or render error becomes the returned text "ERROR: ...".
+std::string render(const std::string& source, const Json& context = Json::object()) {
+  auto parsed = chat_template_parse(source);
+  if (!parsed.ok()) return "ERROR: " + parsed.error();
+  auto rendered = parsed->render(context);
+  if (!rendered.ok()) return "ERROR: " + rendered.error();
+  return rendered.value();
+}
+
+TEST(ChatTemplate, GoldensFromHuggingFaceJinja) {
+  const std::string dir = std::string(GOLINEAR_TEST_DATA) + "/tokenizer/";
+  auto goldens = json_read_file(dir + "chat_template_goldens.json");
+  ASSERT_TRUE(goldens.ok()) << goldens.error();
+  std::map<std::string, ChatTemplate> templates;
+  for (const char* name : {"llama3", "qwen3"}) {
+    auto parsed = chat_template_parse(read_text(dir + "chat_templates/" + name + ".jinja"));
+    ASSERT_TRUE(parsed.ok()) << name << ": " << parsed.error();
+    templates.emplace(name, parsed.value());
+  }
+  ASSERT_GE(goldens->size(), 60u);
+  for (const Json& golden : *goldens) {
+    const std::string name = golden["template"].get<std::string>();
+    auto rendered = templates.at(name).render(golden["context"]);
+    ASSERT_TRUE(rendered.ok()) << rendered.error();
+    EXPECT_EQ(rendered.value(), golden["expected"].get<std::string>())
+        << name << " / " << golden["conversation"] << " / " << golden["context"].dump();
+  }
+}
+
+TEST(ChatTemplate, StandardContextMatchesGoldenContext) {
+  const Json context = chat_template_context({{"system", "s"}, {"user", "u"}}, true, "<b>", "<e>", false);
+  EXPECT_EQ(context["messages"][1]["content"], "u");
+  EXPECT_EQ(context["add_generation_prompt"], true);
+  EXPECT_EQ(context["bos_token"], "<b>");
+  EXPECT_EQ(context["enable_thinking"], false);
+  EXPECT_FALSE(context.contains("tools"));
+  EXPECT_FALSE(chat_template_context({}, false, "", "").contains("enable_thinking"));
+}
+
+TEST(ChatTemplate, WhitespaceControl) {
+  EXPECT_EQ(render("a  {{- 'b' -}}  \n c"), "abc");
+  EXPECT_EQ(render("a \n{%- if true -%}\n b {%- endif %}"), "ab");
+  EXPECT_EQ(render("a {#- comment -#} b"), "ab");
+  EXPECT_EQ(render("a {# comment #} b"), "a  b");
+  // HF's lstrip_blocks / trim_blocks and the dropped trailing newline.
+  EXPECT_EQ(render("x\n    {% if true %}\ny\n    {% endif %}\nz\n"), "x\ny\nz");
+  EXPECT_EQ(render("  {{ 'k' }}\n"), "  k");
+}
+
+TEST(ChatTemplate, LoopVariables) {
+  EXPECT_EQ(render("{% for x in ['a', 'b', 'c'] %}{{ loop.index0 }}{{ loop.index }}{{ x }}"
+                   "{% if loop.first %}F{% endif %}{% if loop.last %}L{% endif %}{{ loop.length }}|{% endfor %}"),
+            "01aF3|12b3|23cL3|");
+  EXPECT_EQ(render("{% for x in [] %}{{ x }}{% else %}empty{% endfor %}"), "empty");
+  EXPECT_EQ(render("{% for x in [1, 2, 3, 4] if x % 2 == 0 %}{{ x }}{{ loop.index }}{% endfor %}"), "2142");
+  EXPECT_EQ(render("{% for k, v in {'a': 1, 'b': 2}.items() %}{{ k }}={{ v }};{% endfor %}"), "a=1;b=2;");
+  EXPECT_EQ(render("{% for k, v in d | items %}{{ k }}{{ v }}{% endfor %}", {{"d", {{"x", 1}}}}), "x1");
+  // A set inside a loop does not leak out of it.
+  EXPECT_EQ(render("{% set x = 1 %}{% for i in [1] %}{% set x = 2 %}{% endfor %}{{ x }}"), "1");
+}
+
+TEST(ChatTemplate, NamespaceSet) {
+  EXPECT_EQ(render("{% set ns = namespace(found=false, n=0) %}{% for x in [1, 2, 3] %}"
+                   "{% if x > 1 %}{% set ns.found = true %}{% set ns.n = ns.n + x %}{% endif %}{% endfor %}"
+                   "{{ ns.found }} {{ ns.n }}"),
+            "True 5");
+  EXPECT_NE(render("{% set x = 1 %}{% set x.y = 2 %}").find("only of a namespace"), std::string::npos);
+}
+
+TEST(ChatTemplate, Slicing) {
+  const Json context = {{"l", {1, 2, 3, 4, 5}}, {"s", "héllo"}};
+  EXPECT_EQ(render("{{ l[1:3] }}|{{ l[::-1] }}|{{ l[-2:] }}|{{ l[::2] }}|{{ l[-1] }}|{{ l[10] }}", context),
+            "[2, 3]|[5, 4, 3, 2, 1]|[4, 5]|[1, 3, 5]|5|");
+  EXPECT_EQ(render("{{ s[1:3] }}|{{ s[::-1] }}|{{ s[1] }}|{{ s | length }}", context), "él|olléh|é|5");
+  EXPECT_EQ(render("{% for m in l[:-3] %}{{ m }}{% endfor %}", context), "12");
+}
+
+TEST(ChatTemplate, ExpressionsAndOperators) {
+  EXPECT_EQ(render("{{ 7 // 2 }} {{ -7 // 2 }} {{ 7 % 3 }} {{ -7 % 3 }} {{ 7 / 2 }} {{ 2 ** 3 }} {{ 1 + 2 * 3 }}"),
+            "3 -4 1 2 3.5 8 7");
+  EXPECT_EQ(render("{{ 'a' ~ 1 ~ none }} {{ 'x' + 'y' }} {{ [1] + [2] }} {{ -(3) }} {{ 'ab' * 2 }}"),
+            "a1None xy [1, 2] -3 abab");
+  EXPECT_EQ(render("{{ 'b' in 'abc' }} {{ 2 in [1, 2] }} {{ 'k' in {'k': 1} }} {{ 3 not in [1] }}"),
+            "True True True True");
+  EXPECT_EQ(render("{{ not true }} {{ true and false }} {{ 0 or 'x' }} {{ 2 <= 2.5 }} {{ 'a' != 'b' }}"),
+            "False False x True True");
+  EXPECT_EQ(render("{{ 'yes' if c else 'no' }} {{ 'only' if c }}|", {{"c", false}}), "no |");
+  EXPECT_EQ(render("{{ 'a\\n\\t\\'\\\"\\\\b' }}"), "a\n\t'\"\\b");
+  EXPECT_EQ(render("{{ 1.5 }} {{ 2.0 }} {{ {'a': [1, 'x']} }} {{ (1, 2) }}"), "1.5 2.0 {'a': [1, 'x']} [1, 2]");
+  EXPECT_EQ(render("{{ m.role }}{{ m['content'] }}{{ m.missing }}|", {{"m", {{"role", "r"}, {"content", "c"}}}}),
+            "rc|");
+}
+
+TEST(ChatTemplate, StringMethods) {
+  EXPECT_EQ(render("{{ '  x \\n'.strip() }}|{{ '\\n\\nx\\n'.lstrip('\\n') }}|{{ 'xyy'.rstrip('y') }}"), "x|x\n|x");
+  EXPECT_EQ(render("{{ 'a</t>b</t>c'.split('</t>')[-1] }} {{ 'a b  c'.split() | length }} {{ 'a,b,c'.split(',', 1) }}"),
+            "c 3 ['a', 'b,c']");
+  EXPECT_EQ(render("{{ 'abc'.startswith('ab') }} {{ 'abc'.endswith('bc') }} {{ 'abc'.startswith(('x', 'a')) }}"),
+            "True True True");
+  EXPECT_EQ(render("{{ 'aXa'.replace('a', 'b') }} {{ 'Ab'.upper() }} {{ 'Ab'.lower() }} {{ 'hello world'.title() }}"),
+            "bXb AB ab Hello World");
+  EXPECT_EQ(render("{{ d.get('a') }} {{ d.get('z', 5) }} {{ d.keys() }} {{ d.values() }}", {{"d", {{"a", 1}}}}),
+            "1 5 ['a'] [1]");
+}
+
+TEST(ChatTemplate, Filters) {
+  EXPECT_EQ(render("{{ '  x  ' | trim }}|{{ [1, 2] | length }}|{{ 'abc' | length }}|{{ 3 | string }}"), "x|2|3|3");
+  EXPECT_EQ(render("{{ missing | default('d') }}|{{ '' | default('d', true) }}|{{ 'v' | default('d') }}"), "d|d|v");
+  EXPECT_EQ(render("{{ [1, 2, 3] | first }}{{ [1, 2, 3] | last }}|{{ ['a', 'b'] | join(', ') }}|{{ [1, 2] | join }}"),
+            "13|a, b|12");
+  EXPECT_EQ(render("{{ 'ab' | upper }} {{ 'AB' | lower }} {{ 'ab cd' | capitalize }} {{ 'aa' | replace('a', 'b') }}"),
+            "AB ab Ab cd bb");
+  EXPECT_EQ(render("{{ {'a': 1, 'b': [true, none, 'é\"']} | tojson }}"), "{\"a\": 1, \"b\": [true, null, \"é\\\"\"]}");
+  EXPECT_EQ(render("{{ [3, 1] | reverse | list }} {{ '12' | int + 1 }} {{ -2 | abs }} {{ messages | length - 1 }}",
+                   {{"messages", {1, 2, 3}}}),
+            "[1, 3] 13 2 2");  // a filter applies to the negated literal, as in Jinja
+}
+
+TEST(ChatTemplate, Tests) {
+  const Json context = {{"s", "x"}, {"n", nullptr}, {"d", {{"k", 1}}}, {"l", {1}}, {"f", false}, {"i", 3}};
+  EXPECT_EQ(render("{{ s is defined }}{{ u is defined }}{{ u is undefined }}{{ s is not defined }}", context),
+            "TrueFalseTrueFalse");
+  EXPECT_EQ(render("{{ n is none }}{{ s is not none }}{{ s is string }}{{ d is mapping }}{{ l is mapping }}", context),
+            "TrueTrueTrueTrueFalse");
+  EXPECT_EQ(render("{{ l is iterable }}{{ l is sequence }}{{ i is iterable }}{{ f is false }}{{ f is true }}", context),
+            "TrueTrueFalseTrueFalse");
+  EXPECT_EQ(render("{{ i is number }}{{ i is integer }}{{ s is number }}{{ f is boolean }}", context),
+            "TrueTrueFalseTrue");
+  EXPECT_EQ(render("{% if d.k is defined and d.k is not none %}ok{% endif %}", context), "ok");
+}
+
+TEST(ChatTemplate, IfElifElse) {
+  const std::string source = "{% if x == 1 %}one{% elif x == 2 %}two{% else %}many{% endif %}";
+  EXPECT_EQ(render(source, {{"x", 1}}), "one");
+  EXPECT_EQ(render(source, {{"x", 2}}), "two");
+  EXPECT_EQ(render(source, {{"x", 5}}), "many");
+  EXPECT_EQ(render("{% if tools %}t{% else %}no tools{% endif %}"), "no tools");
+}
+
+TEST(ChatTemplate, RaiseExceptionIsAnError) {
+  const std::string out = render("{% if x %}\n  {{ raise_exception('Roles must alternate!') }}{% endif %}", {{"x", true}});
+  EXPECT_EQ(out, "ERROR: chat template line 2, column 6: raise_exception: Roles must alternate!");
+}
+
+TEST(ChatTemplate, ErrorsAreOneLineWithThePosition) {
+  auto error_of = [](const std::string& source) {
+    const std::string out = render(source);
+    EXPECT_EQ(out.rfind("ERROR: ", 0), 0u) << source << " -> " << out;
+    EXPECT_EQ(out.find('\n'), std::string::npos) << out;
+    return out;
+  };
+  EXPECT_EQ(error_of("ab\ncd {{ x "), "ERROR: chat template line 2, column 4: unclosed '{{' (no '}}')");
+  EXPECT_EQ(error_of("{% if x %}\nunterminated"),
+            "ERROR: chat template line 1, column 4: unclosed '{% if %}' (no '{% endif %}')");
+  EXPECT_EQ(error_of("{% for m in l %}x"),
+            "ERROR: chat template line 1, column 4: unclosed '{% for %}' (no '{% endfor %}')");
+  EXPECT_EQ(error_of("{{ x | nope }}"), "ERROR: chat template line 1, column 8: unknown filter 'nope'");
+  EXPECT_EQ(error_of("{{ x is nope }}"), "ERROR: chat template line 1, column 9: unknown test 'nope'");
+  EXPECT_EQ(error_of("{{ 1 + }}"), "ERROR: chat template line 1, column 8: expected an expression, got '}}'");
+  EXPECT_EQ(error_of("{{ (1 }}"), "ERROR: chat template line 1, column 7: expected ')', got '}}'");
+  EXPECT_EQ(error_of("{# open"), "ERROR: chat template line 1, column 1: unclosed comment '{#'");
+  EXPECT_EQ(error_of("{{ 'abc }}"), "ERROR: chat template line 1, column 4: unterminated string literal");
+  EXPECT_EQ(error_of("{% macro m() %}{% endmacro %}"), "ERROR: chat template line 1, column 4: unsupported statement 'macro'");
+  EXPECT_EQ(error_of("{{ x.y }}"), "ERROR: chat template line 1, column 5: cannot read attribute 'y' of undefined");
+  EXPECT_EQ(error_of("{{ 1 + 'a' - 2 }}"), "ERROR: chat template line 1, column 12: unsupported operand types for -: string and integer");
+  EXPECT_EQ(error_of("{% endfor %}"), "ERROR: chat template line 1, column 4: unsupported statement 'endfor'");
+}
+
+TEST(ChatTemplate, BundledModelTemplateRenders) {
+  const std::string path = std::string(GOLINEAR_MODEL_DIR) + "/tiny-llama3-25m/tokenizer_config.json";
+  auto config = chat_template_config_read(path);
+  ASSERT_TRUE(config.ok()) << config.error();
+  ASSERT_FALSE(config->chat_template.empty());
+  EXPECT_EQ(config->bos_token, "<|begin_of_text|>");
+  EXPECT_EQ(config->eos_token, "<|end_of_text|>");
+  auto parsed = chat_template_parse(config->chat_template);
+  ASSERT_TRUE(parsed.ok()) << parsed.error();
+  const std::vector<ChatMessage> messages = {
+      {"system", "Be brief."}, {"user", " Hi there \n"}, {"assistant", "Hello."}, {"user", "Tell a story."}};
+  auto with_prompt = parsed->render(chat_template_context(messages, true, config->bos_token, config->eos_token));
+  ASSERT_TRUE(with_prompt.ok()) << with_prompt.error();
+  EXPECT_EQ(with_prompt.value(),
+            "<|begin_of_text|>System: Be brief.\n\nUser: Hi there\n\nAssistant: Hello.<|end_of_text|>\n\n"
+            "User: Tell a story.\n\nAssistant:");
+  auto without = parsed->render(chat_template_context({{"user", "Hi"}}, false, config->bos_token, config->eos_token));
+  ASSERT_TRUE(without.ok()) << without.error();
+  EXPECT_EQ(without.value(), "<|begin_of_text|>User: Hi\n\n");
+}
+
+}  // namespace
+}  // namespace golinear
