@@ -27,6 +27,9 @@ struct TemplateError {
   std::string message;
 };
 
+// Bound on the size of a string repetition or a range(), against templates that exhaust memory.
+constexpr uint64_t kMaxElements = 1 << 24;
+
 [[noreturn]] void fail(size_t offset, const std::string& message) { throw TemplateError{offset, message}; }
 
 // ---------------------------------------------------------------------------------------------
@@ -684,6 +687,13 @@ class Parser {
   }
 
   ExprPtr parse_expression() {
+    struct DepthGuard {  // nesting bound, so a hostile template cannot overflow the stack
+      size_t& depth;
+      DepthGuard(size_t& d, size_t offset) : depth(d) {
+        if (++depth > 200) fail(offset, "expression nested too deeply");
+      }
+      ~DepthGuard() { --depth; }
+    } guard(depth_, peek().offset);
     auto value = parse_or();
     if (is_name("if")) {
       const size_t at = next().offset;
@@ -974,6 +984,7 @@ class Parser {
 
   std::vector<Token> tokens_;
   size_t pos_ = 0;
+  size_t depth_ = 0;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -1155,6 +1166,8 @@ class Renderer {
       }
     }
     if (op == "*" && a.is(Value::Kind::String) && b.is(Value::Kind::Int)) {
+      if (b.integer > 0 && (uint64_t)b.integer > kMaxElements / std::max<uint64_t>(1, a.string.size()))
+        fail(offset, "string repetition too large");
       std::string repeated;
       for (int64_t i = 0; i < b.integer; ++i) repeated += a.string;
       return Value::of(std::move(repeated));
@@ -1382,6 +1395,7 @@ class Renderer {
           if (n == 3) step = as_int(args.positional[2], e.offset, "range()");
         } else fail(e.offset, "range() takes 1 to 3 arguments");
         if (step == 0) fail(e.offset, "range() step cannot be zero");
+        if ((stop - start) / step > (int64_t)kMaxElements) fail(e.offset, "range() too large");
         List values;
         for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) values.push_back(Value::of(i));
         return Value::of(std::move(values));

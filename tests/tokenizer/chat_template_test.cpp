@@ -189,6 +189,23 @@ TEST(ChatTemplate, ErrorsAreOneLineWithThePosition) {
   EXPECT_EQ(error_of("{% endfor %}"), "ERROR: chat template line 1, column 4: unsupported statement 'endfor'");
 }
 
+TEST(ChatTemplate, TruncatedAndHostileTemplatesFailCleanly) {
+  // Every prefix of the Qwen3 template parses or fails with a one-line error, never crashes.
+  const std::string qwen3 = read_text(std::string(GOLINEAR_TEST_DATA) + "/tokenizer/chat_templates/qwen3.jinja");
+  ASSERT_FALSE(qwen3.empty());
+  const Json context = chat_template_context({{"user", "hi"}, {"assistant", "yo"}}, true, "", "<|im_end|>");
+  for (size_t n = 0; n <= qwen3.size(); ++n) {
+    const std::string out = render(qwen3.substr(0, n), context);
+    if (out.rfind("ERROR: ", 0) == 0) {
+      EXPECT_EQ(out.find('\n'), std::string::npos) << out;
+    }
+  }
+  EXPECT_NE(render("{{ " + std::string(5000, '(') + "1" + std::string(5000, ')') + " }}").find("nested too deeply"),
+            std::string::npos);
+  EXPECT_NE(render("{{ 'ab' * 100000000 }}").find("too large"), std::string::npos);
+  EXPECT_NE(render("{% for i in range(100000000) %}{% endfor %}").find("too large"), std::string::npos);
+}
+
 TEST(ChatTemplate, BundledModelTemplateRenders) {
   const std::string path = std::string(GOLINEAR_MODEL_DIR) + "/tiny-llama3-25m/tokenizer_config.json";
   auto config = chat_template_config_read(path);
