@@ -253,20 +253,22 @@ bool equal(const Value& a, const Value& b) {
   }
 }
 
-Value from_json(const Json& j) {
+// Json sorts object keys; OrderedJson keeps them as written (what tojson then prints).
+template <class AnyJson>
+Value from_json(const AnyJson& j) {
   switch (j.type()) {
-    case Json::value_t::null: return Value::none();
-    case Json::value_t::boolean: return Value::of(j.get<bool>());
-    case Json::value_t::number_integer: return Value::of(j.get<int64_t>());
-    case Json::value_t::number_unsigned: return Value::of((int64_t)j.get<uint64_t>());
-    case Json::value_t::number_float: return Value::of(j.get<double>());
-    case Json::value_t::string: return Value::of(j.get<std::string>());
-    case Json::value_t::array: {
+    case AnyJson::value_t::null: return Value::none();
+    case AnyJson::value_t::boolean: return Value::of(j.template get<bool>());
+    case AnyJson::value_t::number_integer: return Value::of(j.template get<int64_t>());
+    case AnyJson::value_t::number_unsigned: return Value::of((int64_t)j.template get<uint64_t>());
+    case AnyJson::value_t::number_float: return Value::of(j.template get<double>());
+    case AnyJson::value_t::string: return Value::of(j.template get<std::string>());
+    case AnyJson::value_t::array: {
       List list;
       for (const auto& e : j) list.push_back(from_json(e));
       return Value::of(std::move(list));
     }
-    case Json::value_t::object: {
+    case AnyJson::value_t::object: {
       Dict dict;
       for (auto it = j.begin(); it != j.end(); ++it) dict.emplace_back(it.key(), from_json(it.value()));
       return Value::of(std::move(dict));
@@ -1638,12 +1640,17 @@ Result<ChatTemplate> chat_template_parse(const std::string& source) {
   }
 }
 
-Result<std::string> ChatTemplate::render(const Json& context) const {
+Result<std::string> ChatTemplate::render(const Json& context) const { return render_value(&context, nullptr); }
+
+Result<std::string> ChatTemplate::render(const OrderedJson& context) const { return render_value(nullptr, &context); }
+
+Result<std::string> ChatTemplate::render_value(const Json* context, const OrderedJson* ordered) const {
   using namespace chat_template_detail;
   if (!program_) return make_error("chat template: not parsed");
-  if (!context.is_object()) return make_error("chat template: the context must be a JSON object");
+  if (context ? !context->is_object() : !ordered->is_object())
+    return make_error("chat template: the context must be a JSON object");
   try {
-    Renderer renderer(from_json(context));
+    Renderer renderer(context ? from_json(*context) : from_json(*ordered));
     std::string out;
     renderer.render(program_->nodes, out);
     return out;

@@ -34,6 +34,8 @@
 
 namespace golinear {
 
+using OrderedJson = nlohmann::ordered_json;
+
 namespace chat_template_detail {
 struct Program;
 }
@@ -43,8 +45,12 @@ class ChatTemplate {
   // Renders with `context` (a JSON object) as the global variables. A key that is absent is
   // `undefined` in the template (so `tools is defined` is false and `if tools` takes the else).
   Result<std::string> render(const Json& context) const;
+  // The same with object keys in the order written; use it when the template prints dicts with
+  // tojson (tools, tool-call arguments), so the text matches Hugging Face's (Json sorts keys).
+  Result<std::string> render(const OrderedJson& context) const;
 
  private:
+  Result<std::string> render_value(const Json* context, const OrderedJson* ordered) const;
   friend Result<ChatTemplate> chat_template_parse(const std::string& source);
   std::shared_ptr<const chat_template_detail::Program> program_;
 };

