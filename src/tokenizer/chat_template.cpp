@@ -10,10 +10,10 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
-#include <cstdlib>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <utility>
@@ -30,7 +30,9 @@ struct TemplateError {
 // Bound on the size of a string repetition or a range(), against templates that exhaust memory.
 constexpr uint64_t kMaxElements = 1 << 24;
 
-[[noreturn]] void fail(size_t offset, const std::string& message) { throw TemplateError{offset, message}; }
+[[noreturn]] void fail(size_t offset, const std::string& message) {
+  throw TemplateError{offset, message};
+}
 
 // ---------------------------------------------------------------------------------------------
 // Values
@@ -50,17 +52,41 @@ struct Value {
   std::shared_ptr<Dict> dict;  // Dict and Namespace (shared, so `set ns.x` mutates in place)
 
   static Value none() { return make(Kind::None); }
-  static Value of(bool b) { Value v = make(Kind::Bool); v.boolean = b; return v; }
-  static Value of(int64_t i) { Value v = make(Kind::Int); v.integer = i; return v; }
-  static Value of(double d) { Value v = make(Kind::Float); v.number = d; return v; }
-  static Value of(std::string s) { Value v = make(Kind::String); v.string = std::move(s); return v; }
-  static Value of(List l) { Value v = make(Kind::List); v.list = std::make_shared<List>(std::move(l)); return v; }
+  static Value of(bool b) {
+    Value v = make(Kind::Bool);
+    v.boolean = b;
+    return v;
+  }
+  static Value of(int64_t i) {
+    Value v = make(Kind::Int);
+    v.integer = i;
+    return v;
+  }
+  static Value of(double d) {
+    Value v = make(Kind::Float);
+    v.number = d;
+    return v;
+  }
+  static Value of(std::string s) {
+    Value v = make(Kind::String);
+    v.string = std::move(s);
+    return v;
+  }
+  static Value of(List l) {
+    Value v = make(Kind::List);
+    v.list = std::make_shared<List>(std::move(l));
+    return v;
+  }
   static Value of(Dict d, Kind kind = Kind::Dict) {
     Value v = make(kind);
     v.dict = std::make_shared<Dict>(std::move(d));
     return v;
   }
-  static Value make(Kind k) { Value v; v.kind = k; return v; }
+  static Value make(Kind k) {
+    Value v;
+    v.kind = k;
+    return v;
+  }
 
   bool is(Kind k) const { return kind == k; }
   bool is_number() const { return kind == Kind::Int || kind == Kind::Float; }
@@ -76,21 +102,33 @@ const Value* dict_find(const Dict& dict, const std::string& key) {
 
 void dict_set(Dict& dict, const std::string& key, Value value) {
   for (auto& [k, v] : dict)
-    if (k == key) { v = std::move(value); return; }
+    if (k == key) {
+      v = std::move(value);
+      return;
+    }
   dict.emplace_back(key, std::move(value));
 }
 
 const char* kind_name(Value::Kind kind) {
   switch (kind) {
-    case Value::Kind::Undefined: return "undefined";
-    case Value::Kind::None: return "none";
-    case Value::Kind::Bool: return "boolean";
-    case Value::Kind::Int: return "integer";
-    case Value::Kind::Float: return "float";
-    case Value::Kind::String: return "string";
-    case Value::Kind::List: return "list";
-    case Value::Kind::Dict: return "dict";
-    case Value::Kind::Namespace: return "namespace";
+    case Value::Kind::Undefined:
+      return "undefined";
+    case Value::Kind::None:
+      return "none";
+    case Value::Kind::Bool:
+      return "boolean";
+    case Value::Kind::Int:
+      return "integer";
+    case Value::Kind::Float:
+      return "float";
+    case Value::Kind::String:
+      return "string";
+    case Value::Kind::List:
+      return "list";
+    case Value::Kind::Dict:
+      return "dict";
+    case Value::Kind::Namespace:
+      return "namespace";
   }
   return "?";
 }
@@ -108,7 +146,9 @@ std::vector<std::string> utf8_characters(const std::string& s) {
   return out;
 }
 
-bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
+bool is_space(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
 
 std::string strip_chars(const std::string& s, const std::string* chars, bool left, bool right) {
   auto strip = [&](char c) { return chars ? chars->find(c) != std::string::npos : is_space(c); };
@@ -138,22 +178,33 @@ std::string to_repr(const Value& v);
 // What `{{ v }}` prints (Python's str()).
 std::string to_string(const Value& v) {
   switch (v.kind) {
-    case Value::Kind::Undefined: return "";
-    case Value::Kind::None: return "None";
-    case Value::Kind::Bool: return v.boolean ? "True" : "False";
-    case Value::Kind::Int: return std::to_string(v.integer);
-    case Value::Kind::Float: return format_double(v.number);
-    case Value::Kind::String: return v.string;
-    default: return to_repr(v);
+    case Value::Kind::Undefined:
+      return "";
+    case Value::Kind::None:
+      return "None";
+    case Value::Kind::Bool:
+      return v.boolean ? "True" : "False";
+    case Value::Kind::Int:
+      return std::to_string(v.integer);
+    case Value::Kind::Float:
+      return format_double(v.number);
+    case Value::Kind::String:
+      return v.string;
+    default:
+      return to_repr(v);
   }
 }
 
 std::string quote_python(const std::string& s) {
-  const char quote = s.find('\'') != std::string::npos && s.find('"') == std::string::npos ? '"' : '\'';
+  const char quote =
+      s.find('\'') != std::string::npos && s.find('"') == std::string::npos ? '"' : '\'';
   std::string out(1, quote);
   for (char c : s) {
     if (c == '\\' || c == quote) out += '\\';
-    if (c == '\n') { out += "\\n"; continue; }
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
     out += c;
   }
   return out + quote;
@@ -161,7 +212,8 @@ std::string quote_python(const std::string& s) {
 
 std::string to_repr(const Value& v) {
   switch (v.kind) {
-    case Value::Kind::String: return quote_python(v.string);
+    case Value::Kind::String:
+      return quote_python(v.string);
     case Value::Kind::List: {
       std::string out = "[";
       for (size_t i = 0; i < v.list->size(); ++i) out += (i ? ", " : "") + to_repr((*v.list)[i]);
@@ -176,8 +228,10 @@ std::string to_repr(const Value& v) {
       }
       return out + "}";
     }
-    case Value::Kind::Namespace: return "<Namespace>";
-    default: return to_string(v);
+    case Value::Kind::Namespace:
+      return "<Namespace>";
+    default:
+      return to_string(v);
   }
 }
 
@@ -185,27 +239,34 @@ std::string to_repr(const Value& v) {
 std::string to_json(const Value& v, size_t offset) {
   switch (v.kind) {
     case Value::Kind::Undefined:
-    case Value::Kind::None: return "null";
-    case Value::Kind::Bool: return v.boolean ? "true" : "false";
-    case Value::Kind::Int: return std::to_string(v.integer);
-    case Value::Kind::Float: return format_double(v.number);
-    case Value::Kind::String: return Json(v.string).dump(-1, ' ', false, Json::error_handler_t::replace);
+    case Value::Kind::None:
+      return "null";
+    case Value::Kind::Bool:
+      return v.boolean ? "true" : "false";
+    case Value::Kind::Int:
+      return std::to_string(v.integer);
+    case Value::Kind::Float:
+      return format_double(v.number);
+    case Value::Kind::String:
+      return Json(v.string).dump(-1, ' ', false, Json::error_handler_t::replace);
     case Value::Kind::List: {
       std::string out = "[";
-      for (size_t i = 0; i < v.list->size(); ++i) out += (i ? ", " : "") + to_json((*v.list)[i], offset);
+      for (size_t i = 0; i < v.list->size(); ++i)
+        out += (i ? ", " : "") + to_json((*v.list)[i], offset);
       return out + "]";
     }
     case Value::Kind::Dict: {
       std::string out = "{";
       bool first = true;
       for (const auto& [k, e] : *v.dict) {
-        out += (first ? "" : ", ") + Json(k).dump(-1, ' ', false, Json::error_handler_t::replace) + ": " +
-               to_json(e, offset);
+        out += (first ? "" : ", ") + Json(k).dump(-1, ' ', false, Json::error_handler_t::replace) +
+               ": " + to_json(e, offset);
         first = false;
       }
       return out + "}";
     }
-    case Value::Kind::Namespace: fail(offset, "tojson: a namespace is not JSON serializable");
+    case Value::Kind::Namespace:
+      fail(offset, "tojson: a namespace is not JSON serializable");
   }
   return "null";
 }
@@ -213,14 +274,22 @@ std::string to_json(const Value& v, size_t offset) {
 bool truthy(const Value& v) {
   switch (v.kind) {
     case Value::Kind::Undefined:
-    case Value::Kind::None: return false;
-    case Value::Kind::Bool: return v.boolean;
-    case Value::Kind::Int: return v.integer != 0;
-    case Value::Kind::Float: return v.number != 0;
-    case Value::Kind::String: return !v.string.empty();
-    case Value::Kind::List: return !v.list->empty();
-    case Value::Kind::Dict: return !v.dict->empty();
-    case Value::Kind::Namespace: return true;
+    case Value::Kind::None:
+      return false;
+    case Value::Kind::Bool:
+      return v.boolean;
+    case Value::Kind::Int:
+      return v.integer != 0;
+    case Value::Kind::Float:
+      return v.number != 0;
+    case Value::Kind::String:
+      return !v.string.empty();
+    case Value::Kind::List:
+      return !v.list->empty();
+    case Value::Kind::Dict:
+      return !v.dict->empty();
+    case Value::Kind::Namespace:
+      return true;
   }
   return false;
 }
@@ -233,9 +302,12 @@ bool equal(const Value& a, const Value& b) {
   if (a.kind != b.kind) return false;
   switch (a.kind) {
     case Value::Kind::Undefined:
-    case Value::Kind::None: return true;
-    case Value::Kind::Bool: return a.boolean == b.boolean;
-    case Value::Kind::String: return a.string == b.string;
+    case Value::Kind::None:
+      return true;
+    case Value::Kind::Bool:
+      return a.boolean == b.boolean;
+    case Value::Kind::String:
+      return a.string == b.string;
     case Value::Kind::List:
       if (a.list->size() != b.list->size()) return false;
       for (size_t i = 0; i < a.list->size(); ++i)
@@ -248,8 +320,10 @@ bool equal(const Value& a, const Value& b) {
         if (!other || !equal(e, *other)) return false;
       }
       return true;
-    case Value::Kind::Namespace: return a.dict == b.dict;
-    default: return false;
+    case Value::Kind::Namespace:
+      return a.dict == b.dict;
+    default:
+      return false;
   }
 }
 
@@ -257,12 +331,18 @@ bool equal(const Value& a, const Value& b) {
 template <class AnyJson>
 Value from_json(const AnyJson& j) {
   switch (j.type()) {
-    case AnyJson::value_t::null: return Value::none();
-    case AnyJson::value_t::boolean: return Value::of(j.template get<bool>());
-    case AnyJson::value_t::number_integer: return Value::of(j.template get<int64_t>());
-    case AnyJson::value_t::number_unsigned: return Value::of((int64_t)j.template get<uint64_t>());
-    case AnyJson::value_t::number_float: return Value::of(j.template get<double>());
-    case AnyJson::value_t::string: return Value::of(j.template get<std::string>());
+    case AnyJson::value_t::null:
+      return Value::none();
+    case AnyJson::value_t::boolean:
+      return Value::of(j.template get<bool>());
+    case AnyJson::value_t::number_integer:
+      return Value::of(j.template get<int64_t>());
+    case AnyJson::value_t::number_unsigned:
+      return Value::of((int64_t)j.template get<uint64_t>());
+    case AnyJson::value_t::number_float:
+      return Value::of(j.template get<double>());
+    case AnyJson::value_t::string:
+      return Value::of(j.template get<std::string>());
     case AnyJson::value_t::array: {
       List list;
       for (const auto& e : j) list.push_back(from_json(e));
@@ -270,17 +350,20 @@ Value from_json(const AnyJson& j) {
     }
     case AnyJson::value_t::object: {
       Dict dict;
-      for (auto it = j.begin(); it != j.end(); ++it) dict.emplace_back(it.key(), from_json(it.value()));
+      for (auto it = j.begin(); it != j.end(); ++it)
+        dict.emplace_back(it.key(), from_json(it.value()));
       return Value::of(std::move(dict));
     }
-    default: return Value();
+    default:
+      return Value();
   }
 }
 
 // The items a `for` or a filter iterates: list elements, dict keys, string characters.
 List iterate(const Value& v, size_t offset) {
   switch (v.kind) {
-    case Value::Kind::List: return *v.list;
+    case Value::Kind::List:
+      return *v.list;
     case Value::Kind::Dict: {
       List keys;
       for (const auto& [k, e] : *v.dict) keys.push_back(Value::of(k));
@@ -291,8 +374,10 @@ List iterate(const Value& v, size_t offset) {
       for (auto& c : utf8_characters(v.string)) chars.push_back(Value::of(std::move(c)));
       return chars;
     }
-    case Value::Kind::Undefined: return {};  // Jinja iterates an undefined as empty
-    default: fail(offset, std::string("cannot iterate over a ") + kind_name(v.kind));
+    case Value::Kind::Undefined:
+      return {};  // Jinja iterates an undefined as empty
+    default:
+      fail(offset, std::string("cannot iterate over a ") + kind_name(v.kind));
   }
 }
 
@@ -315,7 +400,8 @@ Source preprocess(const std::string& raw) {
     if (line_start && (s[i] == ' ' || s[i] == '\t')) {
       size_t j = i;
       while (j < s.size() && (s[j] == ' ' || s[j] == '\t')) ++j;
-      if (j + 1 < s.size() && s[j] == '{' && (s[j + 1] == '%' || s[j + 1] == '#' || s[j + 1] == '-')) {
+      if (j + 1 < s.size() && s[j] == '{' &&
+          (s[j + 1] == '%' || s[j + 1] == '#' || s[j + 1] == '-')) {
         i = j - 1;  // drop the indentation
         line_start = false;
         continue;
@@ -324,8 +410,8 @@ Source preprocess(const std::string& raw) {
     line_start = s[i] == '\n' || s[i] == '\r';
     out.text += s[i];
     out.origin.push_back(i);
-    if (s[i] == '}' && i > 0 && (s[i - 1] == '%' || s[i - 1] == '#' || s[i - 1] == '-') && i + 1 < s.size() &&
-        s[i + 1] == '\n') {
+    if (s[i] == '}' && i > 0 && (s[i - 1] == '%' || s[i - 1] == '#' || s[i - 1] == '-') &&
+        i + 1 < s.size() && s[i + 1] == '\n') {
       ++i;  // trim_blocks
       line_start = true;
     }
@@ -334,7 +420,19 @@ Source preprocess(const std::string& raw) {
   return out;
 }
 
-enum class TokenKind { Text, ExprOpen, ExprClose, StmtOpen, StmtClose, Name, String, Int, Float, Op, End };
+enum class TokenKind {
+  Text,
+  ExprOpen,
+  ExprClose,
+  StmtOpen,
+  StmtClose,
+  Name,
+  String,
+  Int,
+  Float,
+  Op,
+  End
+};
 
 struct Token {
   TokenKind kind;
@@ -348,7 +446,9 @@ struct Token {
 std::vector<Token> lex(const Source& src) {
   const std::string& s = src.text;
   auto at = [&](size_t i) { return src.origin[std::min(i, src.origin.size() - 1)]; };
-  auto starts = [&](size_t i, const char* p) { return s.compare(i, std::char_traits<char>::length(p), p) == 0; };
+  auto starts = [&](size_t i, const char* p) {
+    return s.compare(i, std::char_traits<char>::length(p), p) == 0;
+  };
   std::vector<Token> tokens;
   size_t i = 0;
   bool strip_next_text = false;
@@ -361,7 +461,8 @@ std::vector<Token> lex(const Source& src) {
   while (i < s.size()) {
     // Text up to the next tag.
     size_t j = i;
-    while (j < s.size() && !(s[j] == '{' && j + 1 < s.size() && (s[j + 1] == '{' || s[j + 1] == '%' || s[j + 1] == '#')))
+    while (j < s.size() && !(s[j] == '{' && j + 1 < s.size() &&
+                             (s[j + 1] == '{' || s[j + 1] == '%' || s[j + 1] == '#')))
       ++j;
     if (j > i) {
       std::string text = s.substr(i, j - i);
@@ -386,13 +487,17 @@ std::vector<Token> lex(const Source& src) {
       strip_previous_text();
       ++i;
     }
-    tokens.push_back({is_expr ? TokenKind::ExprOpen : TokenKind::StmtOpen, is_expr ? "{{" : "{%", at(open)});
+    tokens.push_back(
+        {is_expr ? TokenKind::ExprOpen : TokenKind::StmtOpen, is_expr ? "{{" : "{%", at(open)});
     const char* closer = is_expr ? "}}" : "%}";
     int brace_depth = 0;
     bool closed = false;
     while (i < s.size()) {
       const char c = s[i];
-      if (is_space(c)) { ++i; continue; }
+      if (is_space(c)) {
+        ++i;
+        continue;
+      }
       if (c == '-' && (starts(i + 1, closer)) && brace_depth == 0) {
         strip_next_text = true;
         tokens.push_back({is_expr ? TokenKind::ExprClose : TokenKind::StmtClose, closer, at(i)});
@@ -423,7 +528,8 @@ std::vector<Token> lex(const Source& src) {
           while (k < s.size() && std::isdigit((unsigned char)s[k])) ++k;
         }
         Token t{is_float ? TokenKind::Float : TokenKind::Int, s.substr(i, k - i), at(i)};
-        if (is_float) t.number = std::strtod(t.text.c_str(), nullptr);
+        if (is_float)
+          t.number = std::strtod(t.text.c_str(), nullptr);
         else {
           errno = 0;
           t.integer = std::strtoll(t.text.c_str(), nullptr, 10);
@@ -439,26 +545,52 @@ std::vector<Token> lex(const Source& src) {
         for (;; ++k) {
           if (k >= s.size()) fail(at(i), "unterminated string literal");
           if (s[k] == c) break;
-          if (s[k] != '\\') { value += s[k]; continue; }
+          if (s[k] != '\\') {
+            value += s[k];
+            continue;
+          }
           if (++k >= s.size()) fail(at(i), "unterminated string literal");
           switch (s[k]) {
-            case 'n': value += '\n'; break;
-            case 't': value += '\t'; break;
-            case 'r': value += '\r'; break;
-            case 'b': value += '\b'; break;
-            case 'f': value += '\f'; break;
-            case 'v': value += '\v'; break;
-            case '0': value += '\0'; break;
-            case '\\': case '\'': case '"': value += s[k]; break;
-            case 'x': case 'u': {
+            case 'n':
+              value += '\n';
+              break;
+            case 't':
+              value += '\t';
+              break;
+            case 'r':
+              value += '\r';
+              break;
+            case 'b':
+              value += '\b';
+              break;
+            case 'f':
+              value += '\f';
+              break;
+            case 'v':
+              value += '\v';
+              break;
+            case '0':
+              value += '\0';
+              break;
+            case '\\':
+            case '\'':
+            case '"':
+              value += s[k];
+              break;
+            case 'x':
+            case 'u': {
               const size_t n = s[k] == 'x' ? 2 : 4;
               const std::string hex = s.substr(k + 1, n);
-              if (hex.size() != n || hex.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos)
+              if (hex.size() != n ||
+                  hex.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos)
                 fail(at(k - 1), "invalid escape \\" + std::string(1, s[k]) + hex);
               const uint32_t cp = (uint32_t)std::stoul(hex, nullptr, 16);
-              if (cp < 0x80) value += (char)cp;
-              else if (cp < 0x800) { value += (char)(0xC0 | (cp >> 6)); value += (char)(0x80 | (cp & 0x3F)); }
-              else {
+              if (cp < 0x80)
+                value += (char)cp;
+              else if (cp < 0x800) {
+                value += (char)(0xC0 | (cp >> 6));
+                value += (char)(0x80 | (cp & 0x3F));
+              } else {
                 value += (char)(0xE0 | (cp >> 12));
                 value += (char)(0x80 | ((cp >> 6) & 0x3F));
                 value += (char)(0x80 | (cp & 0x3F));
@@ -466,15 +598,18 @@ std::vector<Token> lex(const Source& src) {
               k += n;
               break;
             }
-            default: value += '\\'; value += s[k];
+            default:
+              value += '\\';
+              value += s[k];
           }
         }
         tokens.push_back({TokenKind::String, value, at(i)});
         i = k + 1;
         continue;
       }
-      static const char* ops[] = {"==", "!=", "<=", ">=", "//", "**", "+", "-", "*", "/", "%", "~", "<", ">",
-                                  "|", ".", ",", ":", "(", ")", "[", "]", "{", "}", "="};
+      static const char* ops[] = {"==", "!=", "<=", ">=", "//", "**", "+", "-", "*",
+                                  "/",  "%",  "~",  "<",  ">",  "|",  ".", ",", ":",
+                                  "(",  ")",  "[",  "]",  "{",  "}",  "="};
       bool matched = false;
       for (const char* op : ops) {
         if (!starts(i, op)) continue;
@@ -487,7 +622,9 @@ std::vector<Token> lex(const Source& src) {
       }
       if (!matched) fail(at(i), std::string("unexpected character '") + c + "'");
     }
-    if (!closed) fail(at(open), std::string("unclosed '") + (is_expr ? "{{" : "{%") + "' (no '" + closer + "')");
+    if (!closed)
+      fail(at(open),
+           std::string("unclosed '") + (is_expr ? "{{" : "{%") + "' (no '" + closer + "')");
   }
   tokens.push_back({TokenKind::End, "", src.origin.back()});
   return tokens;
@@ -500,25 +637,39 @@ struct Expr;
 using ExprPtr = std::unique_ptr<Expr>;
 
 struct Expr {
-  enum class Kind { Literal, Name, Attribute, Item, Slice, Call, Filter, Test, Unary, Binary, Conditional, ListLit, DictLit };
+  enum class Kind {
+    Literal,
+    Name,
+    Attribute,
+    Item,
+    Slice,
+    Call,
+    Filter,
+    Test,
+    Unary,
+    Binary,
+    Conditional,
+    ListLit,
+    DictLit
+  };
   Kind kind;
   size_t offset;
   std::string name;  // Name, Attribute, Call-less names, operator, filter or test name
   Value literal;
-  bool negated = false;                                  // `is not`
-  std::vector<ExprPtr> children;                         // operands (may hold nullptr: absent slice bound)
-  std::vector<std::pair<std::string, ExprPtr>> kwargs;   // Call, Filter
+  bool negated = false;           // `is not`
+  std::vector<ExprPtr> children;  // operands (may hold nullptr: absent slice bound)
+  std::vector<std::pair<std::string, ExprPtr>> kwargs;  // Call, Filter
 };
 
 struct Node {
   enum class Kind { Text, Output, Set, For, If };
   Kind kind;
   size_t offset;
-  std::string text;                 // Text
-  ExprPtr expr;                     // Output, Set value, For iterable
-  std::vector<std::string> targets; // Set: {name} or {name, attribute}; For: loop variables
-  ExprPtr filter;                   // For ... if filter
-  std::vector<ExprPtr> conditions;  // If: one per branch, nullptr for else
+  std::string text;                       // Text
+  ExprPtr expr;                           // Output, Set value, For iterable
+  std::vector<std::string> targets;       // Set: {name} or {name, attribute}; For: loop variables
+  ExprPtr filter;                         // For ... if filter
+  std::vector<ExprPtr> conditions;        // If: one per branch, nullptr for else
   std::vector<std::vector<Node>> bodies;  // If: one per branch; For: {body, else body}
 };
 
@@ -548,7 +699,9 @@ class Parser {
   }
 
  private:
-  const Token& peek(size_t ahead = 0) const { return tokens_[std::min(pos_ + ahead, tokens_.size() - 1)]; }
+  const Token& peek(size_t ahead = 0) const {
+    return tokens_[std::min(pos_ + ahead, tokens_.size() - 1)];
+  }
   const Token& next() { return tokens_[std::min(pos_++, tokens_.size() - 1)]; }
   bool is_op(const char* op, size_t ahead = 0) const {
     return peek(ahead).kind == TokenKind::Op && peek(ahead).text == op;
@@ -558,33 +711,41 @@ class Parser {
   }
   static std::string describe(const Token& t) {
     switch (t.kind) {
-      case TokenKind::End: return "end of template";
-      case TokenKind::Text: return "text";
-      case TokenKind::String: return "string literal";
-      default: return "'" + t.text + "'";
+      case TokenKind::End:
+        return "end of template";
+      case TokenKind::Text:
+        return "text";
+      case TokenKind::String:
+        return "string literal";
+      default:
+        return "'" + t.text + "'";
     }
   }
   void expect_op(const char* op) {
-    if (!is_op(op)) fail(peek().offset, std::string("expected '") + op + "', got " + describe(peek()));
+    if (!is_op(op))
+      fail(peek().offset, std::string("expected '") + op + "', got " + describe(peek()));
     ++pos_;
   }
   void expect(TokenKind kind, const char* what) {
-    if (peek().kind != kind) fail(peek().offset, std::string("expected ") + what + ", got " + describe(peek()));
+    if (peek().kind != kind)
+      fail(peek().offset, std::string("expected ") + what + ", got " + describe(peek()));
     ++pos_;
   }
   std::string expect_name() {
-    if (peek().kind != TokenKind::Name) fail(peek().offset, "expected a name, got " + describe(peek()));
+    if (peek().kind != TokenKind::Name)
+      fail(peek().offset, "expected a name, got " + describe(peek()));
     return next().text;
   }
 
   // Statements up to one of `terminators` (the keyword is consumed, the rest of its tag is not).
-  std::vector<Node> parse_body(const std::vector<std::string>& terminators, std::string* found, size_t opened_at,
-                               const std::string& block) {
+  std::vector<Node> parse_body(const std::vector<std::string>& terminators, std::string* found,
+                               size_t opened_at, const std::string& block) {
     std::vector<Node> nodes;
     for (;;) {
       const Token& t = peek();
       if (t.kind == TokenKind::End) {
-        if (!terminators.empty()) fail(opened_at, "unclosed '{% " + block + " %}' (no '{% end" + block + " %}')");
+        if (!terminators.empty())
+          fail(opened_at, "unclosed '{% " + block + " %}' (no '{% end" + block + " %}')");
         return nodes;
       }
       if (t.kind == TokenKind::Text) {
@@ -604,7 +765,8 @@ class Parser {
       }
       if (t.kind != TokenKind::StmtOpen) fail(t.offset, "unexpected " + describe(t));
       const Token& keyword = peek(1);
-      if (keyword.kind != TokenKind::Name) fail(keyword.offset, "expected a statement name, got " + describe(keyword));
+      if (keyword.kind != TokenKind::Name)
+        fail(keyword.offset, "expected a statement name, got " + describe(keyword));
       if (std::find(terminators.begin(), terminators.end(), keyword.text) != terminators.end()) {
         pos_ += 2;
         *found = keyword.text;
@@ -750,8 +912,8 @@ class Parser {
     for (;;) {
       const Token& t = peek();
       std::string op;
-      if (t.kind == TokenKind::Op &&
-          (t.text == "==" || t.text == "!=" || t.text == "<" || t.text == "<=" || t.text == ">" || t.text == ">=")) {
+      if (t.kind == TokenKind::Op && (t.text == "==" || t.text == "!=" || t.text == "<" ||
+                                      t.text == "<=" || t.text == ">" || t.text == ">=")) {
         op = t.text;
         ++pos_;
       } else if (is_name("in")) {
@@ -816,9 +978,12 @@ class Parser {
       case TokenKind::Name: {
         ++pos_;
         auto e = make(Expr::Kind::Literal, t.offset);
-        if (t.text == "true" || t.text == "True") e->literal = Value::of(true);
-        else if (t.text == "false" || t.text == "False") e->literal = Value::of(false);
-        else if (t.text == "none" || t.text == "None") e->literal = Value::none();
+        if (t.text == "true" || t.text == "True")
+          e->literal = Value::of(true);
+        else if (t.text == "false" || t.text == "False")
+          e->literal = Value::of(false);
+        else if (t.text == "none" || t.text == "None")
+          e->literal = Value::none();
         else {
           e->kind = Expr::Kind::Name;
           e->name = t.text;
@@ -886,7 +1051,8 @@ class Parser {
           return dict;
         }
         break;
-      default: break;
+      default:
+        break;
     }
     fail(t.offset, "expected an expression, got " + describe(t));
   }
@@ -1003,8 +1169,12 @@ class Renderer {
  private:
   void render(const Node& n, std::string& out) {
     switch (n.kind) {
-      case Node::Kind::Text: out += n.text; return;
-      case Node::Kind::Output: out += to_string(eval(*n.expr)); return;
+      case Node::Kind::Text:
+        out += n.text;
+        return;
+      case Node::Kind::Output:
+        out += to_string(eval(*n.expr));
+        return;
       case Node::Kind::Set: {
         Value value = eval(*n.expr);
         if (n.targets.size() == 1) {
@@ -1013,8 +1183,9 @@ class Renderer {
         }
         const Value target = lookup(n.targets[0]);
         if (!target.is(Value::Kind::Namespace))
-          fail(n.offset, "cannot set attribute '" + n.targets[1] + "' of " + kind_name(target.kind) + " '" +
-                             n.targets[0] + "' (only of a namespace)");
+          fail(n.offset, "cannot set attribute '" + n.targets[1] + "' of " +
+                             kind_name(target.kind) + " '" + n.targets[0] +
+                             "' (only of a namespace)");
         dict_set(*target.dict, n.targets[1], std::move(value));
         return;
       }
@@ -1026,7 +1197,9 @@ class Renderer {
           }
         }
         return;
-      case Node::Kind::For: render_for(n, out); return;
+      case Node::Kind::For:
+        render_for(n, out);
+        return;
     }
   }
 
@@ -1089,26 +1262,30 @@ class Renderer {
     fail(offset, std::string(what) + " must be an integer, got " + kind_name(v.kind));
   }
   static const std::string& as_string(const Value& v, size_t offset, const char* what) {
-    if (!v.is(Value::Kind::String)) fail(offset, std::string(what) + " must be a string, got " + kind_name(v.kind));
+    if (!v.is(Value::Kind::String))
+      fail(offset, std::string(what) + " must be a string, got " + kind_name(v.kind));
     return v.string;
   }
 
   Value item(const Value& container, const Value& key, size_t offset) {
     if (container.is_mapping()) {
-      const Value* v = dict_find(*container.dict, key.is(Value::Kind::String) ? key.string : to_string(key));
+      const Value* v =
+          dict_find(*container.dict, key.is(Value::Kind::String) ? key.string : to_string(key));
       return v ? *v : Value();
     }
     if (container.is(Value::Kind::List) || container.is(Value::Kind::String)) {
       if (!key.is(Value::Kind::Int)) return Value();
       std::vector<std::string> chars;
       if (container.is(Value::Kind::String)) chars = utf8_characters(container.string);
-      const int64_t n = container.is(Value::Kind::List) ? (int64_t)container.list->size() : (int64_t)chars.size();
+      const int64_t n =
+          container.is(Value::Kind::List) ? (int64_t)container.list->size() : (int64_t)chars.size();
       int64_t i = key.integer < 0 ? key.integer + n : key.integer;
       if (i < 0 || i >= n) return Value();
       return container.is(Value::Kind::List) ? (*container.list)[i] : Value::of(chars[i]);
     }
     if (container.is(Value::Kind::Undefined) || container.is(Value::Kind::None))
-      fail(offset, std::string("cannot access '") + to_string(key) + "' of " + kind_name(container.kind));
+      fail(offset,
+           std::string("cannot access '") + to_string(key) + "' of " + kind_name(container.kind));
     return Value();
   }
 
@@ -1119,16 +1296,21 @@ class Renderer {
       if (v.is(Value::Kind::None)) return std::nullopt;
       return as_int(v, x->offset, "a slice bound");
     };
-    const auto start = bound(e.children[1]), stop = bound(e.children[2]), step_opt = bound(e.children[3]);
+    const auto start = bound(e.children[1]), stop = bound(e.children[2]),
+               step_opt = bound(e.children[3]);
     const int64_t step = step_opt.value_or(1);
     if (step == 0) fail(e.offset, "slice step cannot be zero");
     List source;
     const bool is_string = container.is(Value::Kind::String);
-    if (is_string) source = iterate(container, e.offset);
-    else if (container.is(Value::Kind::List)) source = *container.list;
-    else fail(e.offset, std::string("cannot slice a ") + kind_name(container.kind));
+    if (is_string)
+      source = iterate(container, e.offset);
+    else if (container.is(Value::Kind::List))
+      source = *container.list;
+    else
+      fail(e.offset, std::string("cannot slice a ") + kind_name(container.kind));
     const int64_t n = (int64_t)source.size();
-    auto adjust = [&](std::optional<int64_t> b, int64_t fallback) {  // Python's PySlice_AdjustIndices
+    auto adjust = [&](std::optional<int64_t> b,
+                      int64_t fallback) {  // Python's PySlice_AdjustIndices
       if (!b) return fallback;
       int64_t v = *b;
       if (v < 0) v += n;
@@ -1136,7 +1318,8 @@ class Renderer {
       if (v >= n) v = step < 0 ? n - 1 : n;
       return v;
     };
-    const int64_t begin = adjust(start, step < 0 ? n - 1 : 0), end = adjust(stop, step < 0 ? -1 : n);
+    const int64_t begin = adjust(start, step < 0 ? n - 1 : 0),
+                  end = adjust(stop, step < 0 ? -1 : n);
     List picked;
     for (int64_t i = begin; step > 0 ? i < end : i > end; i += step) picked.push_back(source[i]);
     if (!is_string) return Value::of(std::move(picked));
@@ -1168,14 +1351,16 @@ class Renderer {
       }
     }
     if (op == "*" && a.is(Value::Kind::String) && b.is(Value::Kind::Int)) {
-      if (b.integer > 0 && (uint64_t)b.integer > kMaxElements / std::max<uint64_t>(1, a.string.size()))
+      if (b.integer > 0 &&
+          (uint64_t)b.integer > kMaxElements / std::max<uint64_t>(1, a.string.size()))
         fail(offset, "string repetition too large");
       std::string repeated;
       for (int64_t i = 0; i < b.integer; ++i) repeated += a.string;
       return Value::of(std::move(repeated));
     }
     if (!a.is_number() || !b.is_number())
-      fail(offset, "unsupported operand types for " + op + ": " + kind_name(a.kind) + " and " + kind_name(b.kind));
+      fail(offset, "unsupported operand types for " + op + ": " + kind_name(a.kind) + " and " +
+                       kind_name(b.kind));
     const bool integers = a.is(Value::Kind::Int) && b.is(Value::Kind::Int);
     const double x = a.as_double(), y = b.as_double();
     if (op == "+") return integers ? Value::of(a.integer + b.integer) : Value::of(x + y);
@@ -1214,15 +1399,18 @@ class Renderer {
 
   bool contains(const Value& haystack, const Value& needle, size_t offset) {
     if (haystack.is(Value::Kind::String))
-      return haystack.string.find(as_string(needle, offset, "the left operand of 'in' a string")) != std::string::npos;
+      return haystack.string.find(as_string(needle, offset, "the left operand of 'in' a string")) !=
+             std::string::npos;
     if (haystack.is(Value::Kind::List)) {
       for (const Value& v : *haystack.list)
         if (equal(v, needle)) return true;
       return false;
     }
-    if (haystack.is_mapping()) return needle.is(Value::Kind::String) && dict_find(*haystack.dict, needle.string);
+    if (haystack.is_mapping())
+      return needle.is(Value::Kind::String) && dict_find(*haystack.dict, needle.string);
     if (haystack.is(Value::Kind::Undefined)) return false;
-    fail(offset, std::string("'in' needs a string, list or dict on the right, got ") + kind_name(haystack.kind));
+    fail(offset, std::string("'in' needs a string, list or dict on the right, got ") +
+                     kind_name(haystack.kind));
   }
 
   bool compare(const std::string& op, const Value& a, const Value& b, size_t offset) {
@@ -1231,9 +1419,13 @@ class Renderer {
     if (op == "in") return contains(b, a, offset);
     if (op == "not in") return !contains(b, a, offset);
     int order;
-    if (a.is_number() && b.is_number()) order = a.as_double() < b.as_double() ? -1 : a.as_double() > b.as_double();
-    else if (a.is(Value::Kind::String) && b.is(Value::Kind::String)) order = a.string.compare(b.string);
-    else fail(offset, "cannot compare " + std::string(kind_name(a.kind)) + " " + op + " " + kind_name(b.kind));
+    if (a.is_number() && b.is_number())
+      order = a.as_double() < b.as_double() ? -1 : a.as_double() > b.as_double();
+    else if (a.is(Value::Kind::String) && b.is(Value::Kind::String))
+      order = a.string.compare(b.string);
+    else
+      fail(offset,
+           "cannot compare " + std::string(kind_name(a.kind)) + " " + op + " " + kind_name(b.kind));
     if (op == "<") return order < 0;
     if (op == "<=") return order <= 0;
     if (op == ">") return order > 0;
@@ -1257,7 +1449,8 @@ class Renderer {
 
   Arguments arguments(const Expr& e, size_t first, std::string callee) {
     Arguments args{{}, {}, e.offset, std::move(callee)};
-    for (size_t i = first; i < e.children.size(); ++i) args.positional.push_back(eval(*e.children[i]));
+    for (size_t i = first; i < e.children.size(); ++i)
+      args.positional.push_back(eval(*e.children[i]));
     for (const auto& [k, v] : e.kwargs) dict_set(args.keyword, k, eval(*v));
     return args;
   }
@@ -1267,13 +1460,16 @@ class Renderer {
     if (method == "strip" || method == "lstrip" || method == "rstrip") {
       args.at_most(1);
       const Value* chars = args.get(0, "chars");
-      const std::string* set = chars && !chars->is(Value::Kind::None) ? &as_string(*chars, at, "chars") : nullptr;
+      const std::string* set =
+          chars && !chars->is(Value::Kind::None) ? &as_string(*chars, at, "chars") : nullptr;
       return Value::of(strip_chars(s, set, method != "rstrip", method != "lstrip"));
     }
     if (method == "upper" || method == "lower") {
       args.at_most(0);
       std::string r = s;
-      for (char& c : r) c = method == "upper" ? (char)std::toupper((unsigned char)c) : (char)std::tolower((unsigned char)c);
+      for (char& c : r)
+        c = method == "upper" ? (char)std::toupper((unsigned char)c)
+                              : (char)std::tolower((unsigned char)c);
       return Value::of(std::move(r));
     }
     if (method == "capitalize" || method == "title") {
@@ -1294,8 +1490,9 @@ class Renderer {
       List candidates = arg->is(Value::Kind::List) ? *arg->list : List{*arg};
       for (const Value& c : candidates) {
         const std::string& p = as_string(c, at, "the argument of startswith/endswith");
-        if (p.size() <= s.size() && (method == "startswith" ? s.compare(0, p.size(), p) == 0
-                                                            : s.compare(s.size() - p.size(), p.size(), p) == 0))
+        if (p.size() <= s.size() &&
+            (method == "startswith" ? s.compare(0, p.size(), p) == 0
+                                    : s.compare(s.size() - p.size(), p.size(), p) == 0))
           return Value::of(true);
       }
       return Value::of(false);
@@ -1350,7 +1547,8 @@ class Renderer {
     fail(at, "unknown string method '" + method + "'");
   }
 
-  static std::string replace(const std::string& s, const std::string& from, const std::string& to, int64_t count) {
+  static std::string replace(const std::string& s, const std::string& from, const std::string& to,
+                             int64_t count) {
     if (from.empty()) return s;
     std::string out;
     size_t i = 0;
@@ -1390,16 +1588,19 @@ class Renderer {
       if (callee.name == "range") {
         int64_t start = 0, stop = 0, step = 1;
         const size_t n = args.positional.size();
-        if (n == 1) stop = as_int(args.positional[0], e.offset, "range()");
+        if (n == 1)
+          stop = as_int(args.positional[0], e.offset, "range()");
         else if (n == 2 || n == 3) {
           start = as_int(args.positional[0], e.offset, "range()");
           stop = as_int(args.positional[1], e.offset, "range()");
           if (n == 3) step = as_int(args.positional[2], e.offset, "range()");
-        } else fail(e.offset, "range() takes 1 to 3 arguments");
+        } else
+          fail(e.offset, "range() takes 1 to 3 arguments");
         if (step == 0) fail(e.offset, "range() step cannot be zero");
         if ((stop - start) / step > (int64_t)kMaxElements) fail(e.offset, "range() too large");
         List values;
-        for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step) values.push_back(Value::of(i));
+        for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step)
+          values.push_back(Value::of(i));
         return Value::of(std::move(values));
       }
       fail(callee.offset, "unknown function '" + callee.name + "'");
@@ -1409,11 +1610,15 @@ class Renderer {
       Arguments args = arguments(e, 1, callee.name + "()");
       if (object.is(Value::Kind::String)) return string_method(object.string, callee.name, args);
       if (object.is(Value::Kind::Dict)) {
-        if (callee.name == "items") { args.at_most(0); return dict_items(object); }
+        if (callee.name == "items") {
+          args.at_most(0);
+          return dict_items(object);
+        }
         if (callee.name == "keys" || callee.name == "values") {
           args.at_most(0);
           List out;
-          for (const auto& [k, v] : *object.dict) out.push_back(callee.name == "keys" ? Value::of(k) : v);
+          for (const auto& [k, v] : *object.dict)
+            out.push_back(callee.name == "keys" ? Value::of(k) : v);
           return Value::of(std::move(out));
         }
         if (callee.name == "get") {
@@ -1426,7 +1631,8 @@ class Renderer {
           return fallback ? *fallback : Value::none();
         }
       }
-      fail(callee.offset, std::string("unknown method '") + callee.name + "' of " + kind_name(object.kind));
+      fail(callee.offset,
+           std::string("unknown method '") + callee.name + "' of " + kind_name(object.kind));
     }
     fail(e.offset, "this expression cannot be called");
   }
@@ -1439,7 +1645,8 @@ class Renderer {
     if (f == "trim") {
       args.at_most(1);
       const Value* chars = args.get(0, "chars");
-      return Value::of(strip_chars(to_string(v), chars ? &as_string(*chars, at, "chars") : nullptr, true, true));
+      return Value::of(
+          strip_chars(to_string(v), chars ? &as_string(*chars, at, "chars") : nullptr, true, true));
     }
     if (f == "length" || f == "count") {
       args.at_most(0);
@@ -1449,8 +1656,14 @@ class Renderer {
       if (v.is(Value::Kind::Undefined)) return Value::of((int64_t)0);
       fail(at, std::string("length of a ") + kind_name(v.kind));
     }
-    if (f == "string") { args.at_most(0); return Value::of(to_string(v)); }
-    if (f == "tojson") { args.at_most(1); return Value::of(to_json(v, at)); }
+    if (f == "string") {
+      args.at_most(0);
+      return Value::of(to_string(v));
+    }
+    if (f == "tojson") {
+      args.at_most(1);
+      return Value::of(to_json(v, at));
+    }
     if (f == "default" || f == "d") {
       args.at_most(2);
       const Value* fallback = args.get(0, "default_value");
@@ -1485,7 +1698,10 @@ class Renderer {
     if (f == "upper" || f == "lower" || f == "capitalize" || f == "title")
       return string_method(to_string(v), f, args);
     if (f == "replace") return string_method(to_string(v), f, args);
-    if (f == "list") { args.at_most(0); return Value::of(iterate(v, at)); }
+    if (f == "list") {
+      args.at_most(0);
+      return Value::of(iterate(v, at));
+    }
     if (f == "reverse") {
       args.at_most(0);
       if (v.is(Value::Kind::String)) {
@@ -1560,20 +1776,29 @@ class Renderer {
 
   Value eval(const Expr& e) {
     switch (e.kind) {
-      case Expr::Kind::Literal: return e.literal;
-      case Expr::Kind::Name: return lookup(e.name);
-      case Expr::Kind::Attribute: return attribute(eval(*e.children[0]), e.name, e.offset);
-      case Expr::Kind::Item: return item(eval(*e.children[0]), eval(*e.children[1]), e.offset);
-      case Expr::Kind::Slice: return slice(eval(*e.children[0]), e);
-      case Expr::Kind::Call: return call(e);
-      case Expr::Kind::Filter: return filter(e);
-      case Expr::Kind::Test: return Value::of(test(e) != e.negated);
+      case Expr::Kind::Literal:
+        return e.literal;
+      case Expr::Kind::Name:
+        return lookup(e.name);
+      case Expr::Kind::Attribute:
+        return attribute(eval(*e.children[0]), e.name, e.offset);
+      case Expr::Kind::Item:
+        return item(eval(*e.children[0]), eval(*e.children[1]), e.offset);
+      case Expr::Kind::Slice:
+        return slice(eval(*e.children[0]), e);
+      case Expr::Kind::Call:
+        return call(e);
+      case Expr::Kind::Filter:
+        return filter(e);
+      case Expr::Kind::Test:
+        return Value::of(test(e) != e.negated);
       case Expr::Kind::Unary: {
         const Value v = eval(*e.children[0]);
         if (e.name == "not") return Value::of(!truthy(v));
         if (v.is(Value::Kind::Int)) return Value::of(e.name == "-" ? -v.integer : v.integer);
         if (v.is(Value::Kind::Float)) return Value::of(e.name == "-" ? -v.number : v.number);
-        fail(e.offset, std::string("bad operand type for unary ") + e.name + ": " + kind_name(v.kind));
+        fail(e.offset,
+             std::string("bad operand type for unary ") + e.name + ": " + kind_name(v.kind));
       }
       case Expr::Kind::Binary: {
         if (e.name == "and" || e.name == "or") {  // Python semantics: the deciding operand
@@ -1599,7 +1824,8 @@ class Renderer {
         Dict dict;
         for (size_t i = 0; i + 1 < e.children.size(); i += 2) {
           const Value key = eval(*e.children[i]);
-          dict_set(dict, key.is(Value::Kind::String) ? key.string : to_string(key), eval(*e.children[i + 1]));
+          dict_set(dict, key.is(Value::Kind::String) ? key.string : to_string(key),
+                   eval(*e.children[i + 1]));
         }
         return Value::of(std::move(dict));
       }
@@ -1640,11 +1866,16 @@ Result<ChatTemplate> chat_template_parse(const std::string& source) {
   }
 }
 
-Result<std::string> ChatTemplate::render(const Json& context) const { return render_value(&context, nullptr); }
+Result<std::string> ChatTemplate::render(const Json& context) const {
+  return render_value(&context, nullptr);
+}
 
-Result<std::string> ChatTemplate::render(const OrderedJson& context) const { return render_value(nullptr, &context); }
+Result<std::string> ChatTemplate::render(const OrderedJson& context) const {
+  return render_value(nullptr, &context);
+}
 
-Result<std::string> ChatTemplate::render_value(const Json* context, const OrderedJson* ordered) const {
+Result<std::string> ChatTemplate::render_value(const Json* context,
+                                               const OrderedJson* ordered) const {
   using namespace chat_template_detail;
   if (!program_) return make_error("chat template: not parsed");
   if (context ? !context->is_object() : !ordered->is_object())
@@ -1679,10 +1910,13 @@ Result<ChatTemplateConfig> chat_template_config_read(const std::string& tokenize
   auto token = [&](const char* key, std::string& into) -> Status {
     auto it = config.find(key);
     if (it == config.end() || it->is_null()) return ok_status();
-    if (it->is_string()) into = it->get<std::string>();
+    if (it->is_string())
+      into = it->get<std::string>();
     else if (it->is_object() && it->contains("content") && (*it)["content"].is_string())
       into = (*it)["content"].get<std::string>();
-    else return make_error(tokenizer_config_path, ": field '", key, "' must be a string or {\"content\": ...}");
+    else
+      return make_error(tokenizer_config_path, ": field '", key,
+                        "' must be a string or {\"content\": ...}");
     return ok_status();
   };
   GL_TRY(token("bos_token", out.bos_token));
@@ -1690,7 +1924,9 @@ Result<ChatTemplateConfig> chat_template_config_read(const std::string& tokenize
   auto it = config.find("chat_template");
   if (it != config.end() && !it->is_null()) {
     if (!it->is_string())  // newer configs may hold a list of named templates
-      return make_error(tokenizer_config_path, ": field 'chat_template' must be a string (named templates are not supported)");
+      return make_error(
+          tokenizer_config_path,
+          ": field 'chat_template' must be a string (named templates are not supported)");
     out.chat_template = it->get<std::string>();
   }
   return out;

@@ -58,7 +58,7 @@ class ChatTemplate {
 Result<ChatTemplate> chat_template_parse(const std::string& source);
 
 struct ChatMessage {
-  std::string role;     // "system", "user", "assistant"
+  std::string role;  // "system", "user", "assistant"
   std::string content;
 };
 

@@ -51,7 +51,8 @@ TEST(ChatTemplate, GoldensFromHuggingFaceJinja) {
 }
 
 TEST(ChatTemplate, StandardContextMatchesGoldenContext) {
-  const Json context = chat_template_context({{"system", "s"}, {"user", "u"}}, true, "<b>", "<e>", false);
+  const Json context =
+      chat_template_context({{"system", "s"}, {"user", "u"}}, true, "<b>", "<e>", false);
   EXPECT_EQ(context["messages"][1]["content"], "u");
   EXPECT_EQ(context["add_generation_prompt"], true);
   EXPECT_EQ(context["bos_token"], "<b>");
@@ -72,83 +73,119 @@ TEST(ChatTemplate, WhitespaceControl) {
 
 TEST(ChatTemplate, LoopVariables) {
   EXPECT_EQ(render("{% for x in ['a', 'b', 'c'] %}{{ loop.index0 }}{{ loop.index }}{{ x }}"
-                   "{% if loop.first %}F{% endif %}{% if loop.last %}L{% endif %}{{ loop.length }}|{% endfor %}"),
+                   "{% if loop.first %}F{% endif %}{% if loop.last %}L{% endif %}{{ loop.length "
+                   "}}|{% endfor %}"),
             "01aF3|12b3|23cL3|");
   EXPECT_EQ(render("{% for x in [] %}{{ x }}{% else %}empty{% endfor %}"), "empty");
-  EXPECT_EQ(render("{% for x in [1, 2, 3, 4] if x % 2 == 0 %}{{ x }}{{ loop.index }}{% endfor %}"), "2142");
-  EXPECT_EQ(render("{% for k, v in {'a': 1, 'b': 2}.items() %}{{ k }}={{ v }};{% endfor %}"), "a=1;b=2;");
-  EXPECT_EQ(render("{% for k, v in d | items %}{{ k }}{{ v }}{% endfor %}", {{"d", {{"x", 1}}}}), "x1");
+  EXPECT_EQ(render("{% for x in [1, 2, 3, 4] if x % 2 == 0 %}{{ x }}{{ loop.index }}{% endfor %}"),
+            "2142");
+  EXPECT_EQ(render("{% for k, v in {'a': 1, 'b': 2}.items() %}{{ k }}={{ v }};{% endfor %}"),
+            "a=1;b=2;");
+  EXPECT_EQ(render("{% for k, v in d | items %}{{ k }}{{ v }}{% endfor %}", {{"d", {{"x", 1}}}}),
+            "x1");
   // A set inside a loop does not leak out of it.
   EXPECT_EQ(render("{% set x = 1 %}{% for i in [1] %}{% set x = 2 %}{% endfor %}{{ x }}"), "1");
 }
 
 TEST(ChatTemplate, NamespaceSet) {
-  EXPECT_EQ(render("{% set ns = namespace(found=false, n=0) %}{% for x in [1, 2, 3] %}"
-                   "{% if x > 1 %}{% set ns.found = true %}{% set ns.n = ns.n + x %}{% endif %}{% endfor %}"
-                   "{{ ns.found }} {{ ns.n }}"),
-            "True 5");
-  EXPECT_NE(render("{% set x = 1 %}{% set x.y = 2 %}").find("only of a namespace"), std::string::npos);
+  EXPECT_EQ(
+      render(
+          "{% set ns = namespace(found=false, n=0) %}{% for x in [1, 2, 3] %}"
+          "{% if x > 1 %}{% set ns.found = true %}{% set ns.n = ns.n + x %}{% endif %}{% endfor %}"
+          "{{ ns.found }} {{ ns.n }}"),
+      "True 5");
+  EXPECT_NE(render("{% set x = 1 %}{% set x.y = 2 %}").find("only of a namespace"),
+            std::string::npos);
 }
 
 TEST(ChatTemplate, Slicing) {
   const Json context = {{"l", {1, 2, 3, 4, 5}}, {"s", "héllo"}};
-  EXPECT_EQ(render("{{ l[1:3] }}|{{ l[::-1] }}|{{ l[-2:] }}|{{ l[::2] }}|{{ l[-1] }}|{{ l[10] }}", context),
+  EXPECT_EQ(render("{{ l[1:3] }}|{{ l[::-1] }}|{{ l[-2:] }}|{{ l[::2] }}|{{ l[-1] }}|{{ l[10] }}",
+                   context),
             "[2, 3]|[5, 4, 3, 2, 1]|[4, 5]|[1, 3, 5]|5|");
-  EXPECT_EQ(render("{{ s[1:3] }}|{{ s[::-1] }}|{{ s[1] }}|{{ s | length }}", context), "él|olléh|é|5");
+  EXPECT_EQ(render("{{ s[1:3] }}|{{ s[::-1] }}|{{ s[1] }}|{{ s | length }}", context),
+            "él|olléh|é|5");
   EXPECT_EQ(render("{% for m in l[:-3] %}{{ m }}{% endfor %}", context), "12");
 }
 
 TEST(ChatTemplate, ExpressionsAndOperators) {
-  EXPECT_EQ(render("{{ 7 // 2 }} {{ -7 // 2 }} {{ 7 % 3 }} {{ -7 % 3 }} {{ 7 / 2 }} {{ 2 ** 3 }} {{ 1 + 2 * 3 }}"),
+  EXPECT_EQ(render("{{ 7 // 2 }} {{ -7 // 2 }} {{ 7 % 3 }} {{ -7 % 3 }} {{ 7 / 2 }} {{ 2 ** 3 }} "
+                   "{{ 1 + 2 * 3 }}"),
             "3 -4 1 2 3.5 8 7");
-  EXPECT_EQ(render("{{ 'a' ~ 1 ~ none }} {{ 'x' + 'y' }} {{ [1] + [2] }} {{ -(3) }} {{ 'ab' * 2 }}"),
-            "a1None xy [1, 2] -3 abab");
+  EXPECT_EQ(
+      render("{{ 'a' ~ 1 ~ none }} {{ 'x' + 'y' }} {{ [1] + [2] }} {{ -(3) }} {{ 'ab' * 2 }}"),
+      "a1None xy [1, 2] -3 abab");
   EXPECT_EQ(render("{{ 'b' in 'abc' }} {{ 2 in [1, 2] }} {{ 'k' in {'k': 1} }} {{ 3 not in [1] }}"),
             "True True True True");
-  EXPECT_EQ(render("{{ not true }} {{ true and false }} {{ 0 or 'x' }} {{ 2 <= 2.5 }} {{ 'a' != 'b' }}"),
-            "False False x True True");
+  EXPECT_EQ(
+      render("{{ not true }} {{ true and false }} {{ 0 or 'x' }} {{ 2 <= 2.5 }} {{ 'a' != 'b' }}"),
+      "False False x True True");
   EXPECT_EQ(render("{{ 'yes' if c else 'no' }} {{ 'only' if c }}|", {{"c", false}}), "no |");
   EXPECT_EQ(render("{{ 'a\\n\\t\\'\\\"\\\\b' }}"), "a\n\t'\"\\b");
-  EXPECT_EQ(render("{{ 1.5 }} {{ 2.0 }} {{ {'a': [1, 'x']} }} {{ (1, 2) }}"), "1.5 2.0 {'a': [1, 'x']} [1, 2]");
-  EXPECT_EQ(render("{{ m.role }}{{ m['content'] }}{{ m.missing }}|", {{"m", {{"role", "r"}, {"content", "c"}}}}),
+  EXPECT_EQ(render("{{ 1.5 }} {{ 2.0 }} {{ {'a': [1, 'x']} }} {{ (1, 2) }}"),
+            "1.5 2.0 {'a': [1, 'x']} [1, 2]");
+  EXPECT_EQ(render("{{ m.role }}{{ m['content'] }}{{ m.missing }}|",
+                   {{"m", {{"role", "r"}, {"content", "c"}}}}),
             "rc|");
 }
 
 TEST(ChatTemplate, StringMethods) {
-  EXPECT_EQ(render("{{ '  x \\n'.strip() }}|{{ '\\n\\nx\\n'.lstrip('\\n') }}|{{ 'xyy'.rstrip('y') }}"), "x|x\n|x");
-  EXPECT_EQ(render("{{ 'a</t>b</t>c'.split('</t>')[-1] }} {{ 'a b  c'.split() | length }} {{ 'a,b,c'.split(',', 1) }}"),
+  EXPECT_EQ(
+      render("{{ '  x \\n'.strip() }}|{{ '\\n\\nx\\n'.lstrip('\\n') }}|{{ 'xyy'.rstrip('y') }}"),
+      "x|x\n|x");
+  EXPECT_EQ(render("{{ 'a</t>b</t>c'.split('</t>')[-1] }} {{ 'a b  c'.split() | length }} {{ "
+                   "'a,b,c'.split(',', 1) }}"),
             "c 3 ['a', 'b,c']");
-  EXPECT_EQ(render("{{ 'abc'.startswith('ab') }} {{ 'abc'.endswith('bc') }} {{ 'abc'.startswith(('x', 'a')) }}"),
+  EXPECT_EQ(render("{{ 'abc'.startswith('ab') }} {{ 'abc'.endswith('bc') }} {{ "
+                   "'abc'.startswith(('x', 'a')) }}"),
             "True True True");
-  EXPECT_EQ(render("{{ 'aXa'.replace('a', 'b') }} {{ 'Ab'.upper() }} {{ 'Ab'.lower() }} {{ 'hello world'.title() }}"),
+  EXPECT_EQ(render("{{ 'aXa'.replace('a', 'b') }} {{ 'Ab'.upper() }} {{ 'Ab'.lower() }} {{ 'hello "
+                   "world'.title() }}"),
             "bXb AB ab Hello World");
-  EXPECT_EQ(render("{{ d.get('a') }} {{ d.get('z', 5) }} {{ d.keys() }} {{ d.values() }}", {{"d", {{"a", 1}}}}),
+  EXPECT_EQ(render("{{ d.get('a') }} {{ d.get('z', 5) }} {{ d.keys() }} {{ d.values() }}",
+                   {{"d", {{"a", 1}}}}),
             "1 5 ['a'] [1]");
 }
 
 TEST(ChatTemplate, Filters) {
-  EXPECT_EQ(render("{{ '  x  ' | trim }}|{{ [1, 2] | length }}|{{ 'abc' | length }}|{{ 3 | string }}"), "x|2|3|3");
-  EXPECT_EQ(render("{{ missing | default('d') }}|{{ '' | default('d', true) }}|{{ 'v' | default('d') }}"), "d|d|v");
-  EXPECT_EQ(render("{{ [1, 2, 3] | first }}{{ [1, 2, 3] | last }}|{{ ['a', 'b'] | join(', ') }}|{{ [1, 2] | join }}"),
+  EXPECT_EQ(
+      render("{{ '  x  ' | trim }}|{{ [1, 2] | length }}|{{ 'abc' | length }}|{{ 3 | string }}"),
+      "x|2|3|3");
+  EXPECT_EQ(
+      render("{{ missing | default('d') }}|{{ '' | default('d', true) }}|{{ 'v' | default('d') }}"),
+      "d|d|v");
+  EXPECT_EQ(render("{{ [1, 2, 3] | first }}{{ [1, 2, 3] | last }}|{{ ['a', 'b'] | join(', ') }}|{{ "
+                   "[1, 2] | join }}"),
             "13|a, b|12");
-  EXPECT_EQ(render("{{ 'ab' | upper }} {{ 'AB' | lower }} {{ 'ab cd' | capitalize }} {{ 'aa' | replace('a', 'b') }}"),
+  EXPECT_EQ(render("{{ 'ab' | upper }} {{ 'AB' | lower }} {{ 'ab cd' | capitalize }} {{ 'aa' | "
+                   "replace('a', 'b') }}"),
             "AB ab Ab cd bb");
-  EXPECT_EQ(render("{{ {'a': 1, 'b': [true, none, 'é\"']} | tojson }}"), "{\"a\": 1, \"b\": [true, null, \"é\\\"\"]}");
-  EXPECT_EQ(render("{{ [3, 1] | reverse | list }} {{ '12' | int + 1 }} {{ -2 | abs }} {{ messages | length - 1 }}",
+  EXPECT_EQ(render("{{ {'a': 1, 'b': [true, none, 'é\"']} | tojson }}"),
+            "{\"a\": 1, \"b\": [true, null, \"é\\\"\"]}");
+  EXPECT_EQ(render("{{ [3, 1] | reverse | list }} {{ '12' | int + 1 }} {{ -2 | abs }} {{ messages "
+                   "| length - 1 }}",
                    {{"messages", {1, 2, 3}}}),
             "[1, 3] 13 2 2");  // a filter applies to the negated literal, as in Jinja
 }
 
 TEST(ChatTemplate, Tests) {
-  const Json context = {{"s", "x"}, {"n", nullptr}, {"d", {{"k", 1}}}, {"l", {1}}, {"f", false}, {"i", 3}};
-  EXPECT_EQ(render("{{ s is defined }}{{ u is defined }}{{ u is undefined }}{{ s is not defined }}", context),
+  const Json context = {{"s", "x"}, {"n", nullptr}, {"d", {{"k", 1}}},
+                        {"l", {1}}, {"f", false},   {"i", 3}};
+  EXPECT_EQ(render("{{ s is defined }}{{ u is defined }}{{ u is undefined }}{{ s is not defined }}",
+                   context),
             "TrueFalseTrueFalse");
-  EXPECT_EQ(render("{{ n is none }}{{ s is not none }}{{ s is string }}{{ d is mapping }}{{ l is mapping }}", context),
-            "TrueTrueTrueTrueFalse");
-  EXPECT_EQ(render("{{ l is iterable }}{{ l is sequence }}{{ i is iterable }}{{ f is false }}{{ f is true }}", context),
+  EXPECT_EQ(
+      render(
+          "{{ n is none }}{{ s is not none }}{{ s is string }}{{ d is mapping }}{{ l is mapping }}",
+          context),
+      "TrueTrueTrueTrueFalse");
+  EXPECT_EQ(render("{{ l is iterable }}{{ l is sequence }}{{ i is iterable }}{{ f is false }}{{ f "
+                   "is true }}",
+                   context),
             "TrueTrueFalseTrueFalse");
-  EXPECT_EQ(render("{{ i is number }}{{ i is integer }}{{ s is number }}{{ f is boolean }}", context),
-            "TrueTrueFalseTrue");
+  EXPECT_EQ(
+      render("{{ i is number }}{{ i is integer }}{{ s is number }}{{ f is boolean }}", context),
+      "TrueTrueFalseTrue");
   EXPECT_EQ(render("{% if d.k is defined and d.k is not none %}ok{% endif %}", context), "ok");
 }
 
@@ -161,7 +198,8 @@ TEST(ChatTemplate, IfElifElse) {
 }
 
 TEST(ChatTemplate, RaiseExceptionIsAnError) {
-  const std::string out = render("{% if x %}\n  {{ raise_exception('Roles must alternate!') }}{% endif %}", {{"x", true}});
+  const std::string out = render(
+      "{% if x %}\n  {{ raise_exception('Roles must alternate!') }}{% endif %}", {{"x", true}});
   EXPECT_EQ(out, "ERROR: chat template line 2, column 6: raise_exception: Roles must alternate!");
 }
 
@@ -172,42 +210,57 @@ TEST(ChatTemplate, ErrorsAreOneLineWithThePosition) {
     EXPECT_EQ(out.find('\n'), std::string::npos) << out;
     return out;
   };
-  EXPECT_EQ(error_of("ab\ncd {{ x "), "ERROR: chat template line 2, column 4: unclosed '{{' (no '}}')");
+  EXPECT_EQ(error_of("ab\ncd {{ x "),
+            "ERROR: chat template line 2, column 4: unclosed '{{' (no '}}')");
   EXPECT_EQ(error_of("{% if x %}\nunterminated"),
             "ERROR: chat template line 1, column 4: unclosed '{% if %}' (no '{% endif %}')");
   EXPECT_EQ(error_of("{% for m in l %}x"),
             "ERROR: chat template line 1, column 4: unclosed '{% for %}' (no '{% endfor %}')");
-  EXPECT_EQ(error_of("{{ x | nope }}"), "ERROR: chat template line 1, column 8: unknown filter 'nope'");
-  EXPECT_EQ(error_of("{{ x is nope }}"), "ERROR: chat template line 1, column 9: unknown test 'nope'");
-  EXPECT_EQ(error_of("{{ 1 + }}"), "ERROR: chat template line 1, column 8: expected an expression, got '}}'");
+  EXPECT_EQ(error_of("{{ x | nope }}"),
+            "ERROR: chat template line 1, column 8: unknown filter 'nope'");
+  EXPECT_EQ(error_of("{{ x is nope }}"),
+            "ERROR: chat template line 1, column 9: unknown test 'nope'");
+  EXPECT_EQ(error_of("{{ 1 + }}"),
+            "ERROR: chat template line 1, column 8: expected an expression, got '}}'");
   EXPECT_EQ(error_of("{{ (1 }}"), "ERROR: chat template line 1, column 7: expected ')', got '}}'");
   EXPECT_EQ(error_of("{# open"), "ERROR: chat template line 1, column 1: unclosed comment '{#'");
-  EXPECT_EQ(error_of("{{ 'abc }}"), "ERROR: chat template line 1, column 4: unterminated string literal");
-  EXPECT_EQ(error_of("{% macro m() %}{% endmacro %}"), "ERROR: chat template line 1, column 4: unsupported statement 'macro'");
-  EXPECT_EQ(error_of("{{ x.y }}"), "ERROR: chat template line 1, column 5: cannot read attribute 'y' of undefined");
-  EXPECT_EQ(error_of("{{ 1 + 'a' - 2 }}"), "ERROR: chat template line 1, column 12: unsupported operand types for -: string and integer");
-  EXPECT_EQ(error_of("{% endfor %}"), "ERROR: chat template line 1, column 4: unsupported statement 'endfor'");
+  EXPECT_EQ(error_of("{{ 'abc }}"),
+            "ERROR: chat template line 1, column 4: unterminated string literal");
+  EXPECT_EQ(error_of("{% macro m() %}{% endmacro %}"),
+            "ERROR: chat template line 1, column 4: unsupported statement 'macro'");
+  EXPECT_EQ(error_of("{{ x.y }}"),
+            "ERROR: chat template line 1, column 5: cannot read attribute 'y' of undefined");
+  EXPECT_EQ(error_of("{{ 1 + 'a' - 2 }}"),
+            "ERROR: chat template line 1, column 12: unsupported operand types for -: string and "
+            "integer");
+  EXPECT_EQ(error_of("{% endfor %}"),
+            "ERROR: chat template line 1, column 4: unsupported statement 'endfor'");
 }
 
 TEST(ChatTemplate, TruncatedAndHostileTemplatesFailCleanly) {
   // Every prefix of the Qwen3 template parses or fails with a one-line error, never crashes.
-  const std::string qwen3 = read_text(std::string(GOLINEAR_TEST_DATA) + "/tokenizer/chat_templates/qwen3.jinja");
+  const std::string qwen3 =
+      read_text(std::string(GOLINEAR_TEST_DATA) + "/tokenizer/chat_templates/qwen3.jinja");
   ASSERT_FALSE(qwen3.empty());
-  const Json context = chat_template_context({{"user", "hi"}, {"assistant", "yo"}}, true, "", "<|im_end|>");
+  const Json context =
+      chat_template_context({{"user", "hi"}, {"assistant", "yo"}}, true, "", "<|im_end|>");
   for (size_t n = 0; n <= qwen3.size(); ++n) {
     const std::string out = render(qwen3.substr(0, n), context);
     if (out.rfind("ERROR: ", 0) == 0) {
       EXPECT_EQ(out.find('\n'), std::string::npos) << out;
     }
   }
-  EXPECT_NE(render("{{ " + std::string(5000, '(') + "1" + std::string(5000, ')') + " }}").find("nested too deeply"),
+  EXPECT_NE(render("{{ " + std::string(5000, '(') + "1" + std::string(5000, ')') + " }}")
+                .find("nested too deeply"),
             std::string::npos);
   EXPECT_NE(render("{{ 'ab' * 100000000 }}").find("too large"), std::string::npos);
-  EXPECT_NE(render("{% for i in range(100000000) %}{% endfor %}").find("too large"), std::string::npos);
+  EXPECT_NE(render("{% for i in range(100000000) %}{% endfor %}").find("too large"),
+            std::string::npos);
 }
 
 TEST(ChatTemplate, BundledModelTemplateRenders) {
-  const std::string path = std::string(GOLINEAR_MODEL_DIR) + "/tiny-llama3-25m/tokenizer_config.json";
+  const std::string path =
+      std::string(GOLINEAR_MODEL_DIR) + "/tiny-llama3-25m/tokenizer_config.json";
   auto config = chat_template_config_read(path);
   ASSERT_TRUE(config.ok()) << config.error();
   ASSERT_FALSE(config->chat_template.empty());
@@ -215,14 +268,19 @@ TEST(ChatTemplate, BundledModelTemplateRenders) {
   EXPECT_EQ(config->eos_token, "<|end_of_text|>");
   auto parsed = chat_template_parse(config->chat_template);
   ASSERT_TRUE(parsed.ok()) << parsed.error();
-  const std::vector<ChatMessage> messages = {
-      {"system", "Be brief."}, {"user", " Hi there \n"}, {"assistant", "Hello."}, {"user", "Tell a story."}};
-  auto with_prompt = parsed->render(chat_template_context(messages, true, config->bos_token, config->eos_token));
+  const std::vector<ChatMessage> messages = {{"system", "Be brief."},
+                                             {"user", " Hi there \n"},
+                                             {"assistant", "Hello."},
+                                             {"user", "Tell a story."}};
+  auto with_prompt =
+      parsed->render(chat_template_context(messages, true, config->bos_token, config->eos_token));
   ASSERT_TRUE(with_prompt.ok()) << with_prompt.error();
-  EXPECT_EQ(with_prompt.value(),
-            "<|begin_of_text|>System: Be brief.\n\nUser: Hi there\n\nAssistant: Hello.<|end_of_text|>\n\n"
-            "User: Tell a story.\n\nAssistant:");
-  auto without = parsed->render(chat_template_context({{"user", "Hi"}}, false, config->bos_token, config->eos_token));
+  EXPECT_EQ(
+      with_prompt.value(),
+      "<|begin_of_text|>System: Be brief.\n\nUser: Hi there\n\nAssistant: Hello.<|end_of_text|>\n\n"
+      "User: Tell a story.\n\nAssistant:");
+  auto without = parsed->render(
+      chat_template_context({{"user", "Hi"}}, false, config->bos_token, config->eos_token));
   ASSERT_TRUE(without.ok()) << without.error();
   EXPECT_EQ(without.value(), "<|begin_of_text|>User: Hi\n\n");
 }
