@@ -1,6 +1,7 @@
 #include "train/train_loop.h"
 
 #include <chrono>
+#include <cmath>
 
 #include "common/progress.h"
 
@@ -36,6 +37,9 @@ Result<std::vector<TrainReport>> train_loop_run(const TrainOptions& options, con
     double mean_loss = 0.0;
     for (size_t r = 0; r < R; ++r) {
       const double loss = losses[r].loss;
+      if (!std::isfinite(loss))  // stop before a non-finite loss is checkpointed or reported
+        return make_error(loop.label, ": the ", loop.loss_name, " became ", loss, " at step ",
+                          step + 1);
       mean_loss += loss / R;
       reports[r].loss_curve.push_back(loss);
       reports[r].steps_done = step + 1;

@@ -89,7 +89,8 @@ struct TrainLoop {
   std::function<Status()> finish;
 };
 
-// Runs steps start … options.steps − 1 (or until options.stop_after), one report per recipe.
+// Runs steps start … options.steps − 1 (or until options.stop_after), one report per recipe. A
+// step whose loss is not finite ends the run with an error naming the step (no save after it).
 Result<std::vector<TrainReport>> train_loop_run(const TrainOptions& options, const TrainLoop& loop);
 
 }  // namespace golinear::train

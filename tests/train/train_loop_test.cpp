@@ -2,6 +2,8 @@
 // trainer whose loss at step s is s + 1.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "train/train_loop.h"
 
 namespace golinear::train {
@@ -84,6 +86,22 @@ TEST(TrainLoop, AStepErrorEndsTheRun) {
   auto r = train_loop_run(options, loop);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error(), "the loss became nan at step 1");
+}
+
+// A non-finite loss stops the run in the loop itself, for every trainer, before any save.
+TEST(TrainLoop, ANonFiniteLossEndsTheRunBeforeItIsSaved) {
+  TrainOptions options;
+  options.steps = 4;
+  options.checkpoint_every = 1;
+  FakeTrainer fake;
+  TrainLoop loop = fake.loop();
+  loop.step = [](long step, float) -> Result<std::vector<StepLoss>> {
+    return std::vector<StepLoss>{{step == 1 ? std::nan("") : 1.0, {}}};
+  };
+  auto r = train_loop_run(options, loop);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().find("became nan at step 2"), std::string::npos) << r.error();
+  EXPECT_EQ(fake.saves, (std::vector<long>{1}));  // step 1 saved, step 2 never
 }
 
 }  // namespace
