@@ -116,33 +116,28 @@ Result<train::LinearizeOptions> parse_settings(const Args& args, const ModelConf
 
 // --device cuda: both stages on the GPU (train/cuda) against one teacher on the GPU, shared by
 // the stages: loaded straight from the checkpoint in bf16 (no host copy of the weights), or
-// uploaded from the host model when that is loaded anyway (--keep-full K computes the layers'
-// hardness with the CPU teacher).
-train::Trainers gpu_trainers(std::shared_ptr<void> gpu_model) {
+// uploaded once from the host model when that is loaded anyway (--keep-full K computes the
+// layers' hardness with the CPU teacher).
+Result<train::Trainers> gpu_trainers(LoadedModel& loaded) {
 #if GOLINEAR_HAVE_CUDA
-  auto gpu = std::static_pointer_cast<golinear::model::cuda::GpuModel>(gpu_model);
-  auto teacher_model = [gpu](const Model& model) -> Result<std::shared_ptr<golinear::model::cuda::GpuModel>> {
-    if (gpu) return gpu;
-    GL_ASSIGN_OR_RETURN(std::unique_ptr<golinear::model::cuda::GpuModel> uploaded, golinear::model::cuda::gpu_model_upload(model));
-    return std::shared_ptr<golinear::model::cuda::GpuModel>(std::move(uploaded));
-  };
+  if (!loaded.gpu) {
+    GL_ASSIGN_OR_RETURN(loaded.gpu, golinear::model::cuda::gpu_model_upload(*loaded.model));
+  }
+  std::shared_ptr<golinear::model::cuda::GpuModel> gpu = loaded.gpu;
   train::Trainers t;
-  t.transfer = [teacher_model](const Model& model, MixerStack& students, const PackedDataset& data,
-                               const train::TrainOptions& options) -> Result<train::TrainReport> {
-    GL_ASSIGN_OR_RETURN(std::shared_ptr<golinear::model::cuda::GpuModel> teacher, teacher_model(model));
-    return train::cuda::gpu_attention_transfer(train::cuda::gpu_teacher_from_gpu_model(teacher),
-                                               model, students, data, options);
+  t.transfer = [gpu](const Model& model, MixerStack& students, const PackedDataset& data,
+                     const train::TrainOptions& options) -> Result<train::TrainReport> {
+    return train::cuda::gpu_attention_transfer(train::cuda::gpu_teacher_from_gpu_model(gpu), model,
+                                               students, data, options);
   };
   t.end_to_end = [gpu](Model& model, MixerStack& students, const PackedDataset& data,
-                const train::TrainOptions& options) -> Result<train::TrainReport> {
+                       const train::TrainOptions& options) -> Result<train::TrainReport> {
     return train::cuda::gpu_distill_end_to_end(model, students, data, options, gpu);
   };
   return t;
 #else
-  auto refuse = [](auto&&...) -> Result<train::TrainReport> {
-    return make_error("golinear linearize: --device cuda needs the CUDA build");
-  };
-  return {refuse, refuse};
+  (void)loaded;
+  return make_error("golinear linearize: --device cuda needs the CUDA build");
 #endif
 }
 
@@ -223,15 +218,13 @@ int cmd_linearize(const Argv& argv) {
   if (!loaded.ok()) return fail(loaded.error());
   train::Trainers trainers = train::cpu_trainers();
   if (s.device == "cuda") {
-    std::shared_ptr<void> gpu;
-#if GOLINEAR_HAVE_CUDA
-    gpu = loaded->gpu;
-#endif
-    trainers = gpu_trainers(gpu);
+    auto on_gpu = gpu_trainers(*loaded);
+    if (!on_gpu.ok()) return fail(on_gpu.error());
+    trainers = std::move(*on_gpu);
   }
   auto outcome = train::linearize(s, *loaded->model, loaded->tokenizer, trainers);
   if (!outcome.ok()) return fail(outcome.error());
-  if (s.device == "cuda" && !host_weights) memory_report(*loaded, "linearize");
+  if (s.device == "cuda") memory_report(*loaded, "linearize");
   if (!outcome->finished) {
     std::fprintf(stderr, "golinear linearize: %s\n", outcome->stopped.c_str());
     return 3;
