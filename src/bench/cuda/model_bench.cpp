@@ -135,7 +135,7 @@ Result<std::string> model_bench_run(const ModelBenchOptions& o) {
         GpuSequenceCache* fill = cache.get();  // the prefill fills the decode cache
         auto once = [&]() -> Status {
           if (fill) GL_TRY(fill->reset());
-          GL_TRY(gm->forward_device(ids, (int)N, logits, true, nullptr, fill));
+          GL_TRY(gm->forward_device(ids, (int)N, {.logits = logits, .last_only = true, .cache = fill}));
           return ok_status();
         };
         auto ms = time_runs(once, short_run ? o.warmups : 0, short_run ? o.repeats : 1, s);

@@ -24,8 +24,7 @@ eval::RowsForward gpu_rows_forward(golinear::model::cuda::GpuModel& model) {
     if (buffers->logits.size() < (size_t)T * V) GL_TRY(buffers->logits.allocate((size_t)T * V));
     cudaStream_t s = model.stream();
     GL_CUDA_CHECK(cudaMemcpyAsync(buffers->ids.get(), ids, (size_t)T * 4, cudaMemcpyHostToDevice, s));
-    GL_TRY(model.forward_device(buffers->ids.get(), T, buffers->logits.get(), /*last_only=*/false,
-                                nullptr, nullptr));
+    GL_TRY(model.forward_device(buffers->ids.get(), T, {.logits = buffers->logits.get()}));
     GL_CUDA_CHECK(cudaMemcpyAsync(rows, buffers->logits.get() + (size_t)first_row * V,
                                   (size_t)(T - first_row) * V * 4, cudaMemcpyDeviceToHost, s));
     GL_CUDA_CHECK(cudaStreamSynchronize(s));

@@ -375,13 +375,6 @@ Status GpuModel::head_logits(const float* h, int n, float* logits, bf16* xn2, cu
   return kc::gemm_nt(cublas_, logits, false, xn2, lm_head_, n, c.vocab_size, c.hidden_size, 0.0f, s);
 }
 
-Status GpuModel::forward_device(const int32_t* ids, int T, float* logits, bool last_only,
-                                std::vector<GpuLayerTrace>* trace, GpuSequenceCache* cache) {
-  GpuForwardOptions o;
-  o.logits = logits, o.last_only = last_only, o.trace = trace, o.cache = cache;
-  return forward_device(ids, T, o);
-}
-
 Status GpuModel::forward_device(const int32_t* ids, int T, const GpuForwardOptions& o) {
   if (T <= 0) return make_error("gpu forward: no tokens");
   const ModelConfig& c = config_;
@@ -509,7 +502,7 @@ Status GpuModel::forward(const int32_t* ids, int T, float* logits, bool last_onl
     GL_ASSIGN_OR_RETURN(logits_, logits_memory_.alloc<float>(rows * V));
     logits_rows_ = rows;
   }
-  GL_TRY(forward_device(ids_, T, logits ? logits_ : nullptr, last_only, nullptr, nullptr));
+  GL_TRY(forward_device(ids_, T, {.logits = logits ? logits_ : nullptr, .last_only = last_only}));
   if (logits)
     GL_CUDA_CHECK(cudaMemcpyAsync(logits, logits_, rows * V * 4, cudaMemcpyDeviceToHost, stream_));
   GL_CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -521,7 +514,7 @@ Status gpu_model_trace(GpuModel& model, const int32_t* tokens, int T,
   GL_TRY(model.ensure_scratch(T, true));
   GL_CUDA_CHECK(cudaMemcpyAsync(model.ids_, tokens, (size_t)T * 4, cudaMemcpyHostToDevice,
                                 model.stream_));
-  GL_TRY(model.forward_device(model.ids_, T, nullptr, false, layers, nullptr));
+  GL_TRY(model.forward_device(model.ids_, T, {.trace = layers}));
   GL_CUDA_CHECK(cudaStreamSynchronize(model.stream_));
   return ok_status();
 }
@@ -566,7 +559,7 @@ Status gpu_model_trace_async(GpuModel& model, const int32_t* tokens, int T, int 
                                 cudaMemcpyHostToDevice, model.stream_));
   GL_CUDA_CHECK(cudaEventRecord(model.ids_copied_[slot], model.stream_));
   if (slot == 1) std::swap(model.trace_, model.trace_alt_);
-  Status st = model.forward_device(model.ids_, T, nullptr, false, layers, nullptr);
+  Status st = model.forward_device(model.ids_, T, {.trace = layers});
   if (slot == 1) std::swap(model.trace_, model.trace_alt_);
   GL_TRY(st);
   if (done) GL_CUDA_CHECK(cudaEventRecord(done, model.stream_));
@@ -767,7 +760,7 @@ Status gpu_prefill(GpuModel& model, GpuSequenceCache& cache, const int32_t* toke
     GL_TRY(model.ensure_scratch(T, false));
     cudaStream_t s = model.stream_;
     GL_CUDA_CHECK(cudaMemcpyAsync(model.ids_, tokens, (size_t)T * 4, cudaMemcpyHostToDevice, s));
-    GL_TRY(model.forward_device(model.ids_, T, cache.logits_, true, nullptr, &cache));
+    GL_TRY(model.forward_device(model.ids_, T, {.logits = cache.logits_, .last_only = true, .cache = &cache}));
     if (last_logits)
       GL_CUDA_CHECK(cudaMemcpyAsync(last_logits, cache.logits_,
                                     (size_t)model.config_.vocab_size * 4, cudaMemcpyDeviceToHost, s));

@@ -1,10 +1,9 @@
 // The transformer of model/transformer.h on one GPU: bf16 weights, fp32 accumulation, the same
-// families (Llama-3.x, Qwen2, Qwen3) and the same mixers per layer (softmax attention, or the
-// default hybrid recipe: gdn state, gate mix, conv). model/transformer.h is the specification;
-// tests/model/cuda/ compares the two.
-//
-// INTERFACE CONTRACT (written before the implementation; the GPU trainer in train/cuda codes
-// against gpu_model_trace, so change it only together with its callers).
+// families (Llama-3.x, Qwen2, Qwen3) and the same mixers per layer (softmax attention, or any
+// recipe of the GPU hybrid mixer, mixers/cuda/hybrid_mixer.h). One layer loop
+// (GpuModel::forward_device) serves prefill, trace, the trainers' passes and, through its
+// blocks, the decode step; model/cuda/transformer_backward.h is its backward.
+// model/transformer.h is the specification; tests/model/cuda/ compares the two.
 #pragma once
 
 #include <cstdint>
@@ -166,12 +165,9 @@ class GpuModel {
   // initialises them (mixers::mixer_create), layer l from seed + l.
   Status set_all_hybrid_random(const mixers::MixerOptions& options, uint64_t seed);
 
-  // Forward of T tokens from position 0: ids (T) on the device; logits (T, V) fp32 on the device,
-  // or (V) for the last token when last_only, or none when null. `cache` (empty) is filled:
-  // keys and values of softmax layers, the hybrid caches from the chunked forward (its final
-  // delayed state, conv rows, sinks, window ring, gates). `trace` keeps every layer's mixer I/O.
-  Status forward_device(const int32_t* ids, int T, float* logits, bool last_only,
-                        std::vector<GpuLayerTrace>* trace, GpuSequenceCache* cache);
+  // Forward of T tokens from position 0: ids (T) on the device. An empty `cache` is filled: keys
+  // and values of softmax layers, the hybrid caches by the mixers' prefill (final delayed state,
+  // conv rows, sinks, window ring, gates).
   // The one layer loop: embeddings, every layer (block_input → mixer → block_output), the head,
   // as `options` asks.
   Status forward_device(const int32_t* ids, int T, const GpuForwardOptions& options);
