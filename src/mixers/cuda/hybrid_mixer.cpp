@@ -189,8 +189,7 @@ struct GpuHybridMixer::Buffers {
 namespace {
 
 // One carving for the size (base null) and for the call.
-template <class B>
-void carve_into(B& b, char* base, const MixerOptions& o, const AttentionShape& sh, int T,
+void carve_into(GpuHybridMixer::Buffers& b, char* base, const MixerOptions& o, const AttentionShape& sh, int T,
                 bool keep) {
   const size_t tq = (size_t)T * sh.H * sh.D, tk = (size_t)T * sh.G * sh.D, th = (size_t)T * sh.H;
   const int R = gate_rows(o, sh.H);
@@ -225,7 +224,7 @@ void carve_into(B& b, char* base, const MixerOptions& o, const AttentionShape& s
       b.dlogits = (float*)take(th * R / sh.H * 4);
       b.dlogits_hi = (bf16*)take(th * R / sh.H * 2), b.dlogits_lo = (bf16*)take(th * R / sh.H * 2);
     }
-    b.dcoef = (float*)take(th * 4);
+    if (kernel_mix(o) == HybridMix::scale) b.dcoef = (float*)take(th * 4);  // γ's row terms
     if (with_lse(o)) b.dlse = (float*)take(th * 4);
     if (linear) {
       b.dqn = (float*)take(tq * 4), b.dkn = (float*)take(tk * 4), b.dv_lin = (float*)take(tk * 4);

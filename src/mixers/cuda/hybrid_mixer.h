@@ -163,9 +163,10 @@ class GpuHybridMixer {
   Status decode_step(bf16* y, const kernels::cuda::HybridCacheView* caches, int B, const bf16* x,
                      const bf16* q, const bf16* k, const bf16* v, cudaStream_t stream) const;
 
- private:
-  friend class HybridScratch;
+  // The buffers of one call, carved from a HybridScratch (hybrid_mixer.cpp).
   struct Buffers;
+
+ private:
   Buffers carve(char* base, int T, bool backward) const;
   Status forward_impl(HybridScratch& s, const HybridIO& in, bf16* y16, float* y32,
                       float* state_final, bool keep, cublasHandle_t cublas,
