@@ -1,6 +1,7 @@
 // The mixer benchmark (mixer_bench.h).
 #include "bench/cuda/mixer_bench.h"
 #include "kernels/cuda/norm.h"
+#include "kernels/cuda/random_fill.h"
 
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -27,30 +28,12 @@ using namespace golinear::kernels::cuda;
 
 namespace {
 
-__device__ float hash_uniform(unsigned long long i, unsigned long long seed) {
-  unsigned long long z = i * 0x9E3779B97F4A7C15ull + seed * 0xBF58476D1CE4E5B9ull + 1;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  z ^= z >> 31;
-  return (z >> 40) * (1.0f / 16777216.0f);
-}
-__global__ void fill_bf16_kernel(bf16* p, size_t n, unsigned long long seed, float lo, float hi) {
-  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-    p[i] = __float2bfloat16(lo + (hi - lo) * hash_uniform(i, seed));
-}
-__global__ void fill_f32_kernel(float* p, size_t n, unsigned long long seed, float lo, float hi) {
-  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-    p[i] = lo + (hi - lo) * hash_uniform(i, seed);
-}
+// Uniform random inputs in [lo, hi), kernels/cuda/random_fill on the default stream.
 Status fill(bf16* p, size_t n, unsigned long long seed, float lo, float hi) {
-  fill_bf16_kernel<<<1024, 256>>>(p, n, seed, lo, hi);
-  GL_CUDA_CHECK_LAUNCH();
-  return ok_status();
+  return fill_uniform_bf16(p, n, seed, lo, hi, 0);
 }
 Status fill(float* p, size_t n, unsigned long long seed, float lo, float hi) {
-  fill_f32_kernel<<<1024, 256>>>(p, n, seed, lo, hi);
-  GL_CUDA_CHECK_LAUNCH();
-  return ok_status();
+  return fill_uniform_f32(p, n, seed, lo, hi, 0);
 }
 
 struct Row {
