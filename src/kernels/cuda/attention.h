@@ -34,8 +34,7 @@ Status attention_forward_mixed(bf16* y, const float* lambda, int lin_from, const
                                const bf16* k, const bf16* v, int T, int H, int G, int D,
                                AttentionMaskSpec mask, cudaStream_t stream);
 
-// INTERFACE CONTRACT (declared before its implementation; mixers/cuda's hybrid backward calls it):
-// backward of attention_forward with the same mask. dy (T, H, D) fp32 is the gradient of y; y and
+// The backward of attention_forward with the same mask. dy (T, H, D) fp32 is the gradient of y; y and
 // lse are what the forward returned. dq (T, H, D), dk, dv (T, G, D) fp32 are WRITTEN (=), dk/dv
 // summed over the query heads of each group. Flash-style: recomputes the probabilities from lse,
 // visits only the key blocks the mask allows (O(T·(s+w)) for the sink + window mask).
