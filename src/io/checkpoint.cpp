@@ -101,7 +101,8 @@ Result<CheckpointWeights> CheckpointWeights::open(const std::string& dir) {
   GL_ASSIGN_OR_RETURN(WeightsLayout layout, checkpoint_weights_layout(dir));
   std::map<std::string, const SafetensorsFile*> by_name;
   for (const std::string& shard : layout.files) {
-    GL_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> file, SafetensorsFile::open(dir + "/" + shard));
+    GL_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> file,
+                        SafetensorsFile::open(dir + "/" + shard));
     weights.files_.push_back(std::move(file));
     by_name[shard] = weights.files_.back().get();
   }
@@ -217,7 +218,8 @@ Result<Json> weights_file_fingerprint(const std::string& path) {
   } else {
     const size_t last = data_bytes - kFingerprintSampleBytes;  // offset of the last sample
     for (size_t i = 0; i < kFingerprintSamples; ++i)
-      hash.update(bytes + data_start + last * i / (kFingerprintSamples - 1), kFingerprintSampleBytes);
+      hash.update(bytes + data_start + last * i / (kFingerprintSamples - 1),
+                  kFingerprintSampleBytes);
   }
   return Json{{"bytes", size}, {"sha256", hash.finish_hex()}};
 }

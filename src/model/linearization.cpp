@@ -172,9 +172,10 @@ Result<BaseReference> base_reference_make(const std::string& base_dir, const std
     return reference;
   }
   std::error_code ec;
-  const fs::path from = fs::absolute(adapter_dir, ec).lexically_normal();
-  const fs::path to = fs::absolute(base, ec).lexically_normal();
-  if (ec) return make_error(adapter_dir, ": cannot make an absolute path (", ec.message(), ")");
+  const fs::path cwd = fs::current_path(ec);
+  if (ec) return make_error(base_dir, ": cannot resolve a relative path (", ec.message(), ")");
+  const fs::path from = (cwd / adapter_dir).lexically_normal();
+  const fs::path to = (cwd / base).lexically_normal();
   fs::path relative = to.lexically_relative(from);
   if (relative.empty()) relative = to;
   if (!relative.has_filename()) relative = relative.parent_path();

@@ -131,9 +131,6 @@ Result<InitialStudents> initial_students(Model& model, const std::string& dir, c
 // checkpoint's files, or an empty directory for an adapter.
 Status output_prepare(const LinearizeOptions& s, const std::string& dir) {
   if (!s.adapter) return checkpoint_copy_base(s.base, dir);
-  if (file_exists(dir + "/config.json"))
-    return make_error(dir, ": holds a copy of the base from a run without --adapter; resume it "
-                      "without --adapter, or delete it");
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) return make_error(dir, ": cannot create directory (", ec.message(), ")");
@@ -209,7 +206,7 @@ Result<LinearizeOutcome> run_sweep(const LinearizeOptions& s, Model& model, Lazy
     Json transfer = {{"steps", s.steps}, {"tokens", s.steps * s.batch * (long)s.seq_len},
                      {"lr", s.lr}, {"final_nmse", report.final_loss},
                      {"layer_nmse", report.layer_nmse}, {"tokens_per_s", report.tokens_per_s}};
-    recipe.training = {{"stage", "transfer"}, {"data", s.data}, {"batch", s.batch},
+    recipe.training = {{"stage", "transfer"}, {"base", s.base}, {"data", s.data}, {"batch", s.batch},
                        {"seq_len", s.seq_len}, {"seed", s.seed}, {"sweep", path},
                        {"transfer", transfer}, {"e2e", Json::object()},
                        {"keep_full_selection", entries[i].full.selection}};
@@ -245,6 +242,14 @@ Status linearize_check_output(const LinearizeOptions& options) {
   if (fs::exists(options.out, ec)) return make_error(options.out, ": already exists; choose another --out");
   if (fs::exists(partial, ec) && !options.resume)
     return make_error(partial, ": an interrupted run is there; pass --resume to continue it or delete it");
+  if (options.adapter) {  // an adapter's directory must not end up holding a copy of the base
+    std::vector<std::string> dirs = {partial};
+    for (const SweepRecipe& r : options.sweep) dirs.push_back(partial + "/" + r.name);
+    for (const std::string& dir : dirs)
+      if (file_exists(dir + "/config.json"))
+        return make_error(dir, ": holds a copy of the base from a run without --adapter; resume it "
+                          "without --adapter, or delete it");
+  }
   return ok_status();
 }
 
@@ -323,7 +328,7 @@ Result<LinearizeOutcome> linearize(const LinearizeOptions& s, Model& model, cons
   MixerStack teacher_mixers = std::move(model.mixers);
   model.mixers = std::move(students);
   LinearizationRecipe recipe = linearization_recipe_of(model, mixer_options);
-  recipe.training = {{"stage", s.stage}, {"data", s.data}, {"batch", s.batch},
+  recipe.training = {{"stage", s.stage}, {"base", s.base}, {"data", s.data}, {"batch", s.batch},
                      {"seq_len", s.seq_len}, {"seed", s.seed}, {"init", s.init},
                      {"transfer", transfer}, {"e2e", e2e}, {"keep_full_selection", selection}};
   if (!train) recipe.training["trainable_parameters"] = 0;

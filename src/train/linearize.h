@@ -75,8 +75,9 @@ struct LinearizeOutcome {
   Json summary;           // finished: {"out", "transfer", "e2e"} or, for a sweep, {"out", "recipes"}
 };
 
-// OUT must not exist, nor OUT.partial unless resuming: checked by linearize too, and callable
-// before loading the model to fail early.
+// OUT must not exist, nor OUT.partial unless resuming (and then, for an adapter, not one begun
+// without --adapter): checked by linearize too, and callable before loading the model to fail
+// early.
 Status linearize_check_output(const LinearizeOptions& options);
 
 // Runs the pipeline on `model` (the base checkpoint options.base, its teacher mixers, which are

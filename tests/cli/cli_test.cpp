@@ -494,6 +494,18 @@ TEST_F(Cli, AnAdapterLoadsInEveryCommandAsTheFullDirectory) {
   std::ofstream(dir_ / "edited" / "config.json", std::ios::app) << "\n";
   expect_one_line_error(run("linearize edited --data " + data + " --steps 1 --seq-len 32 --init models/student --out x", in_dir),
                         "config.json differs");
+  // A sweep of adapters: each OUT/<name> names the base from its own directory.
+  const std::string sweep = write("sweep.json", R"([{"name": "one"}])");
+  CliRun swept = run("linearize models/base" + recipe + " --sweep " + sweep + " --out models/sweep --adapter", in_dir);
+  ASSERT_EQ(swept.status, 0) << swept.err;
+  EXPECT_EQ(golinear::Json::parse(slurp(dir_ / "models" / "sweep" / "one" / "linearization.json"))["base"]["path"],
+            "../../base");
+  EXPECT_FALSE(fs::exists(dir_ / "models" / "sweep" / "one" / "config.json"));
+  EXPECT_EQ(run("score " + (dir_ / "models" / "sweep" / "one").string() + " --input " + input).status, 0);
+  // A run interrupted without --adapter is not resumed as one.
+  EXPECT_EQ(run("linearize models/base" + recipe + " --out models/half --stop-after 1", in_dir).status, 3);
+  expect_one_line_error(run("linearize models/base" + recipe + " --out models/half --resume --adapter", in_dir),
+                        "without --adapter");
   // An adapter of an adapter is refused (linearize its base instead).
   expect_one_line_error(run("linearize " + student.string() + recipe + " --out y --adapter"), "already linearized");
 
