@@ -136,7 +136,9 @@ Result<Json> allocate_layer_windows(const LinearizeOptions& s, Model& model, Laz
     signal = std::move(*nmse);
   }
   for (int l : full_layers) signal[l] = -1.0;
-  auto windows = allocate_windows(signal, s.mixer.window);
+  // Quanta of 8 keys, at least 8 per layer; a smaller window is split in quanta of itself.
+  const int quantum = std::max(1, std::min(8, s.mixer.window));
+  auto windows = allocate_windows(signal, s.mixer.window, quantum, quantum);
   if (!windows.ok()) return make_error("golinear linearize: --window-by: ", windows.error());
   budgets.windows = *windows;
   std::fprintf(stderr, "golinear linearize: per-layer windows %s (by %s)\n",
