@@ -41,7 +41,7 @@ test('health: 503 while loading, 200 when ready, no key needed', async () => {
     assert.equal(firstHealth.status, 503);
     assert.equal(firstHealth.json.error.type, 'unavailable_error');
   } else {
-    console.log('# the model loaded before the first /health');
+    console.log('the model loaded before the first /health');
   }
   const res = await fetch(server.url + '/health');
   assert.equal(res.status, 200);
@@ -237,7 +237,7 @@ test('metrics: Prometheus text that promtool accepts, counting the work done', a
   assert.match(r.text, /golinear_http_requests_total\{endpoint="\/v1\/completions",code="400"\} \d+/);
   const promtool = spawnSync('promtool', ['check', 'metrics'], { input: r.text, encoding: 'utf8' });
   if (promtool.error?.code === 'ENOENT') {
-    console.log('# promtool not installed (Debian package prometheus): check skipped');
+    console.log('promtool not installed (Debian package prometheus): check skipped');
   } else {
     assert.equal(promtool.status, 0, promtool.stdout + promtool.stderr);
   }

@@ -59,6 +59,7 @@ export async function startServer(args = [], { waitReady = true, key } = {}) {
   const server = {
     proc,
     url,
+    port,
     exited,
     stderr: () => stderr,
     headers: key ? { Authorization: `Bearer ${key}` } : {},
