@@ -1,6 +1,6 @@
 #include <fcntl.h>
-#include <unistd.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
@@ -13,8 +13,11 @@
 #include "cli/commands.h"
 #include "cli/loading.h"
 #include "common/file.h"
-#include "serve/cpu_backend.h"
+#include "runtime/cpu_sequence_slots.h"
 #include "serve/server.h"
+#ifdef GOLINEAR_HAVE_CUDA
+#include "runtime/cuda/sequence_slots.h"
+#endif
 
 namespace golinear::cli {
 
@@ -43,14 +46,24 @@ Result<std::vector<std::string>> read_api_keys(const std::string& path) {
 }  // namespace
 
 int cmd_serve(const Argv& argv) {
-  auto args = Args::parse(
-      "serve", argv,
-      {{"host", true}, {"port", true}, {"device", true}, {"parallel", true}, {"api-key", true},
-       {"api-key-file", true}, {"cache-ram", true}, {"slot-save-path", true},
-       {"chat-template-file", true}, {"max-queue", true}, {"timeout", true},
-       {"prefill-chunk", true}, {"max-context", true}, {"body-limit", true},
-       {"model-name", true}, {"threads", true}},
-      1, 1);
+  auto args = Args::parse("serve", argv,
+                          {{"host", true},
+                           {"port", true},
+                           {"device", true},
+                           {"parallel", true},
+                           {"api-key", true},
+                           {"api-key-file", true},
+                           {"cache-ram", true},
+                           {"slot-save-path", true},
+                           {"chat-template-file", true},
+                           {"max-queue", true},
+                           {"timeout", true},
+                           {"prefill-chunk", true},
+                           {"max-context", true},
+                           {"body-limit", true},
+                           {"model-name", true},
+                           {"threads", true}},
+                          1, 1);
   if (!args.ok()) return fail(args.error());
   auto device = device_option(*args, "serve");
   if (!device.ok()) return fail(device.error());
@@ -140,25 +153,37 @@ int cmd_serve(const Argv& argv) {
     return fail(loaded.error());
   }
   const Model& model = *loaded->model;
-  std::string name = args->get("model-name",
-                               std::filesystem::path(dir).lexically_normal().filename().string());
+  std::string name =
+      args->get("model-name", std::filesystem::path(dir).lexically_normal().filename().string());
   if (name.empty()) name = std::filesystem::path(dir).lexically_normal().parent_path().filename();
   const long context = *max_context > 0 ? *max_context : model.config.max_position_embeddings;
-  auto served_model = serve::served_model_make(dir, name, context, loaded->tokenizer,
-                                               model.config.eos_token_ids,
-                                               args->get("chat-template-file"));
+  auto served_model =
+      serve::served_model_make(dir, name, context, loaded->tokenizer, model.config.eos_token_ids,
+                               args->get("chat-template-file"));
   if (!served_model.ok()) {
     server.stop();
     http.join();
     return fail("golinear serve: " + served_model.error());
   }
 
-  std::unique_ptr<serve::SequenceBackend> backend;
-  if (*device == "cpu") backend = std::make_unique<serve::CpuBackend>(model, (int)*parallel, (int)*threads);
+  std::unique_ptr<runtime::SequenceSlots> backend;
+  if (*device == "cpu")
+    backend = std::make_unique<runtime::CpuSequenceSlots>(model, (int)*parallel, (int)*threads);
+#ifdef GOLINEAR_HAVE_CUDA
+  if (*device == "cuda") {
+    auto gpu = runtime::cuda::GpuSequenceSlots::create(*loaded->gpu, (int)*parallel, context);
+    if (!gpu.ok()) {
+      server.stop();
+      http.join();
+      return fail("golinear serve --device cuda: " + gpu.error());
+    }
+    backend = std::move(*gpu);
+  }
+#endif
   if (!backend) {
     server.stop();
     http.join();
-    return fail("golinear serve: --device cuda is not wired to the server yet (see docs/SERVE.md)");
+    return fail("golinear serve: --device " + *device + " is not available in this build");
   }
   std::unique_ptr<serve::PromptCache> cache;
   if (*cache_ram > 0 && backend->can_snapshot())

@@ -35,8 +35,8 @@ std::string Metrics::render(const MetricsGauges& g) const {
     family(out, "golinear_http_requests_total", "counter",
            "HTTP requests answered, by endpoint and status code.");
     for (const auto& [key, n] : http_)
-      out << "golinear_http_requests_total{endpoint=\"" << key.first << "\",code=\""
-          << key.second << "\"} " << n << '\n';
+      out << "golinear_http_requests_total{endpoint=\"" << key.first << "\",code=\"" << key.second
+          << "\"} " << n << '\n';
     family(out, "golinear_requests_finished_total", "counter",
            "Generation requests finished, by reason (stop, length, cancelled, error).");
     for (const auto& [reason, n] : finished_)
@@ -73,8 +73,8 @@ std::string Metrics::render(const MetricsGauges& g) const {
          "Budget of the prompt-state cache (--cache-ram).", g.cache_capacity_bytes);
   sample(out, "golinear_prompt_cache_hits_total", "counter",
          "Requests whose prompt started with a cached prompt.", g.cache_hits);
-  sample(out, "golinear_prompt_cache_misses_total", "counter",
-         "Requests with no cached prefix.", g.cache_misses);
+  sample(out, "golinear_prompt_cache_misses_total", "counter", "Requests with no cached prefix.",
+         g.cache_misses);
   sample(out, "golinear_prompt_cache_evictions_total", "counter",
          "Entries evicted from the prompt-state cache.", g.cache_evictions);
   return out.str();

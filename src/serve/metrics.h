@@ -29,8 +29,8 @@ class Metrics {
   std::atomic<uint64_t> decode_step_sequences{0};  // Σ batch size over decode steps
   std::atomic<uint64_t> requests_rejected_queue_full{0};
 
-  void count_http(const std::string& endpoint, int status);      // requests by endpoint, status
-  void count_finished(const std::string& reason);                // stop, length, cancelled, error
+  void count_http(const std::string& endpoint, int status);  // requests by endpoint, status
+  void count_finished(const std::string& reason);            // stop, length, cancelled, error
   std::string render(const MetricsGauges& gauges) const;
 
  private:

@@ -1,9 +1,9 @@
-// The prompt-state cache: decode states snapshotted at prompt boundaries (serve/backend.h's
-// StateSnapshot, with the logits of the prompt's last token), kept in host memory under a byte
-// budget, least recently used first out. A request whose prompt starts with a cached prompt
-// restores that state and prefills only the rest; a prompt equal to a cached one prefills
-// nothing. The state of a linearized model is constant-size, so an entry costs the same at any
-// length; a softmax layer's KV cache is copied with it and counted by its bytes.
+// The prompt-state cache: decode states snapshotted at prompt boundaries
+// (runtime/sequence_slots.h's runtime::StateSnapshot, with the logits of the prompt's last token),
+// kept in host memory under a byte budget, least recently used first out. A request whose prompt
+// starts with a cached prompt restores that state and prefills only the rest; a prompt equal to a
+// cached one prefills nothing. The state of a linearized model is constant-size, so an entry costs
+// the same at any length; a softmax layer's KV cache is copied with it and counted by its bytes.
 #pragma once
 
 #include <cstdint>
@@ -12,14 +12,14 @@
 #include <mutex>
 #include <vector>
 
-#include "serve/backend.h"
+#include "runtime/sequence_slots.h"
 
 namespace golinear::serve {
 
 struct CachedPrompt {
-  std::vector<int32_t> tokens;                  // the prompt the state holds
-  std::shared_ptr<const StateSnapshot> state;   // after all of `tokens`
-  std::vector<float> last_logits;               // (V) of tokens.back()
+  std::vector<int32_t> tokens;                          // the prompt the state holds
+  std::shared_ptr<const runtime::StateSnapshot> state;  // after all of `tokens`
+  std::vector<float> last_logits;                       // (V) of tokens.back()
   size_t bytes() const {
     return state->bytes() + tokens.size() * sizeof(int32_t) + last_logits.size() * sizeof(float);
   }

@@ -79,7 +79,8 @@ std::optional<ApiError> token_ids(const OrderedJson& list, const ServedModel& mo
                                   const char* param, std::vector<int32_t>* ids) {
   const long V = model.tokenizer->vocab_size();
   for (const auto& e : list) {
-    if (!e.is_number_integer()) return bad(str_cat("'", param, "' must hold integer token ids"), param);
+    if (!e.is_number_integer())
+      return bad(str_cat("'", param, "' must hold integer token ids"), param);
     const bool in_range = e.is_number_unsigned() ? e.get<uint64_t>() < (uint64_t)V
                                                  : e.get<int64_t>() >= 0 && e.get<int64_t>() < V;
     if (!in_range)
@@ -96,7 +97,8 @@ std::optional<ApiError> prompt_ids(const OrderedJson& body, const ServedModel& m
   if (it == body.end() || it->is_null()) return bad("'prompt' is required", "prompt");
   const OrderedJson* prompt = &*it;
   // A list of one prompt (string or ids) is that prompt; several prompts are not served.
-  if (prompt->is_array() && !prompt->empty() && ((*prompt)[0].is_string() || (*prompt)[0].is_array())) {
+  if (prompt->is_array() && !prompt->empty() &&
+      ((*prompt)[0].is_string() || (*prompt)[0].is_array())) {
     if (prompt->size() != 1) return bad("only one prompt per request is supported", "prompt");
     prompt = &(*prompt)[0];
   }
@@ -161,7 +163,8 @@ std::optional<ApiError> chat_ids(const OrderedJson& body, const ServedModel& mod
       if (k != "messages") context[k] = v;
   }
   auto text = model.chat_template->render(context);
-  if (!text.ok()) return bad("the chat template failed on these messages: " + text.error(), "messages");
+  if (!text.ok())
+    return bad("the chat template failed on these messages: " + text.error(), "messages");
   *ids = model.tokenizer->encode(*text, /*add_special=*/false);
   if (ids->empty()) return bad("the rendered chat prompt is empty", "messages");
   return std::nullopt;
@@ -170,8 +173,7 @@ std::optional<ApiError> chat_ids(const OrderedJson& body, const ServedModel& mod
 }  // namespace
 
 std::optional<ApiError> completion_request_parse(const std::string& body_text, bool chat,
-                                                 const ServedModel& model,
-                                                 CompletionRequest* out) {
+                                                 const ServedModel& model, CompletionRequest* out) {
   OrderedJson body;
   if (auto e = parse_object(body_text, &body)) return e;
   if (auto e = check_model(body, model)) return e;
@@ -232,16 +234,16 @@ std::optional<ApiError> completion_request_parse(const std::string& body_text, b
   const long prompt_tokens = (long)p.prompt.size();
   const long N = model.max_context;
   if (prompt_tokens >= N)
-    return bad(str_cat("This model's maximum context length is ", N,
-                       " tokens. However, your request has ", prompt_tokens,
-                       " input tokens. Please reduce the length of the input ",
-                       chat ? "messages." : "prompt."),
-               chat ? "messages" : "prompt", "context_length_exceeded");
+    return bad(
+        str_cat("This model's maximum context length is ", N, " tokens. However, your request has ",
+                prompt_tokens, " input tokens. Please reduce the length of the input ",
+                chat ? "messages." : "prompt."),
+        chat ? "messages" : "prompt", "context_length_exceeded");
   long max_tokens = -1;
-  const char* max_key = body.contains("max_completion_tokens") &&
-                                !body["max_completion_tokens"].is_null()
-                            ? "max_completion_tokens"
-                            : "max_tokens";
+  const char* max_key =
+      body.contains("max_completion_tokens") && !body["max_completion_tokens"].is_null()
+          ? "max_completion_tokens"
+          : "max_tokens";
   if (auto e = get_integer(body, max_key, 1, INT32_MAX, &max_tokens)) return e;
   if (max_tokens < 0) {
     max_tokens = chat ? N - prompt_tokens : std::min<long>(16, N - prompt_tokens);
@@ -281,7 +283,8 @@ std::optional<ApiError> detokenize_request_parse(const std::string& body_text,
   if (auto e = parse_object(body_text, &body)) return e;
   if (auto e = check_model(body, model)) return e;
   auto it = body.find("tokens");
-  if (it == body.end() || !it->is_array()) return bad("'tokens' must be a list of token ids", "tokens");
+  if (it == body.end() || !it->is_array())
+    return bad("'tokens' must be a list of token ids", "tokens");
   return token_ids(*it, model, "tokens", ids);
 }
 

@@ -26,8 +26,8 @@ Json api_error_json(const ApiError& error);
 
 // What the requests are checked against.
 struct ServedModel {
-  std::string name;        // the id of GET /v1/models; requests naming another model get 400
-  long max_context = 0;    // prompt + completion tokens
+  std::string name;      // the id of GET /v1/models; requests naming another model get 400
+  long max_context = 0;  // prompt + completion tokens
   const Tokenizer* tokenizer = nullptr;
   std::optional<ChatTemplate> chat_template;  // none: /v1/chat/completions answers 400
   std::string bos_token, eos_token;           // the template's bos_token / eos_token
@@ -50,15 +50,13 @@ struct CompletionRequest {
 // at random; a missing max_tokens is 16 for completions (as OpenAI) and the rest of the context
 // for chat (as vLLM).
 std::optional<ApiError> completion_request_parse(const std::string& body, bool chat,
-                                                 const ServedModel& model,
-                                                 CompletionRequest* out);
+                                                 const ServedModel& model, CompletionRequest* out);
 
 // POST /tokenize: {"content" | "prompt": text, "add_special": bool (default true)}.
 std::optional<ApiError> tokenize_request_parse(const std::string& body, const ServedModel& model,
                                                std::vector<int32_t>* ids);
 // POST /detokenize: {"tokens": [ids]}.
-std::optional<ApiError> detokenize_request_parse(const std::string& body,
-                                                 const ServedModel& model,
+std::optional<ApiError> detokenize_request_parse(const std::string& body, const ServedModel& model,
                                                  std::vector<int32_t>* ids);
 
 }  // namespace golinear::serve

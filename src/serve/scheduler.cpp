@@ -8,11 +8,16 @@ namespace golinear::serve {
 
 const char* to_string(FinishReason reason) {
   switch (reason) {
-    case FinishReason::none: return "none";
-    case FinishReason::stop: return "stop";
-    case FinishReason::length: return "length";
-    case FinishReason::cancelled: return "cancelled";
-    case FinishReason::error: return "error";
+    case FinishReason::none:
+      return "none";
+    case FinishReason::stop:
+      return "stop";
+    case FinishReason::length:
+      return "length";
+    case FinishReason::cancelled:
+      return "cancelled";
+    case FinishReason::error:
+      return "error";
   }
   return "none";
 }
@@ -57,11 +62,11 @@ struct Scheduler::Slot {
   int32_t pending = 0;          // the last chosen token, not yet in the state
   std::optional<runtime::Sampler> sampler;
   std::optional<TextOutput> text;
-  std::vector<float> logits;    // (V)
-  SlotInfo info;                // what slots() reports, updated under the scheduler's mutex
+  std::vector<float> logits;  // (V)
+  SlotInfo info;              // what slots() reports, updated under the scheduler's mutex
 };
 
-Scheduler::Scheduler(SequenceBackend& backend, const Tokenizer& tokenizer, Metrics& metrics,
+Scheduler::Scheduler(runtime::SequenceSlots& backend, const Tokenizer& tokenizer, Metrics& metrics,
                      SchedulerOptions options)
     : backend_(backend), tokenizer_(tokenizer), metrics_(metrics), options_(options) {
   for (int i = 0; i < backend.slots(); ++i) {
@@ -166,8 +171,8 @@ void Scheduler::run() {
       }
     if (!batch.empty()) {
       batch_logits.resize(batch.size() * V);
-      Status status = backend_.decode(batch.data(), batch_ids.data(), (int)batch.size(),
-                                      batch_logits.data());
+      Status status =
+          backend_.decode(batch.data(), batch_ids.data(), (int)batch.size(), batch_logits.data());
       ++metrics_.decode_steps;
       metrics_.decode_step_sequences += batch.size();
       for (size_t b = 0; b < batch.size(); ++b) {

@@ -1,10 +1,11 @@
-// Continuous batching: one scheduler thread owns the backend's slots (serve/backend.h). Each
-// iteration it admits waiting requests into free slots (restoring the longest cached prompt
-// prefix or starting from an empty state), prefills at most `prefill_chunk` prompt tokens in
-// all, then advances every sequence that is generating by one token in one decode step. Requests
-// beyond the slots wait in a bounded FIFO queue. A request cancelled by its client (disconnect)
-// leaves its slot at the next iteration. Each request samples with its own seeded generator from
-// its own sequence's logits, so its text does not depend on what else runs or ran on its slot.
+// Continuous batching: one scheduler thread owns the slots of a runtime::SequenceSlots
+// (runtime/sequence_slots.h). Each iteration it admits waiting requests into free slots (restoring
+// the longest cached prompt prefix or starting from an empty state), prefills at most
+// `prefill_chunk` prompt tokens in all, then advances every sequence that is generating by one
+// token in one decode step. Requests beyond the slots wait in a bounded FIFO queue. A request
+// cancelled by its client (disconnect) leaves its slot at the next iteration. Each request samples
+// with its own seeded generator from its own sequence's logits, so its text does not depend on what
+// else runs or ran on its slot.
 #pragma once
 
 #include <atomic>
@@ -20,7 +21,7 @@
 #include <vector>
 
 #include "runtime/sampler.h"
-#include "serve/backend.h"
+#include "runtime/sequence_slots.h"
 #include "serve/metrics.h"
 #include "serve/prompt_cache.h"
 #include "serve/text_output.h"
@@ -29,12 +30,12 @@
 namespace golinear::serve {
 
 struct GenerationParams {
-  std::vector<int32_t> prompt;       // ≥ 1 token
-  int max_tokens = 16;               // ≥ 1
+  std::vector<int32_t> prompt;  // ≥ 1 token
+  int max_tokens = 16;          // ≥ 1
   runtime::SamplerOptions sampler;
-  std::vector<std::string> stop;     // stop strings
-  std::vector<int32_t> stop_ids;     // stop tokens (end of sequence)
-  int top_logprobs = -1;             // < 0: no logprobs; n ≥ 0: the chosen token's and n best
+  std::vector<std::string> stop;  // stop strings
+  std::vector<int32_t> stop_ids;  // stop tokens (end of sequence)
+  int top_logprobs = -1;          // < 0: no logprobs; n ≥ 0: the chosen token's and n best
 };
 
 enum class FinishReason { none, stop, length, cancelled, error };
@@ -83,16 +84,16 @@ class Job {
 };
 
 struct SchedulerOptions {
-  int max_queue = 64;          // requests waiting for a slot; submit() refuses beyond
-  int prefill_chunk = 512;     // prompt tokens prefilled per iteration, over all slots
+  int max_queue = 64;            // requests waiting for a slot; submit() refuses beyond
+  int prefill_chunk = 512;       // prompt tokens prefilled per iteration, over all slots
   PromptCache* cache = nullptr;  // the prompt-state cache, or null
 };
 
 struct SlotInfo {
   int id = 0;
   bool busy = false;
-  std::string phase;        // "idle", "prefill", "decode"
-  long position = 0;        // tokens in the slot's state
+  std::string phase;  // "idle", "prefill", "decode"
+  long position = 0;  // tokens in the slot's state
   int prompt_tokens = 0, cached_tokens = 0, generated_tokens = 0;
   size_t state_bytes = 0;
 };
@@ -100,7 +101,7 @@ struct SlotInfo {
 class Scheduler {
  public:
   // `backend`, `tokenizer` and `metrics` must outlive the scheduler. Starts the thread.
-  Scheduler(SequenceBackend& backend, const Tokenizer& tokenizer, Metrics& metrics,
+  Scheduler(runtime::SequenceSlots& backend, const Tokenizer& tokenizer, Metrics& metrics,
             SchedulerOptions options);
   ~Scheduler();  // drain()
 
@@ -112,17 +113,17 @@ class Scheduler {
   std::vector<SlotInfo> slots() const;
   long waiting() const;
   long running() const;
-  SequenceBackend& backend() { return backend_; }
+  runtime::SequenceSlots& backend() { return backend_; }
 
  private:
   struct Slot;
   void run();
-  void start(Slot& slot);                      // state reset or restored, phase prefill
+  void start(Slot& slot);  // state reset or restored, phase prefill
   void prefill(Slot& slot, int budget, int* used);
   void on_logits(Slot& slot, const float* logits);  // sample, emit, maybe finish
   void finish(Slot& slot, FinishReason reason, const std::string& error = "");
 
-  SequenceBackend& backend_;
+  runtime::SequenceSlots& backend_;
   const Tokenizer& tokenizer_;
   Metrics& metrics_;
   SchedulerOptions options_;

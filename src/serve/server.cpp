@@ -2,11 +2,10 @@
 
 #include <arpa/inet.h>
 #include <dirent.h>
+#include <httplib.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
-
-#include <httplib.h>
 
 #include <chrono>
 #include <cstdio>
@@ -51,7 +50,7 @@ int connection_socket(const httplib::Request& req) {
     if (getsockname((int)fd, (sockaddr*)&local, &local_len) != 0) continue;
     if (getpeername((int)fd, (sockaddr*)&peer, &peer_len) != 0) continue;
     auto port_of = [](const sockaddr_storage& a) {
-      return a.ss_family == AF_INET ? ntohs(((const sockaddr_in&)a).sin_port)
+      return a.ss_family == AF_INET    ? ntohs(((const sockaddr_in&)a).sin_port)
              : a.ss_family == AF_INET6 ? ntohs(((const sockaddr_in6&)a).sin6_port)
                                        : -1;
     };
@@ -156,9 +155,9 @@ std::string sse(const Json& event) {
 }
 
 std::string endpoint_label(const std::string& path) {
-  static const char* known[] = {"/health", "/v1/models", "/v1/completions",
-                                "/v1/chat/completions", "/tokenize", "/detokenize", "/metrics",
-                                "/slots"};
+  static const char* known[] = {
+      "/health",   "/v1/models",  "/v1/completions", "/v1/chat/completions",
+      "/tokenize", "/detokenize", "/metrics",        "/slots"};
   for (const char* k : known)
     if (path == k) return k;
   if (path.rfind("/slots/", 0) == 0) return "/slots/{id}";
@@ -210,7 +209,7 @@ Server::~Server() = default;
 Result<int> Server::bind() {
   const int port = options_.port == 0 ? http_->bind_to_any_port(options_.host)
                    : http_->bind_to_port(options_.host, options_.port) ? options_.port
-                                                                        : -1;
+                                                                       : -1;
   if (port <= 0)
     return make_error("cannot listen on ", options_.host, ":", options_.port,
                       " (address in use, or not an address of this machine)");
@@ -269,8 +268,8 @@ void Server::routes() {
     if (res.status == 404) message = "no endpoint " + req.method + " " + req.path;
     if (res.status == 405) message = "method " + req.method + " not allowed on " + req.path;
     if (res.status == 413)
-      message = str_cat("the request body exceeds the limit of ", options_.max_body_bytes,
-                        " bytes");
+      message =
+          str_cat("the request body exceeds the limit of ", options_.max_body_bytes, " bytes");
     if (res.status >= 500) type = "server_error";
     send_json(res, res.status, api_error_json(ApiError{res.status, message, type, "", ""}));
   });
@@ -312,7 +311,8 @@ void Server::routes() {
         return send_error(res, *error);
       auto job = std::make_shared<Job>(std::move(request.params));
       switch (engine.scheduler->submit(job)) {
-        case Scheduler::Submitted::accepted: break;
+        case Scheduler::Submitted::accepted:
+          break;
         case Scheduler::Submitted::queue_full:
           return send_error(res, unavailable("the server is busy: every slot is taken and the "
                                              "wait queue is full (--max-queue); retry later"));
@@ -330,8 +330,8 @@ void Server::routes() {
       stream->created = (long)std::time(nullptr);
       stream->fd = connection_socket(req);
       const Tokenizer& tokenizer = *engine.model.tokenizer;
-      const char* object = chat ? (request.stream ? "chat.completion.chunk" : "chat.completion")
-                                : "text_completion";
+      const char* object =
+          chat ? (request.stream ? "chat.completion.chunk" : "chat.completion") : "text_completion";
 
       if (!request.stream) {
         std::vector<Delta> deltas;
@@ -339,22 +339,22 @@ void Server::routes() {
           if (peer_closed(stream->fd)) job->cancel();
         if (job->finish_reason == FinishReason::cancelled) return send_json(res, 499, {});
         if (job->finish_reason == FinishReason::error)
-          return send_error(res, ApiError{500, "generation failed: " + job->error,
-                                          "server_error", "", ""});
+          return send_error(
+              res, ApiError{500, "generation failed: " + job->error, "server_error", "", ""});
         std::string text;
         for (const Delta& d : deltas) text += d.text;
         Json logprobs = request.logprobs
                             ? logprobs_json(tokenizer, chat, deltas, &stream->text_offset)
                             : Json();
-        return send_json(res, 200,
-                         {{"id", stream->id},
-                          {"object", object},
-                          {"created", stream->created},
-                          {"model", stream->model},
-                          {"choices", Json::array({choice_json(chat, false, text, logprobs,
-                                                               to_string(job->finish_reason),
-                                                               false)})},
-                          {"usage", usage_json(*job)}});
+        return send_json(
+            res, 200,
+            {{"id", stream->id},
+             {"object", object},
+             {"created", stream->created},
+             {"model", stream->model},
+             {"choices", Json::array({choice_json(chat, false, text, logprobs,
+                                                  to_string(job->finish_reason), false)})},
+             {"usage", usage_json(*job)}});
       }
 
       res.set_header("Cache-Control", "no-cache");
@@ -386,9 +386,9 @@ void Server::routes() {
                 out += sse(api_error_json(
                     ApiError{500, "generation failed: " + job.error, "server_error", "", ""}));
               } else if (job.finish_reason != FinishReason::cancelled) {
-                out += sse(chunk(Json::array({choice_json(stream->chat, true, "", nullptr,
-                                                          to_string(job.finish_reason),
-                                                          stream->first)})));
+                out += sse(
+                    chunk(Json::array({choice_json(stream->chat, true, "", nullptr,
+                                                   to_string(job.finish_reason), stream->first)})));
                 if (stream->include_usage) {
                   Json last = chunk(Json::array());
                   last["usage"] = usage_json(job);
@@ -420,7 +420,8 @@ void Server::routes() {
   http.Post("/tokenize", [this](const Request& req, Response& res) {
     const Engine& e = *engine_.load();
     std::vector<int32_t> ids;
-    if (auto error = tokenize_request_parse(req.body, e.model, &ids)) return send_error(res, *error);
+    if (auto error = tokenize_request_parse(req.body, e.model, &ids))
+      return send_error(res, *error);
     send_json(res, 200,
               {{"tokens", ids}, {"count", ids.size()}, {"max_model_len", e.model.max_context}});
   });

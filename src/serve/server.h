@@ -26,11 +26,11 @@ class HttpServer;
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
-  int port = 8080;                      // 0: any free port (bind() says which)
-  std::vector<std::string> api_keys;    // empty: no key needed
-  size_t max_body_bytes = 8u << 20;     // larger request bodies get 413
-  int timeout_s = 600;                  // socket read/write timeout
-  int threads = 16;                     // HTTP worker threads (each holds one connection)
+  int port = 8080;                    // 0: any free port (bind() says which)
+  std::vector<std::string> api_keys;  // empty: no key needed
+  size_t max_body_bytes = 8u << 20;   // larger request bodies get 413
+  int timeout_s = 600;                // socket read/write timeout
+  int threads = 16;                   // HTTP worker threads (each holds one connection)
 };
 
 // What is served once the model is loaded.

@@ -1,13 +1,13 @@
 // The prompt-state cache (serve/prompt_cache.h): longest cached prefix, LRU eviction under the
 // byte budget, replacement of an equal prompt.
-#include <gtest/gtest.h>
-
 #include "serve/prompt_cache.h"
+
+#include <gtest/gtest.h>
 
 namespace golinear::serve {
 namespace {
 
-class FakeSnapshot final : public StateSnapshot {
+class FakeSnapshot final : public runtime::StateSnapshot {
  public:
   explicit FakeSnapshot(size_t bytes) : bytes_(bytes) {}
   size_t bytes() const override { return bytes_; }

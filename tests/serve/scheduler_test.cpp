@@ -2,13 +2,13 @@
 // token history: every decode step advances all generating sequences together, each request
 // gives the tokens it gives alone, the wait queue is bounded, a cancelled request leaves, and
 // the prompt cache restores the longest prefix without changing the output.
+#include "serve/scheduler.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <condition_variable>
 #include <mutex>
-
-#include "serve/scheduler.h"
 
 namespace golinear::serve {
 namespace {
@@ -27,7 +27,7 @@ void history_logits(const std::vector<int32_t>& history, float* logits) {
   }
 }
 
-class FakeSnapshot final : public StateSnapshot {
+class FakeSnapshot final : public runtime::StateSnapshot {
  public:
   explicit FakeSnapshot(std::vector<int32_t> h) : history(std::move(h)) {}
   size_t bytes() const override { return 100; }
@@ -35,7 +35,7 @@ class FakeSnapshot final : public StateSnapshot {
   std::vector<int32_t> history;
 };
 
-class FakeBackend final : public SequenceBackend {
+class FakeBackend final : public runtime::SequenceSlots {
  public:
   explicit FakeBackend(int slots) : history_(slots) {}
   int slots() const override { return (int)history_.size(); }
@@ -69,10 +69,10 @@ class FakeBackend final : public SequenceBackend {
   }
   size_t slot_bytes(int) const override { return 0; }
   bool can_snapshot() const override { return true; }
-  std::shared_ptr<const StateSnapshot> snapshot(int slot) const override {
+  std::shared_ptr<const runtime::StateSnapshot> snapshot(int slot) const override {
     return std::make_shared<FakeSnapshot>(history_[slot]);
   }
-  Status restore(int slot, const StateSnapshot& s) override {
+  Status restore(int slot, const runtime::StateSnapshot& s) override {
     history_[slot] = dynamic_cast<const FakeSnapshot&>(s).history;
     return ok_status();
   }

@@ -1,8 +1,8 @@
 // Stop strings and incremental text of generated tokens (serve/text_output.h), on the bundled
 // model's tokenizer.
-#include <gtest/gtest.h>
-
 #include "serve/text_output.h"
+
+#include <gtest/gtest.h>
 
 namespace golinear::serve {
 namespace {

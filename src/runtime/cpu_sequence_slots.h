@@ -1,23 +1,23 @@
-// The CPU backend of the server: one model::SequenceCache per slot (every layer's mixer cache:
-// the constant-size hybrid state, or the KV cache of a softmax layer, which grows with the
-// tokens). The decode step runs the slots one after the other through model_forward_cached:
-// there is no batched CPU kernel over several sequence caches, so a step of B sequences costs B
-// single-token forwards (each of them multithreaded by the kernels).
+// Sequence slots on the CPU (the server's CPU backend): one model::SequenceCache per slot (every
+// layer's mixer cache: the constant-size hybrid state, or the KV cache of a softmax layer, which
+// grows with the tokens). The decode step runs the slots one after the other through
+// model_forward_cached: there is no batched CPU kernel over several sequence caches, so a step of B
+// sequences costs B single-token forwards (each of them multithreaded by the kernels).
 #pragma once
 
 #include <vector>
 
 #include "model/transformer.h"
-#include "serve/backend.h"
+#include "runtime/sequence_slots.h"
 
-namespace golinear::serve {
+namespace golinear::runtime {
 
-class CpuBackend final : public SequenceBackend {
+class CpuSequenceSlots final : public SequenceSlots {
  public:
   // `model` must outlive the backend.
   // threads > 0: the kernels of this backend's calls run on that many threads (OpenMP and
   // OpenBLAS); 0 leaves the libraries' defaults.
-  CpuBackend(const Model& model, int slots, int threads = 0);
+  CpuSequenceSlots(const Model& model, int slots, int threads = 0);
 
   int slots() const override { return (int)caches_.size(); }
   int vocab_size() const override { return model_.config.vocab_size; }
@@ -41,4 +41,4 @@ class CpuBackend final : public SequenceBackend {
   std::vector<SequenceCache> caches_;
 };
 
-}  // namespace golinear::serve
+}  // namespace golinear::runtime

@@ -1,7 +1,7 @@
 // What the scheduler (serve/scheduler.h) runs the model through: a fixed set of slots, each
 // holding one sequence's decode state, a prefill that appends a prompt chunk to one slot, and a
-// decode step that advances B slots by one token each. The CPU backend (serve/cpu_backend.h) is
-// the reference; a GPU backend implements the same interface (serve/cuda/gpu_backend.h).
+// decode step that advances B slots by one token each. The CPU slots (runtime/cpu_sequence_slots.h)
+// are the reference; the GPU slots (runtime/cuda/sequence_slots.h) implement the same interface.
 #pragma once
 
 #include <cstddef>
@@ -10,7 +10,7 @@
 
 #include "common/result.h"
 
-namespace golinear::serve {
+namespace golinear::runtime {
 
 // A copy of one slot's decode state, restorable into any slot of the same backend.
 class StateSnapshot {
@@ -20,9 +20,9 @@ class StateSnapshot {
   virtual long position() const = 0;  // tokens the state holds
 };
 
-class SequenceBackend {
+class SequenceSlots {
  public:
-  virtual ~SequenceBackend() = default;
+  virtual ~SequenceSlots() = default;
   virtual int slots() const = 0;
   virtual int vocab_size() const = 0;
   // "cpu" or "cuda", and whether decode() runs the B sequences as one batched kernel call or
@@ -48,4 +48,4 @@ class SequenceBackend {
   }
 };
 
-}  // namespace golinear::serve
+}  // namespace golinear::runtime

@@ -1,9 +1,9 @@
-#include "serve/cpu_backend.h"
+#include "runtime/cpu_sequence_slots.h"
 
 #include <cblas.h>  // openblas_set_num_threads
 #include <omp.h>
 
-namespace golinear::serve {
+namespace golinear::runtime {
 
 namespace {
 
@@ -20,32 +20,32 @@ class CpuSnapshot final : public StateSnapshot {
 
 }  // namespace
 
-CpuBackend::CpuBackend(const Model& model, int slots, int threads)
+CpuSequenceSlots::CpuSequenceSlots(const Model& model, int slots, int threads)
     : model_(model), threads_(threads) {
   caches_.reserve(slots);
   for (int i = 0; i < slots; ++i) caches_.push_back(model_new_cache(model));
 }
 
 // OpenMP's thread count is a setting of the calling thread (the scheduler's), OpenBLAS's global.
-void CpuBackend::set_threads() const {
+void CpuSequenceSlots::set_threads() const {
   if (threads_ <= 0) return;
   omp_set_num_threads(threads_);
   if (openblas_get_num_threads() != threads_) openblas_set_num_threads(threads_);
 }
 
-Status CpuBackend::check_slot(int slot) const {
+Status CpuSequenceSlots::check_slot(int slot) const {
   if (slot < 0 || slot >= (int)caches_.size())
     return make_error("slot ", slot, " does not exist (", caches_.size(), " slots)");
   return ok_status();
 }
 
-Status CpuBackend::reset(int slot) {
+Status CpuSequenceSlots::reset(int slot) {
   GL_TRY(check_slot(slot));
   caches_[slot] = model_new_cache(model_);
   return ok_status();
 }
 
-Status CpuBackend::prefill(int slot, const int32_t* ids, int T, float* last_logits) {
+Status CpuSequenceSlots::prefill(int slot, const int32_t* ids, int T, float* last_logits) {
   GL_TRY(check_slot(slot));
   set_threads();
   if (T < 1) return make_error("prefill of slot ", slot, ": no tokens");
@@ -53,7 +53,7 @@ Status CpuBackend::prefill(int slot, const int32_t* ids, int T, float* last_logi
   return ok_status();
 }
 
-Status CpuBackend::decode(const int* slots, const int32_t* ids, int B, float* logits) {
+Status CpuSequenceSlots::decode(const int* slots, const int32_t* ids, int B, float* logits) {
   set_threads();
   const size_t V = model_.config.vocab_size;
   for (int b = 0; b < B; ++b) {
@@ -63,16 +63,16 @@ Status CpuBackend::decode(const int* slots, const int32_t* ids, int B, float* lo
   return ok_status();
 }
 
-size_t CpuBackend::slot_bytes(int slot) const {
+size_t CpuSequenceSlots::slot_bytes(int slot) const {
   return slot >= 0 && slot < (int)caches_.size() ? caches_[slot].bytes() : 0;
 }
 
-std::shared_ptr<const StateSnapshot> CpuBackend::snapshot(int slot) const {
+std::shared_ptr<const StateSnapshot> CpuSequenceSlots::snapshot(int slot) const {
   if (!check_slot(slot).ok()) return nullptr;
   return std::make_shared<CpuSnapshot>(caches_[slot].clone());
 }
 
-Status CpuBackend::restore(int slot, const StateSnapshot& snapshot) {
+Status CpuSequenceSlots::restore(int slot, const StateSnapshot& snapshot) {
   GL_TRY(check_slot(slot));
   const auto* cpu = dynamic_cast<const CpuSnapshot*>(&snapshot);
   if (!cpu) return make_error("restore of slot ", slot, ": not a CPU snapshot");
@@ -80,4 +80,4 @@ Status CpuBackend::restore(int slot, const StateSnapshot& snapshot) {
   return ok_status();
 }
 
-}  // namespace golinear::serve
+}  // namespace golinear::runtime
