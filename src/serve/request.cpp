@@ -177,6 +177,7 @@ std::optional<ApiError> completion_request_parse(const std::string& body_text, b
   OrderedJson body;
   if (auto e = parse_object(body_text, &body)) return e;
   if (auto e = check_model(body, model)) return e;
+  *out = CompletionRequest{};
   out->chat = chat;
   GenerationParams& p = out->params;
   if (auto e = chat ? chat_ids(body, model, &p.prompt) : prompt_ids(body, model, &p.prompt))
@@ -262,6 +263,7 @@ std::optional<ApiError> completion_request_parse(const std::string& body_text, b
 std::optional<ApiError> tokenize_request_parse(const std::string& body_text,
                                                const ServedModel& model,
                                                std::vector<int32_t>* ids) {
+  ids->clear();
   OrderedJson body;
   if (auto e = parse_object(body_text, &body)) return e;
   if (auto e = check_model(body, model)) return e;
@@ -279,6 +281,7 @@ std::optional<ApiError> tokenize_request_parse(const std::string& body_text,
 std::optional<ApiError> detokenize_request_parse(const std::string& body_text,
                                                  const ServedModel& model,
                                                  std::vector<int32_t>* ids) {
+  ids->clear();
   OrderedJson body;
   if (auto e = parse_object(body_text, &body)) return e;
   if (auto e = check_model(body, model)) return e;

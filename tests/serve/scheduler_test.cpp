@@ -129,8 +129,10 @@ std::vector<int32_t> reference_tokens(const GenerationParams& p) {
 
 std::vector<int32_t> wait_tokens(Job& job) {
   std::vector<Delta> deltas;
-  while (!job.wait(std::chrono::milliseconds(20), &deltas)) {
+  // Bounded: 1500 × 20 ms = 30 s at most.
+  for (int i = 0; i < 1500 && !job.wait(std::chrono::milliseconds(20), &deltas); ++i) {
   }
+  EXPECT_NE(job.finish_reason, FinishReason::none) << "the job did not finish within 30 s";
   std::vector<int32_t> ids;
   for (const Delta& d : deltas)
     for (const TokenLogprob& t : d.tokens) ids.push_back(t.id);
@@ -186,7 +188,9 @@ TEST(Scheduler, BoundedQueueAndCancellation) {
   // A running request cancelled mid-generation stops and frees the slot.
   ASSERT_EQ(scheduler.submit(long_job), Scheduler::Submitted::accepted);
   std::vector<Delta> some;
-  while (some.empty()) long_job->wait(std::chrono::milliseconds(20), &some);
+  for (int i = 0; i < 1500 && some.empty(); ++i)
+    long_job->wait(std::chrono::milliseconds(20), &some);
+  ASSERT_FALSE(some.empty());
   long_job->cancel();
   wait_tokens(*long_job);
   EXPECT_EQ(long_job->finish_reason, FinishReason::cancelled);
