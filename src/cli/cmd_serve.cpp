@@ -81,8 +81,6 @@ int cmd_serve(const Argv& argv) {
     if (!r->ok()) return fail(r->error());
   if (args->has("api-key") && args->has("api-key-file"))
     return fail("golinear serve: give --api-key or --api-key-file, not both");
-  if (args->has("slot-save-path"))
-    return fail("golinear serve: --slot-save-path is not supported yet (see docs/SERVE.md)");
 
   const std::string dir = args->positional()[0];
   serve::ServerOptions server_options;
@@ -93,6 +91,13 @@ int cmd_serve(const Argv& argv) {
   // One worker thread per connection that can be open at once: running, waiting, and a few
   // more to answer health checks and 503s while everything else is taken.
   server_options.threads = (int)(*parallel + *max_queue + 8);
+  if (args->has("slot-save-path")) {
+    const std::string path = args->get("slot-save-path");
+    std::error_code error;
+    if (!std::filesystem::is_directory(path, error))
+      return fail("golinear serve: --slot-save-path " + path + " is not a directory");
+    server_options.slot_save_path = path;
+  }
   if (args->has("api-key")) {
     if (args->get("api-key").empty()) return fail("golinear serve: --api-key is empty");
     server_options.api_keys = {args->get("api-key")};

@@ -61,7 +61,8 @@ commands:
                                   --parallel N --max-queue N --api-key K | --api-key-file F
                                   --cache-ram MiB --chat-template-file F --timeout S
                                   --prefill-chunk N --max-context N --body-limit BYTES
-                                  --model-name NAME --threads N --device cpu|cuda]
+                                  --model-name NAME --threads N --slot-save-path DIR
+                                  --device cpu|cuda]
   random-checkpoint --config CONFIG.json --tokenizer DIR|FILE --out DIR
                                   a Hub-layout checkpoint of random bf16 weights of any config
                                   (e.g. bench/configs/llama-3.1-8b.json), sharded like the Hub's

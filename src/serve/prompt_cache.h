@@ -20,6 +20,9 @@ struct CachedPrompt {
   std::vector<int32_t> tokens;                          // the prompt the state holds
   std::shared_ptr<const runtime::StateSnapshot> state;  // after all of `tokens`
   std::vector<float> last_logits;                       // (V) of tokens.back()
+  // How the state was built: the lengths of its forward calls in order (n > 0: a prefill of n
+  // tokens, 0: a one-token decode step), so that replaying them rebuilds it bit for bit.
+  std::vector<int> calls;
   size_t bytes() const {
     return state->bytes() + tokens.size() * sizeof(int32_t) + last_logits.size() * sizeof(float);
   }

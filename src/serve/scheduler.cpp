@@ -1,5 +1,7 @@
 #include "serve/scheduler.h"
 
+#include "model/transformer.h"
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -58,6 +60,7 @@ struct Scheduler::Slot {
   std::shared_ptr<Job> job;
   Phase phase = Phase::idle;
   std::vector<int32_t> tokens;  // what the state holds
+  std::vector<int> calls;       // its forward calls (CachedPrompt::calls)
   size_t prefilled = 0;         // prompt tokens in the state
   int32_t pending = 0;          // the last chosen token, not yet in the state
   std::optional<runtime::Sampler> sampler;
@@ -65,6 +68,29 @@ struct Scheduler::Slot {
   std::vector<float> logits;  // (V)
   SlotInfo info;              // what slots() reports, updated under the scheduler's mutex
 };
+
+struct Scheduler::SlotTask {
+  int slot = 0;
+  std::function<SlotActionResult(Slot&)> action;
+  std::promise<SlotActionResult> done;
+};
+
+namespace {
+
+SlotActionResult action_error(int status, std::string message) {
+  SlotActionResult out;
+  out.status = status;
+  out.error = std::move(message);
+  return out;
+}
+
+SlotActionResult action_done(SlotRecord record) {
+  SlotActionResult out;
+  out.record = std::move(record);
+  return out;
+}
+
+}  // namespace
 
 Scheduler::Scheduler(runtime::SequenceSlots& backend, const Tokenizer& tokenizer, Metrics& metrics,
                      SchedulerOptions options)
@@ -140,8 +166,21 @@ void Scheduler::run() {
         } else {
           ++it;
         }
-      wake_.wait(lock, [&] { return stopping_ || !queue_.empty() || active_ > 0; });
-      if (stopping_ && queue_.empty() && active_ == 0) return;
+      wake_.wait(lock,
+                 [&] { return stopping_ || !queue_.empty() || active_ > 0 || !tasks_.empty(); });
+      std::deque<std::shared_ptr<SlotTask>> tasks;
+      tasks.swap(tasks_);
+      if (stopping_ && queue_.empty() && active_ == 0 && tasks.empty()) {
+        exited_ = true;
+        return;
+      }
+      lock.unlock();
+      for (auto& task : tasks) {
+        Slot& slot = *slots_[task->slot];
+        task->done.set_value(slot.job ? action_error(409, str_cat("slot ", slot.id, " is busy"))
+                                      : task->action(slot));
+      }
+      lock.lock();
       for (auto& slot : slots_) {
         if (queue_.empty()) break;
         if (slot->job) continue;
@@ -182,6 +221,7 @@ void Scheduler::run() {
           continue;
         }
         slot.tokens.push_back(slot.pending);
+        slot.calls.push_back(0);
         on_logits(slot, batch_logits.data() + b * V);
       }
     }
@@ -209,6 +249,7 @@ void Scheduler::start(Slot& slot) {
   slot.sampler.emplace(job.params.sampler);
   slot.text.emplace(tokenizer_, job.params.stop);
   slot.tokens.clear();
+  slot.calls.clear();
   slot.prefilled = 0;
   slot.phase = Phase::prefill;
   metrics_.prompt_tokens += job.params.prompt.size();
@@ -223,6 +264,7 @@ void Scheduler::start(Slot& slot) {
   if (!status.ok()) return finish(slot, FinishReason::error, status.error());
   if (!hit) return;
   slot.tokens = hit->tokens;
+  slot.calls = hit->calls;
   slot.prefilled = hit->tokens.size();
   job.cached_tokens = (int)hit->tokens.size();
   metrics_.prompt_tokens_cached += hit->tokens.size();
@@ -237,6 +279,7 @@ void Scheduler::prefill(Slot& slot, int budget, int* used) {
   slot.tokens.insert(slot.tokens.end(), prompt.begin() + slot.prefilled,
                      prompt.begin() + slot.prefilled + n);
   slot.prefilled += n;
+  slot.calls.push_back(n);
   *used += n;
   metrics_.prompt_tokens_prefilled += n;
   if (slot.prefilled < prompt.size()) return;
@@ -245,6 +288,7 @@ void Scheduler::prefill(Slot& slot, int budget, int* used) {
     entry->tokens = prompt;
     entry->state = backend_.snapshot(slot.id);
     entry->last_logits = slot.logits;
+    entry->calls = slot.calls;
     if (entry->state) options_.cache->insert(std::move(entry));
   }
   on_logits(slot, slot.logits.data());
@@ -252,15 +296,11 @@ void Scheduler::prefill(Slot& slot, int budget, int* used) {
 
 namespace {
 
-// log softmax(logits)[id] for the chosen token and the n most likely tokens.
+// log softmax(logits)[id] (model/transformer.h) of the chosen token and of the n most likely.
 TokenLogprob logprobs_of(const float* logits, int V, int32_t id, int n) {
-  const float m = *std::max_element(logits, logits + V);
-  double sum = 0;
-  for (int i = 0; i < V; ++i) sum += std::exp((double)(logits[i] - m));
-  const float log_z = m + (float)std::log(sum);
   TokenLogprob out;
   out.id = id;
-  out.logprob = logits[id] - log_z;
+  out.logprob = log_softmax_at(logits, V, id);
   n = std::min(n, V);
   if (n > 0) {
     std::vector<int32_t> order(V);
@@ -268,7 +308,8 @@ TokenLogprob logprobs_of(const float* logits, int V, int32_t id, int n) {
     std::partial_sort(order.begin(), order.begin() + n, order.end(), [&](int32_t a, int32_t b) {
       return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
     });
-    for (int i = 0; i < n; ++i) out.top.emplace_back(order[i], logits[order[i]] - log_z);
+    for (int i = 0; i < n; ++i)
+      out.top.emplace_back(order[i], log_softmax_at(logits, V, order[i]));
   }
   return out;
 }
@@ -310,9 +351,99 @@ void Scheduler::finish(Slot& slot, FinishReason reason, const std::string& error
   slot.job->finish(reason, error);
   slot.job = nullptr;
   slot.phase = Phase::idle;
-  if (reason == FinishReason::error) (void)backend_.reset(slot.id);
+  if (reason == FinishReason::error) {
+    (void)backend_.reset(slot.id);
+    slot.tokens.clear();
+    slot.calls.clear();
+  }
   std::lock_guard<std::mutex> lock(mutex_);
   --active_;
+}
+
+}  // namespace golinear::serve
+
+namespace golinear::serve {
+
+SlotActionResult Scheduler::run_slot_action(int slot,
+                                            std::function<SlotActionResult(Slot&)> action) {
+  if (slot < 0 || slot >= (int)slots_.size())
+    return action_error(400, str_cat("slot ", slot, " does not exist (", slots_.size(), " slots)"));
+  auto task = std::make_shared<SlotTask>();
+  task->slot = slot;
+  task->action = std::move(action);
+  std::future<SlotActionResult> done = task->done.get_future();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (exited_) return action_error(503, "the server is shutting down");
+    tasks_.push_back(task);
+  }
+  wake_.notify_all();
+  return done.get();
+}
+
+SlotActionResult Scheduler::slot_save(int slot) {
+  return run_slot_action(slot, [](Slot& s) -> SlotActionResult {
+    if (s.tokens.empty()) return action_error(400, str_cat("slot ", s.id, " holds no tokens"));
+    return action_done({s.tokens, s.calls});
+  });
+}
+
+SlotActionResult Scheduler::slot_erase(int slot) {
+  return run_slot_action(slot, [this](Slot& s) -> SlotActionResult {
+    SlotActionResult out = action_done({s.tokens, s.calls});
+    Status status = backend_.reset(s.id);
+    s.tokens.clear();
+    s.calls.clear();
+    if (!status.ok()) return action_error(500, status.error());
+    return out;
+  });
+}
+
+SlotActionResult Scheduler::slot_restore(int slot, const SlotRecord& record) {
+  if (!options_.cache || !backend_.can_snapshot())
+    return action_error(400,
+                        "restoring a slot needs the prompt cache (--cache-ram > 0, a backend with "
+                        "snapshots)");
+  long covered = 0;
+  for (int n : record.calls) {
+    if (n < 0) return action_error(400, "the slot file's calls must be ≥ 0");
+    covered += n == 0 ? 1 : n;
+  }
+  if (record.tokens.empty() || covered != (long)record.tokens.size())
+    return action_error(400, str_cat("the slot file's calls cover ", covered, " tokens, it holds ",
+                                     record.tokens.size()));
+  for (int32_t id : record.tokens)
+    if (id < 0 || id >= backend_.vocab_size())
+      return action_error(400,
+                          str_cat("the slot file holds token id ", id, ", outside the vocabulary"));
+  return run_slot_action(slot, [this, &record](Slot& s) -> SlotActionResult {
+    s.tokens.clear();
+    s.calls.clear();
+    Status status = backend_.reset(s.id);
+    size_t at = 0;
+    for (size_t i = 0; status.ok() && i < record.calls.size(); ++i) {
+      const int n = record.calls[i];
+      const int32_t* ids = record.tokens.data() + at;
+      status = n > 0 ? backend_.prefill(s.id, ids, n, s.logits.data())
+                     : backend_.decode(&s.id, ids, 1, s.logits.data());
+      at += n > 0 ? n : 1;
+    }
+    if (!status.ok()) {
+      (void)backend_.reset(s.id);
+      return action_error(500, status.error());
+    }
+    s.tokens = record.tokens;
+    s.calls = record.calls;
+    auto entry = std::make_shared<CachedPrompt>();
+    entry->tokens = s.tokens;
+    entry->calls = s.calls;
+    entry->state = backend_.snapshot(s.id);
+    entry->last_logits = s.logits;
+    if (!entry->state)
+      return action_error(500, "the backend could not snapshot the restored state");
+    options_.cache->insert(std::move(entry));
+    return action_done(record);
+  });
 }
 
 }  // namespace golinear::serve

@@ -13,6 +13,8 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -83,6 +85,22 @@ class Job {
   bool finished_ = false;
 };
 
+// A slot's decode state as the recipe that built it: the tokens it holds and the lengths of its
+// forward calls (CachedPrompt::calls). Replaying the calls on the same backend and thread count
+// rebuilds the state bit for bit.
+struct SlotRecord {
+  std::vector<int32_t> tokens;
+  std::vector<int> calls;
+};
+
+// The outcome of a slot action: an HTTP-like status (200, 400 bad record, 409 slot busy,
+// 503 stopped) with a message, and the record of a save.
+struct SlotActionResult {
+  int status = 200;
+  std::string error;
+  SlotRecord record;
+};
+
 struct SchedulerOptions {
   int max_queue = 64;            // requests waiting for a slot; submit() refuses beyond
   int prefill_chunk = 512;       // prompt tokens prefilled per iteration, over all slots
@@ -110,6 +128,13 @@ class Scheduler {
   // Refuses new requests, runs the admitted and waiting ones to their end, stops the thread.
   void drain();
 
+  // Slot actions (POST /slots/{id}), run by the scheduler thread between iterations on an idle
+  // slot. save: the slot's record (what its last request left). erase: the slot emptied.
+  // restore: the record replayed into the slot, and its state put into the prompt cache (needs
+  // one), so that a request whose prompt extends the record's tokens starts from it.
+  SlotActionResult slot_save(int slot);
+  SlotActionResult slot_erase(int slot);
+  SlotActionResult slot_restore(int slot, const SlotRecord& record);
   std::vector<SlotInfo> slots() const;
   long waiting() const;
   long running() const;
@@ -117,6 +142,8 @@ class Scheduler {
 
  private:
   struct Slot;
+  struct SlotTask;
+  SlotActionResult run_slot_action(int slot, std::function<SlotActionResult(Slot&)> action);
   void run();
   void start(Slot& slot);  // state reset or restored, phase prefill
   void prefill(Slot& slot, int budget, int* used);
@@ -131,7 +158,9 @@ class Scheduler {
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<std::shared_ptr<Job>> queue_;
-  long active_ = 0;  // slots holding a job (under mutex_)
+  std::deque<std::shared_ptr<SlotTask>> tasks_;  // slot actions waiting for the thread
+  bool exited_ = false;                          // the thread has returned
+  long active_ = 0;                              // slots holding a job (under mutex_)
   bool stopping_ = false;
   std::thread thread_;
 };

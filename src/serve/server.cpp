@@ -12,6 +12,8 @@
 #include <ctime>
 #include <random>
 
+#include "common/file.h"
+
 namespace golinear::serve {
 
 namespace {
@@ -32,6 +34,14 @@ void send_error(httplib::Response& res, const ApiError& error) {
 
 ApiError unavailable(const std::string& message) {
   return ApiError{503, message, "unavailable_error", "", ""};
+}
+
+// An error of `status` with the type OpenAI gives it.
+ApiError error_of(int status, std::string message, std::string param = "") {
+  const char* type = status == 503   ? "unavailable_error"
+                     : status >= 500 ? "server_error"
+                                     : "invalid_request_error";
+  return ApiError{status, std::move(message), type, "", std::move(param)};
 }
 
 // The socket of the connection `req` came on, found by its two addresses among the process's
@@ -470,6 +480,91 @@ void Server::routes() {
                       {"state_bytes", s.state_bytes},
                       {"device", e.scheduler->backend().device()}});
     send_json(res, 200, list);
+  });
+
+  // Slot actions: save (the slot's record to a file of --slot-save-path), restore (a file into
+  // the slot and the prompt cache), erase. Body {"filename": NAME} for save and restore.
+  http.Post(R"(/slots/(\d{1,6}))", [this](const Request& req, Response& res) {
+    const Engine& e = *engine_.load();
+    const int slot = std::stoi(req.matches[1].str());
+    const std::string action = req.get_param_value("action");
+    if (action == "erase") {
+      const SlotActionResult r = e.scheduler->slot_erase(slot);
+      if (r.status != 200) return send_error(res, error_of(r.status, r.error));
+      return send_json(res, 200, {{"id_slot", slot}, {"n_erased", r.record.tokens.size()}});
+    }
+    if (action != "save" && action != "restore")
+      return send_error(res, error_of(400, "'action' must be save, restore or erase", "action"));
+    if (options_.slot_save_path.empty())
+      return send_error(res, error_of(400, "slot save and restore need --slot-save-path DIR"));
+    std::string filename;
+    try {
+      const Json body = Json::parse(req.body);
+      if (body.is_object() && body.contains("filename") && body["filename"].is_string())
+        filename = body["filename"].get<std::string>();
+    } catch (const std::exception&) {
+    }
+    const bool name_ok = !filename.empty() && filename.size() <= 200 && filename[0] != '.' &&
+                         filename.find_first_not_of(
+                             "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") ==
+                             std::string::npos;
+    if (!name_ok)
+      return send_error(res, error_of(400,
+                                      "the body must be {\"filename\": NAME}, NAME of letters, "
+                                      "digits, '.', '_', '-' (not starting with '.')",
+                                      "filename"));
+    const std::string path = options_.slot_save_path + "/" + filename;
+    if (action == "save") {
+      const SlotActionResult r = e.scheduler->slot_save(slot);
+      if (r.status != 200) return send_error(res, error_of(r.status, r.error));
+      const std::string text = Json{
+          {"format", "golinear-slot"},
+          {"version", 1},
+          {"model", e.model.name},
+          {"tokens", r.record.tokens},
+          {"calls",
+           r.record.calls}}.dump();
+      Status written = file_write_atomic(path, text);
+      if (!written.ok()) return send_error(res, error_of(500, written.error()));
+      return send_json(res, 200,
+                       {{"id_slot", slot},
+                        {"filename", filename},
+                        {"n_saved", r.record.tokens.size()},
+                        {"n_written", text.size()}});
+    }
+    auto text = file_read_text(path);
+    if (!text.ok())
+      return send_error(
+          res, error_of(404, "no slot file " + filename + " in --slot-save-path", "filename"));
+    SlotRecord record;
+    auto bad_file = [&](const std::string& why) {
+      send_error(res, error_of(400, "slot file " + filename + ": " + why, "filename"));
+    };
+    auto parsed = json_parse(*text, filename);
+    if (!parsed.ok()) return bad_file(parsed.error());
+    const Json& file = *parsed;
+    if (!file.is_object() || file.value("format", "") != "golinear-slot" ||
+        file.value("version", 0) != 1)
+      return bad_file("not a golinear slot file (version 1)");
+    if (file.value("model", "") != e.model.name)
+      return bad_file("saved for model '" + file.value("model", "") + "', not '" + e.model.name +
+                      "'");
+    auto tokens = json_get<std::vector<int32_t>>(file, "tokens", filename);
+    auto calls = json_get<std::vector<int>>(file, "calls", filename);
+    if (!tokens.ok()) return bad_file(tokens.error());
+    if (!calls.ok()) return bad_file(calls.error());
+    record.tokens = std::move(*tokens);
+    record.calls = std::move(*calls);
+    if ((long)record.tokens.size() >= e.model.max_context)
+      return bad_file(
+          str_cat(record.tokens.size(), " tokens reach the context of ", e.model.max_context));
+    const SlotActionResult r = e.scheduler->slot_restore(slot, record);
+    if (r.status != 200) return send_error(res, error_of(r.status, r.error));
+    send_json(res, 200,
+              {{"id_slot", slot},
+               {"filename", filename},
+               {"n_restored", record.tokens.size()},
+               {"n_read", text->size()}});
   });
 }
 

@@ -6,7 +6,8 @@
 // accepting while the requests it holds run to their end.
 //
 // Endpoints: GET /health, GET /v1/models, POST /v1/completions, POST /v1/chat/completions,
-// POST /tokenize, POST /detokenize, GET /metrics, GET /slots. docs/SERVE.md describes them.
+// POST /tokenize, POST /detokenize, GET /metrics, GET /slots, POST /slots/{id}?action=save,
+// restore or erase. docs/SERVE.md describes them.
 #pragma once
 
 #include <atomic>
@@ -31,6 +32,7 @@ struct ServerOptions {
   size_t max_body_bytes = 8u << 20;   // larger request bodies get 413
   int timeout_s = 600;                // socket read/write timeout
   int threads = 16;                   // HTTP worker threads (each holds one connection)
+  std::string slot_save_path;         // directory of the files of POST /slots/{id} save, restore
 };
 
 // What is served once the model is loaded.

@@ -3,20 +3,24 @@
 // repeated prompt is served from the cache whole.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { startServer } from './harness.mjs';
 
 const MODEL = 'tiny-llama3-25m';
-let cached, uncached;
+let cached, uncached, slotDir;
 
 before(async () => {
   [cached, uncached] = await Promise.all([
-    startServer(['--parallel', '1', '--cache-ram', '64']),
+    startServer(['--parallel', '1', '--cache-ram', '64', '--slot-save-path', (slotDir = mkdtempSync(join(tmpdir(), 'golinear-slots-')))]),
     startServer(['--parallel', '1', '--cache-ram', '0']),
   ]);
 });
 
 after(async () => {
   const results = await Promise.all([cached.stop(), uncached.stop()]);
+  rmSync(slotDir, { recursive: true, force: true });
   for (const r of results) assert.equal(r.code, 0);
 });
 
@@ -58,4 +62,39 @@ test('a repeated prompt is restored whole and gives the same text', async () => 
   assert.equal(b.choices[0].text, a.choices[0].text);
   const c = await uncached.client().completions.create(params);
   assert.equal(c.choices[0].text, a.choices[0].text);
+});
+
+test('slot save, erase, restore: a prompt extending the saved tokens starts from them', async () => {
+  const client = cached.client();
+  await client.completions.create({ model: MODEL, prompt: 'The lighthouse keeper', max_tokens: 8, temperature: 0 });
+  const saved = await cached.post('/slots/0?action=save', { filename: 'keeper.json' });
+  assert.equal(saved.status, 200, saved.text);
+  const file = JSON.parse(readFileSync(join(slotDir, 'keeper.json'), 'utf8'));
+  assert.equal(file.tokens.length, saved.json.n_saved);
+  assert.equal((await cached.post('/slots/0?action=erase', {})).status, 200);
+  // Other work on the slot; then the restore puts the saved state back (into the prompt cache).
+  await client.completions.create({ model: MODEL, prompt: 'Something else entirely', max_tokens: 8, temperature: 0 });
+  const restored = await cached.post('/slots/0?action=restore', { filename: 'keeper.json' });
+  assert.equal(restored.status, 200, restored.text);
+  assert.equal(restored.json.n_restored, file.tokens.length);
+  const prompt = [...file.tokens, 13, 198];
+  const params = { model: MODEL, prompt, max_tokens: 8, temperature: 0.7, seed: 2 };
+  const r = await client.completions.create(params);
+  assert.equal(r.usage.prompt_tokens_details.cached_tokens, file.tokens.length);
+  const reference = await uncached.client().completions.create(params);
+  assert.equal(r.choices[0].text, reference.choices[0].text);
+
+  const errors = [
+    [cached, '/slots/0?action=restore', { filename: 'missing.json' }, 404],
+    [cached, '/slots/0?action=restore', { filename: '../etc/passwd' }, 400],
+    [cached, '/slots/0?action=save', {}, 400],
+    [cached, '/slots/0?action=bogus', {}, 400],
+    [cached, '/slots/7?action=save', { filename: 'x.json' }, 400],
+    [uncached, '/slots/0?action=save', { filename: 'x.json' }, 400],  // no --slot-save-path
+  ];
+  for (const [server, path, body, status] of errors) {
+    const e = await server.post(path, body);
+    assert.equal(e.status, status, `${path} ${e.text}`);
+    assert.equal(typeof e.json.error.message, 'string');
+  }
 });
