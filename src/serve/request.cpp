@@ -75,6 +75,13 @@ std::optional<ApiError> check_model(const OrderedJson& body, const ServedModel& 
   return std::nullopt;
 }
 
+// The body as a JSON object whose `model`, if any, is the served one.
+std::optional<ApiError> parse_body(const std::string& text, const ServedModel& model,
+                                   OrderedJson* body) {
+  if (auto e = parse_object(text, body)) return e;
+  return check_model(*body, model);
+}
+
 std::optional<ApiError> token_ids(const OrderedJson& list, const ServedModel& model,
                                   const char* param, std::vector<int32_t>* ids) {
   const long V = model.tokenizer->vocab_size();
@@ -175,8 +182,7 @@ std::optional<ApiError> chat_ids(const OrderedJson& body, const ServedModel& mod
 std::optional<ApiError> completion_request_parse(const std::string& body_text, bool chat,
                                                  const ServedModel& model, CompletionRequest* out) {
   OrderedJson body;
-  if (auto e = parse_object(body_text, &body)) return e;
-  if (auto e = check_model(body, model)) return e;
+  if (auto e = parse_body(body_text, model, &body)) return e;
   *out = CompletionRequest{};
   out->chat = chat;
   GenerationParams& p = out->params;
@@ -265,8 +271,7 @@ std::optional<ApiError> tokenize_request_parse(const std::string& body_text,
                                                std::vector<int32_t>* ids) {
   ids->clear();
   OrderedJson body;
-  if (auto e = parse_object(body_text, &body)) return e;
-  if (auto e = check_model(body, model)) return e;
+  if (auto e = parse_body(body_text, model, &body)) return e;
   const char* key = body.contains("content") ? "content" : "prompt";
   auto it = body.find(key);
   if (it == body.end() || !it->is_string())
@@ -283,8 +288,7 @@ std::optional<ApiError> detokenize_request_parse(const std::string& body_text,
                                                  std::vector<int32_t>* ids) {
   ids->clear();
   OrderedJson body;
-  if (auto e = parse_object(body_text, &body)) return e;
-  if (auto e = check_model(body, model)) return e;
+  if (auto e = parse_body(body_text, model, &body)) return e;
   auto it = body.find("tokens");
   if (it == body.end() || !it->is_array())
     return bad("'tokens' must be a list of token ids", "tokens");
