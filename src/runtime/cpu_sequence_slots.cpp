@@ -55,11 +55,12 @@ Status CpuSequenceSlots::prefill(int slot, const int32_t* ids, int T, float* las
 
 Status CpuSequenceSlots::decode(const int* slots, const int32_t* ids, int B, float* logits) {
   set_threads();
-  const size_t V = model_.config.vocab_size;
+  std::vector<SequenceCache*> caches(B);
   for (int b = 0; b < B; ++b) {
     GL_TRY(check_slot(slots[b]));
-    model_forward_cached(model_, caches_[slots[b]], &ids[b], 1, logits + b * V, true);
+    caches[b] = &caches_[slots[b]];
   }
+  model_decode_batch(model_, caches.data(), ids, B, logits);
   return ok_status();
 }
 

@@ -1,8 +1,8 @@
 // Sequence slots on the CPU (the server's CPU backend): one model::SequenceCache per slot (every
 // layer's mixer cache: the constant-size hybrid state, or the KV cache of a softmax layer, which
-// grows with the tokens). The decode step runs the slots one after the other through
-// model_forward_cached: there is no batched CPU kernel over several sequence caches, so a step of B
-// sequences costs B single-token forwards (each of them multithreaded by the kernels).
+// grows with the tokens). The decode step is model_decode_batch: the B sequences go through the
+// layers together in groups of kDecodeBatchRows rows (each weight matrix read once per group),
+// with each sequence's own mixer step; every row's logits are those of the sequence alone.
 #pragma once
 
 #include <vector>
@@ -22,7 +22,7 @@ class CpuSequenceSlots final : public SequenceSlots {
   int slots() const override { return (int)caches_.size(); }
   int vocab_size() const override { return model_.config.vocab_size; }
   const char* device() const override { return "cpu"; }
-  bool batched_kernels() const override { return false; }
+  bool batched_kernels() const override { return true; }
   Status reset(int slot) override;
   Status prefill(int slot, const int32_t* ids, int T, float* last_logits) override;
   Status decode(const int* slots, const int32_t* ids, int B, float* logits) override;
