@@ -13,6 +13,7 @@
 #include "cli/commands.h"
 #include "cli/loading.h"
 #include "common/file.h"
+#include "model/linearization.h"
 #include "runtime/cpu_sequence_slots.h"
 #include "serve/server.h"
 #ifdef GOLINEAR_HAVE_CUDA
@@ -162,9 +163,17 @@ int cmd_serve(const Argv& argv) {
       args->get("model-name", std::filesystem::path(dir).lexically_normal().filename().string());
   if (name.empty()) name = std::filesystem::path(dir).lexically_normal().parent_path().filename();
   const long context = *max_context > 0 ? *max_context : model.config.max_position_embeddings;
+  // The chat template and its tokens come from the directory holding the tokenizer (an
+  // adapter's base).
+  auto where = model_directory_resolve(dir);
+  if (!where.ok()) {
+    server.stop();
+    http.join();
+    return fail("golinear serve: " + where.error());
+  }
   auto served_model =
-      serve::served_model_make(dir, name, context, loaded->tokenizer, model.config.eos_token_ids,
-                               args->get("chat-template-file"));
+      serve::served_model_make(where->base, name, context, loaded->tokenizer,
+                               model.config.eos_token_ids, args->get("chat-template-file"));
   if (!served_model.ok()) {
     server.stop();
     http.join();

@@ -9,7 +9,8 @@ namespace {
 
 constexpr const char* kUsage = R"(golinear — turn a pretrained Llama/Qwen checkpoint into a linear-time model
 
-usage: golinear COMMAND MODEL [options]      (MODEL: a Hugging Face checkpoint directory)
+usage: golinear COMMAND MODEL [options]      (MODEL: a Hugging Face checkpoint directory, or a
+                                             directory written by linearize, --adapter ones too)
 
 commands:
   info MODEL                      architecture, layers, heads, parameters, dtype, memory (JSON)
@@ -21,11 +22,14 @@ commands:
   linearize MODEL --data FILE --out DIR
                                   replace attention by a linear mixer: attention transfer, then
                                   end-to-end distillation  [--mixer gdn|gla|kgla|hedgehog|none
-                                  --mix gate|add|scale|gate-lse --sinks S --window W --conv|--no-conv
-                                  --linear-rope --keep-full-layers LIST --keep-full K
+                                  --mix gate|add|scale|gate-lse|split --sinks S --window W
+                                  (S, W: one number, or one per layer: 8,16,...)
+                                  --window-by hardness|PROBE_DIR (per-layer windows, same total)
+                                  --conv|--no-conv --linear-rope --keep-full-layers LIST --keep-full K
                                   --select hard|uniform --tokens N|--steps N --seq-len T --batch B
                                   --lr LR --seed S --stage transfer|e2e|both --e2e-tokens N
                                   --e2e-lr LR --sweep RECIPES.json --init DIR --device cpu|cuda
+                                  --adapter (DIR holds only the new parameters and names MODEL)
                                   (cuda: mixers gdn and none, every mix, conv and window; gla,
                                   kgla, hedgehog and --sweep run on the CPU only)
                                   --resume --stop-after N (stop after N steps of a stage, as an

@@ -62,7 +62,7 @@ enum class ModelLoadParts { all, without_backbone };
 
 // Loads config.json and the weights of a checkpoint directory (fp32 in memory). Every layer
 // has softmax attention, unless the directory holds a linearization (model/linearization.h),
-// which is then applied.
+// which is then applied. An adapter directory loads its base (model_directory_resolve).
 Result<std::unique_ptr<Model>> model_load(const std::string& dir,
                                           ModelLoadParts parts = ModelLoadParts::all);
 

@@ -63,8 +63,9 @@ std::optional<ApiError> detokenize_request_parse(const std::string& body, const 
 
 namespace golinear::serve {
 
-// The ServedModel of the checkpoint `dir`: name, context limit, the chat template of
-// `chat_template_file` or else of dir/tokenizer_config.json (none when neither has one), its
+// The ServedModel of the checkpoint `dir` (the one holding the tokenizer files: an adapter's
+// base): name, context limit, the chat template of `chat_template_file` or else of
+// dir/tokenizer_config.json (none when neither has one), its
 // bos/eos strings, and the stop tokens: `eos_ids` (config.json's eos_token_id), the template's
 // eos_token and the end-of-turn tokens <|eot_id|> (Llama-3) and <|im_end|> (Qwen) when the
 // vocabulary has them. `tokenizer` must outlive the result.
