@@ -299,6 +299,7 @@ void Server::routes() {
 
   http.Get("/health", [this](const Request&, Response& res) {
     if (!engine_.load()) return send_error(res, unavailable("Loading model"));
+    if (stopping_) return send_error(res, unavailable("the server is shutting down"));
     send_json(res, 200, {{"status", "ok"}});
   });
 
