@@ -77,9 +77,10 @@ Result<train::LinearizeOptions> parse_settings(const Args& args, const ModelConf
     s.window_signal = args.get("window-by");
     if (!s.budgets.windows.empty())
       return make_error("golinear linearize: --window-by allocates the windows; give --window one number (the mean)");
-    if (s.window_signal != "hardness" && !file_exists(s.window_signal + "/linearization.json"))
-      return make_error("golinear linearize: --window-by must be 'hardness' or a linearized directory "
-                        "(a probe run: its per-layer transfer NMSE), got '", s.window_signal, "'");
+    if (s.window_signal != "probe" && s.window_signal != "hardness" &&
+        !file_exists(s.window_signal + "/linearization.json"))
+      return make_error("golinear linearize: --window-by must be 'probe', 'hardness' or a linearized "
+                        "directory (its per-layer transfer NMSE), got '", s.window_signal, "'");
   }
   if (args.has("conv") && args.has("no-conv"))
     return make_error("golinear linearize: --conv and --no-conv contradict each other");

@@ -24,7 +24,7 @@ commands:
                                   end-to-end distillation  [--mixer gdn|gla|kgla|hedgehog|none
                                   --mix gate|add|scale|gate-lse|split --sinks S --window W
                                   (S, W: one number, or one per layer: 8,16,...)
-                                  --window-by hardness|PROBE_DIR (per-layer windows, same total)
+                                  --window-by probe|hardness|DIR (per-layer windows, same total)
                                   --conv|--no-conv --linear-rope --keep-full-layers LIST --keep-full K
                                   --select hard|uniform --tokens N|--steps N --seq-len T --batch B
                                   --lr LR --seed S --stage transfer|e2e|both --e2e-tokens N
