@@ -27,7 +27,7 @@ namespace {
 constexpr const char* kUsage = R"(usage:
   golinear bench [--mixers] [--json --seq 2048,... --contexts 4096,... --repeats N --warmups N
                  --value-block V --gdn-segments N --gdn-persistent auto|never|always
-                 --no-backward --heads H --kv-heads G --head-dim D --hidden C]
+                 --no-backward --heads H --kv-heads G --head-dim D --hidden C --mix M]
       per-layer mixer table: prefill, forward+backward, decode step and cache bytes for full
       attention, Gated DeltaNet and the hybrid mixer (Llama-3.1-8B attention shapes by default);
       --gdn-segments and --gdn-persistent schedule the Gated DeltaNet row's forward (0 and auto:
@@ -83,10 +83,15 @@ int bench_mixers(const Argv& argv) {
                            {"contexts", true}, {"repeats", true}, {"warmups", true},
                            {"value-block", true}, {"gdn-segments", true}, {"gdn-persistent", true},
                            {"heads", true}, {"kv-heads", true}, {"head-dim", true},
-                           {"hidden", true}},
+                           {"hidden", true}, {"mix", true}},
                           0, 0);
   if (!args.ok()) return fail(args.error());
   bench::cuda::MixerBenchOptions o;
+  if (args->has("mix")) {
+    auto mix = mixers::mix_kind_parse(args->get("mix"));
+    if (!mix.ok()) return fail("golinear bench: " + mix.error());
+    o.mix = *mix;
+  }
   o.json = args->has("json");
   o.backward = !args->has("no-backward");
   if (auto st = parse_list(*args, "seq", 1, 1 << 24, o.seq_lens); !st.ok()) return fail(st.error());
