@@ -1,7 +1,9 @@
 // A linearized checkpoint is the base checkpoint directory plus two files (DESIGN.md §4):
 //   linearization.json         the recipe (mixer options), the mixer of every layer ("softmax" for
 //                              layers kept full), the base shapes it was made for, training notes;
-//   linearization.safetensors  the new parameters, "layers.<l>.<name>" (fp32).
+//   linearization.safetensors  the new parameters, "layers.<l>.<name>" (fp32): the mixers', and
+//                              the LoRA adapters' "layers.<l>.lora_<q|k|v|o>_<A|B>" when the
+//                              recipe has LoRA (json "lora": rank, alpha, scale, targets).
 // model_load() applies them when present; a recipe that does not fit the base model, or a file
 // that lacks, adds or misshapes a parameter, is refused with the reason.
 #pragma once
@@ -18,6 +20,7 @@ namespace golinear {
 struct LinearizationRecipe {
   mixers::MixerOptions options;
   std::vector<std::string> layer_mixers;  // per layer: to_string(options.kind) or "softmax"
+  LoraOptions lora;                       // rank 0: none; else on every non-softmax layer
   Json training = Json::object();         // free-form notes written by `linearize`
 };
 
@@ -26,14 +29,15 @@ struct LinearizationRecipe {
 Result<MixerStack> linearized_mixers(const Model& model, const mixers::MixerOptions& options,
                                      const std::vector<int>& keep_full, uint64_t seed);
 
-// The recipe of a model's current mixers.
+// The recipe of a model's current mixers and LoRA adapters.
 LinearizationRecipe linearization_recipe_of(const Model& model, const mixers::MixerOptions& options);
 
 // Writes linearization.json and linearization.safetensors of `model` into `dir`.
 Status linearization_save(const Model& model, const LinearizationRecipe& recipe,
                           const std::string& dir);
 
-// Reads dir/linearization.{json,safetensors} and installs the mixers into `model`.
+// Reads dir/linearization.{json,safetensors} and installs the mixers and the LoRA adapters
+// (unmerged, model.lora) into `model`.
 Status linearization_apply(Model& model, const std::string& dir);
 
 // Parses the recipe part of linearization.json (`what` names the file).

@@ -193,6 +193,8 @@ Status upload_layer_weights(DeviceArena& a, const LayerWeights& w, const ModelCo
 Result<std::unique_ptr<GpuModel>> gpu_model_upload(const Model& model) {
   if (!model.has_backbone())
     return make_error("gpu model: the model was loaded without its backbone weights (gpu_model_load reads them)");
+  if (model.lora.enabled())
+    return make_error("gpu model: the model has LoRA adapters, which the GPU model does not run yet");
   auto gm = std::make_unique<GpuModel>();
   GL_TRY(gm->init(model.config));
   const ModelConfig& c = model.config;

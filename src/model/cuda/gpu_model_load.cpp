@@ -117,6 +117,8 @@ Result<std::unique_ptr<GpuModel>> gpu_model_load(const std::string& dir, const M
   if ((int)skeleton.mixers.size() != c.num_layers)
     return make_error("gpu model: the model has ", skeleton.mixers.size(), " mixers for ",
                       c.num_layers, " layers");
+  if (skeleton.lora.enabled())
+    return make_error(dir, ": has LoRA adapters, which the GPU model does not run yet; use --device cpu");
   GL_ASSIGN_OR_RETURN(CheckpointWeights weights, CheckpointWeights::open(dir));
   auto gm = std::make_unique<GpuModel>();
   GL_TRY(gm->init(c));
