@@ -18,8 +18,6 @@ namespace golinear::cli {
 
 namespace {
 
-constexpr bool kGpuLora = false;  // the GPU distillation does not train LoRA adapters yet
-
 // "3,5,7" → {3, 5, 7}.
 Result<std::vector<int>> parse_layer_list(const std::string& text) {
   std::vector<int> layers;
@@ -124,8 +122,6 @@ Result<train::LinearizeOptions> parse_settings(const Args& args, const ModelConf
   if (s.device == "cuda") {
     // Both stages run on the GPU (train/cuda: attention transfer, end-to-end distillation).
     if (args.has("sweep")) return make_error("golinear linearize: --sweep runs on the CPU only; drop --device cuda");
-    if (s.lora.enabled() && !kGpuLora)
-      return make_error("golinear linearize: --lora-rank trains on the CPU only for now; drop --device cuda");
     if (s.init.empty())
       if (Status st = mixers::cuda::hybrid_check_recipe(s.mixer, {config.hidden_size, config.num_heads, config.num_kv_heads, config.head_dim}); !st.ok())
         return make_error("golinear linearize --device cuda: ", st.error());
@@ -152,8 +148,7 @@ Result<train::Trainers> gpu_trainers(LoadedModel& loaded) {
   };
   t.end_to_end = [gpu](Model& model, MixerStack& students, const PackedDataset& data,
                        const train::TrainOptions& options, LoraAdapters* lora) -> Result<train::TrainReport> {
-    if (lora) return make_error("golinear linearize: LoRA does not train on the GPU yet");
-    return train::cuda::gpu_distill_end_to_end(model, students, data, options, gpu);
+    return train::cuda::gpu_distill_end_to_end(model, students, data, options, gpu, lora);
   };
   return t;
 #else

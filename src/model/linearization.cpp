@@ -74,10 +74,8 @@ Status linearization_save(const Model& model, const LinearizationRecipe& recipe,
     json["lora"] = {{"rank", lo.rank}, {"alpha", lo.alpha}, {"scale", lo.scale()},
                     {"targets", lo.target_names()}};
     for (size_t l = 0; l < model.lora.layers.size(); ++l)
-      for (int t = 0; t < kLoraTargets; ++t)
-        if (model.lora.layers[l].has((LoraTarget)t))
-          for (const mixers::Parameter* p : {&model.lora.layers[l].A[t], &model.lora.layers[l].B[t]})
-            tensors.push_back({str_cat("layers.", l, ".", p->name), p->shape, p->value.data()});
+      for (const mixers::Parameter* p : model.lora.layers[l].parameters())
+        tensors.push_back({str_cat("layers.", l, ".", p->name), p->shape, p->value.data()});
   }
   // Weights first, the JSON last: a directory with linearization.json is complete.
   GL_TRY(safetensors_write(dir + "/linearization.safetensors", tensors,

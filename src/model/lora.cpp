@@ -69,6 +69,24 @@ std::vector<mixers::Parameter*> LoraLayer::parameters() {
   return params;
 }
 
+std::vector<const mixers::Parameter*> LoraLayer::parameters() const {
+  std::vector<const mixers::Parameter*> params;
+  if (!adapted) return params;
+  for (int t = 0; t < kLoraTargets; ++t)
+    if (!A[t].value.empty()) {
+      params.push_back(&A[t]);
+      params.push_back(&B[t]);
+    }
+  return params;
+}
+
+std::vector<const mixers::Parameter*> LoraAdapters::parameters() const {
+  std::vector<const mixers::Parameter*> params;
+  for (const LoraLayer& layer : layers)
+    for (const mixers::Parameter* p : layer.parameters()) params.push_back(p);
+  return params;
+}
+
 std::vector<mixers::Parameter*> LoraAdapters::parameters() {
   std::vector<mixers::Parameter*> params;
   for (LoraLayer& layer : layers)

@@ -48,6 +48,7 @@ struct LoraLayer {
   std::array<mixers::Parameter, kLoraTargets> A, B;
   bool adapted = false;  // false: a layer without adapters (kept as softmax attention)
   std::vector<mixers::Parameter*> parameters();
+  std::vector<const mixers::Parameter*> parameters() const;
   const mixers::Parameter& a(LoraTarget t) const { return A[(int)t]; }
   const mixers::Parameter& b(LoraTarget t) const { return B[(int)t]; }
   bool has(LoraTarget t) const { return adapted && !A[(int)t].value.empty(); }
@@ -60,6 +61,7 @@ struct LoraAdapters {
   bool enabled() const { return options.enabled() && !layers.empty(); }
   // Every trainable parameter, layer by layer, in target order (A then B).
   std::vector<mixers::Parameter*> parameters();
+  std::vector<const mixers::Parameter*> parameters() const;
   // Parameters with their layer: ("layers.<l>.lora_q_A", parameter), as saved.
   std::vector<std::pair<std::string, mixers::Parameter*>> named_parameters();
 };

@@ -117,8 +117,6 @@ Result<std::unique_ptr<GpuModel>> gpu_model_load(const std::string& dir, const M
   if ((int)skeleton.mixers.size() != c.num_layers)
     return make_error("gpu model: the model has ", skeleton.mixers.size(), " mixers for ",
                       c.num_layers, " layers");
-  if (skeleton.lora.enabled())
-    return make_error(dir, ": has LoRA adapters, which the GPU model does not run yet; use --device cpu");
   GL_ASSIGN_OR_RETURN(CheckpointWeights weights, CheckpointWeights::open(dir));
   auto gm = std::make_unique<GpuModel>();
   GL_TRY(gm->init(c));
@@ -197,6 +195,7 @@ Result<std::unique_ptr<GpuModel>> gpu_model_load(const std::string& dir, const M
   }
   GL_CUDA_CHECK(cudaStreamSynchronize(s));
   for (int l = 0; l < c.num_layers; ++l) GL_TRY(gm->set_layer_mixer(l, *skeleton.mixers[l]));
+  GL_TRY(gm->set_lora(skeleton.lora));  // unmerged (model/cuda/lora.h)
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (stats_out) *stats_out = stats;
   return gm;
