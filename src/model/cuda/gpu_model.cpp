@@ -107,6 +107,7 @@ Status GpuModel::init(const ModelConfig& config) {
 size_t GpuModel::weight_bytes() const {
   size_t total = weights_.bytes() - kc::kCublasWorkspaceBytes;
   for (const GpuLayer& l : layers_) total += l.mixer_values.bytes();
+  if (own_lora_) total += own_lora_->bytes();
   return total;
 }
 

@@ -143,7 +143,7 @@ class GpuModel {
 
   const ModelConfig& config() const { return config_; }
   cudaStream_t stream() const { return stream_; }
-  // Bytes of the weights on the device (base model + mixer parameters).
+  // Bytes of the weights on the device (base model + mixer parameters + own LoRA adapters).
   size_t weight_bytes() const;
   bool has_hybrid_layers() const;
   bool has_softmax_layers() const;
