@@ -21,8 +21,10 @@ commands:
   linearize MODEL --data FILE --out DIR
                                   replace attention by a linear mixer: attention transfer, then
                                   end-to-end distillation  [--mixer gdn|gla|kgla|hedgehog|none
-                                  --mix gate|add|scale|gate-lse --sinks S --window W --conv|--no-conv
-                                  --linear-rope --keep-full-layers LIST --keep-full K
+                                  --mix gate|add|scale|gate-lse|split --sinks S --window W
+                                  (S, W: one number, or one per layer: 8,16,...)
+                                  --window-by hardness|PROBE_DIR (per-layer windows, same total)
+                                  --conv|--no-conv --linear-rope --keep-full-layers LIST --keep-full K
                                   --select hard|uniform --tokens N|--steps N --seq-len T --batch B
                                   --lr LR --seed S --stage transfer|e2e|both --e2e-tokens N
                                   --e2e-lr LR --sweep RECIPES.json --init DIR --device cpu|cuda

@@ -22,7 +22,10 @@
 //
 // Mixing: gate y = (1 − λ) y_exact + λ y_lin, λ_t,h = σ(w_λ,h·x_t + b_λ,h); gate-lse the same with
 // λ_t,h = σ(w_λ,h·x_t + b_λ,h − c_h·lse_t,h), lse_t,h = log Σ_{j∈E_t} exp(q_t,h·k_j/√D) of the
-// exact branch (RoPE'd q̃, k̃), its gradient flowing back into q and k; add b = 1; scale b = γ_h.
+// exact branch (RoPE'd q̃, k̃), its gradient flowing back into q and k; split (the softmax split
+// Z_far / (Z_far + Z_exact)) λ_t,h = σ(log n_far(t) + w_λ,h·x_t + b_λ,h − c_h·lse_t,h) with
+// n_far(t) = t − s − w + 1 the tokens in the state, and λ = 0 while n_far ≤ 0 (y = y_exact
+// exactly); add b = 1; scale b = γ_h.
 //
 // Delayed read as a shift: the state kernels compute o_n = S_nᵀ q_n over a sequence of N tokens.
 // Feed them keys (and values, gates) from row s on and queries from row s + w on:
@@ -31,8 +34,8 @@
 //
 // Parameters (checkpoint names; only those the options use):
 //   conv_q (H·D, 4), conv_k (G·D, 4), conv_v (G·D, 4)            conv on; identity init (0,0,0,1)
-//   w_lambda (H, C), b_lambda (H)                                 mix gate, gate-lse; init 0 and −2
-//   c_lse (H)                                                     mix gate-lse; init 0
+//   w_lambda (H, C), b_lambda (H)                                 gate mixes; init 0 and −2 (split: 0)
+//   c_lse (H)                                                     gate-lse (init 0), split (init 1)
 //   gamma (H)                                                     mix scale; init 0
 //   w_a, w_b (H, C), b_beta, A_log, dt_bias (H)                   gdn; see below
 //   w_decay_down (16, C), w_decay_up (H·D, 16), b_decay (H·D)     gla

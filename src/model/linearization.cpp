@@ -22,10 +22,32 @@ Json base_shape_json(const ModelConfig& c) {
 
 }  // namespace
 
+mixers::MixerOptions layer_mixer_options(const mixers::MixerOptions& options,
+                                         const LayerBudgets& budgets, int layer) {
+  mixers::MixerOptions o = options;
+  if (!budgets.sinks.empty()) o.sinks = budgets.sinks.at(layer);
+  if (!budgets.windows.empty()) o.window = budgets.windows.at(layer);
+  return o;
+}
+
+Status layer_budgets_validate(const mixers::MixerOptions& options, const LayerBudgets& budgets,
+                              int num_layers) {
+  for (const auto& [list, name] : {std::pair{&budgets.sinks, "sinks"}, {&budgets.windows, "window"}})
+    if (!list->empty() && (int)list->size() != num_layers)
+      return make_error("per-layer ", name, " lists ", list->size(), " values, the model has ",
+                        num_layers, " layers");
+  for (int l = 0; l < num_layers && !budgets.empty(); ++l)
+    if (Status st = mixers::mixer_options_validate(layer_mixer_options(options, budgets, l)); !st.ok())
+      return make_error("layer ", l, ": ", st.error());
+  return ok_status();
+}
+
 Result<MixerStack> linearized_mixers(const Model& model, const mixers::MixerOptions& options,
-                                     const std::vector<int>& keep_full, uint64_t seed) {
+                                     const std::vector<int>& keep_full, uint64_t seed,
+                                     const LayerBudgets& budgets) {
   GL_TRY(mixers::mixer_options_validate(options));
   const int L = model.config.num_layers;
+  GL_TRY(layer_budgets_validate(options, budgets, L));
   for (int l : keep_full)
     if (l < 0 || l >= L)
       return make_error("keep-full layer ", l, " does not exist (the model has ", L, " layers)");
@@ -35,15 +57,17 @@ Result<MixerStack> linearized_mixers(const Model& model, const mixers::MixerOpti
       stack[l] = std::make_unique<mixers::SoftmaxMixer>(model.attention_shape());
       continue;
     }
-    GL_ASSIGN_OR_RETURN(stack[l], mixers::mixer_create(options, model.attention_shape(), seed + l));
+    GL_ASSIGN_OR_RETURN(stack[l], mixers::mixer_create(layer_mixer_options(options, budgets, l),
+                                                       model.attention_shape(), seed + l));
   }
   return stack;
 }
 
-LinearizationRecipe linearization_recipe_of(const Model& model,
-                                            const mixers::MixerOptions& options) {
+LinearizationRecipe linearization_recipe_of(const Model& model, const mixers::MixerOptions& options,
+                                            const LayerBudgets& budgets) {
   LinearizationRecipe recipe;
   recipe.options = options;
+  recipe.budgets = budgets;
   for (const auto& mixer : model.mixers) recipe.layer_mixers.push_back(mixer->kind());
   if (model.lora.enabled()) recipe.lora = model.lora.options;
   return recipe;
@@ -63,6 +87,8 @@ Status linearization_save(const Model& model, const LinearizationRecipe& recipe,
       {"layers", recipe.layer_mixers},
       {"training", recipe.training},
   };
+  if (!recipe.budgets.sinks.empty()) json["recipe"]["layer_sinks"] = recipe.budgets.sinks;
+  if (!recipe.budgets.windows.empty()) json["recipe"]["layer_windows"] = recipe.budgets.windows;
   std::vector<TensorToWrite> tensors;
   for (size_t l = 0; l < model.mixers.size(); ++l)
     for (mixers::Parameter* p : model.mixers[l]->parameters())
@@ -112,6 +138,12 @@ Result<LinearizationRecipe> linearization_recipe_parse(const Json& json, const M
   GL_ASSIGN_OR_RETURN(recipe.options.linear_rope, json_get<bool>(r, "linear_rope", rwhat));
   if (Status st = mixers::mixer_options_validate(recipe.options); !st.ok())
     return make_error(rwhat, ": ", st.error());
+  GL_ASSIGN_OR_RETURN(recipe.budgets.sinks,
+                      json_get_or<std::vector<int>>(r, "layer_sinks", {}, rwhat));
+  GL_ASSIGN_OR_RETURN(recipe.budgets.windows,
+                      json_get_or<std::vector<int>>(r, "layer_windows", {}, rwhat));
+  if (Status st = layer_budgets_validate(recipe.options, recipe.budgets, config.num_layers); !st.ok())
+    return make_error(rwhat, ": ", st.error());
   GL_ASSIGN_OR_RETURN(recipe.layer_mixers, json_get<std::vector<std::string>>(json, "layers", what));
   if ((int)recipe.layer_mixers.size() != config.num_layers)
     return make_error(what, ": lists ", recipe.layer_mixers.size(), " layers, the model has ",
@@ -146,7 +178,8 @@ Status linearization_apply(Model& model, const std::string& dir) {
   std::vector<int> keep_full;
   for (int l = 0; l < (int)recipe.layer_mixers.size(); ++l)
     if (recipe.layer_mixers[l] == "softmax") keep_full.push_back(l);
-  GL_ASSIGN_OR_RETURN(model.mixers, linearized_mixers(model, recipe.options, keep_full, 0));
+  GL_ASSIGN_OR_RETURN(model.mixers,
+                      linearized_mixers(model, recipe.options, keep_full, 0, recipe.budgets));
   model.lora = LoraAdapters{};
   if (recipe.lora.enabled()) {
     std::vector<bool> adapted;

@@ -12,6 +12,7 @@
 #include "model/linearization.h"
 #include "train/attention_transfer.h"
 #include "train/distillation.h"
+#include "train/exact_budget.h"
 
 namespace golinear::train {
 
@@ -98,6 +99,33 @@ Result<FullLayers> choose_full_layers(const Model& model, LazyData& data, const 
   return out;
 }
 
+// --window-by SIGNAL: per-layer windows with the uniform recipe's total (train/exact_budget.h),
+// from the teacher's hardness or a probe run's per-layer transfer NMSE; layers kept as softmax
+// take no part. Returns what the report records.
+Result<Json> allocate_layer_windows(const LinearizeOptions& s, const Model& model, LazyData& data,
+                                    const std::vector<int>& full_layers, LayerBudgets& budgets) {
+  const int L = model.config.num_layers;
+  std::vector<double> signal;
+  if (s.window_signal == "hardness") {
+    GL_ASSIGN_OR_RETURN(const PackedDataset* sequences, data.get());
+    const long n = std::min(4L, sequences->size());
+    GL_ASSIGN_OR_RETURN(signal, analysis::teacher_layer_hardness(model, sequences->tokens.data(), n,
+                                                                 sequences->seq_len, true));
+  } else {
+    auto nmse = probe_layer_nmse(s.window_signal, L);
+    if (!nmse.ok()) return make_error("golinear linearize: --window-by: ", nmse.error());
+    signal = std::move(*nmse);
+  }
+  for (int l : full_layers) signal[l] = -1.0;
+  auto windows = allocate_windows(signal, s.mixer.window);
+  if (!windows.ok()) return make_error("golinear linearize: --window-by: ", windows.error());
+  budgets.windows = *windows;
+  std::fprintf(stderr, "golinear linearize: per-layer windows %s (by %s)\n",
+               Json(*windows).dump().c_str(), s.window_signal.c_str());
+  return Json{{"signal", s.window_signal == "hardness" ? "hardness" : "probe layer_nmse"},
+              {"from", s.window_signal}, {"values", signal}, {"windows", *windows}};
+}
+
 // --init DIR: the students start from the new parameters of a linearized checkpoint DIR of the
 // same base (its recipe and kept layers included), e.g. to add an end-to-end stage or more tokens
 // to a finished run. `model` must hold the teacher's mixers; they are back in place on return.
@@ -105,6 +133,7 @@ struct InitialStudents {
   MixerStack mixers;
   LoraAdapters lora;
   mixers::MixerOptions options;
+  LayerBudgets budgets;
   Json selection;
 };
 
@@ -114,6 +143,7 @@ Result<InitialStudents> initial_students(Model& model, const std::string& dir) {
   GL_ASSIGN_OR_RETURN(LinearizationRecipe recipe, linearization_recipe_parse(json, model.config, json_path));
   InitialStudents out;
   out.options = recipe.options;
+  out.budgets = recipe.budgets;
   out.selection = {{"init", dir}};
   if (recipe.training.is_object() && recipe.training.contains("keep_full_selection"))
     out.selection["init_keep_full_selection"] = recipe.training["keep_full_selection"];
@@ -159,7 +189,7 @@ Result<LinearizeOutcome> run_sweep(const LinearizeOptions& s, Model& model, Lazy
     auto full = choose_full_layers(model, lazy_data, r.keep_full_layers, r.keep_full, r.select);
     if (!full.ok()) return make_error(path, ": recipe '", r.name, "': ", full.error());
     e.full = std::move(*full);
-    auto students = linearized_mixers(model, r.options, e.full.layers, s.seed);
+    auto students = linearized_mixers(model, r.options, e.full.layers, s.seed, r.budgets);
     if (!students.ok()) return make_error(path, ": recipe '", r.name, "': ", students.error());
     e.students = std::move(*students);
     entries.push_back(std::move(e));
@@ -180,7 +210,7 @@ Result<LinearizeOutcome> run_sweep(const LinearizeOptions& s, Model& model, Lazy
   for (size_t i = 0; i < recipes.size(); ++i) {
     const TrainReport& report = reports[i];
     model.mixers = std::move(entries[i].students);
-    LinearizationRecipe recipe = linearization_recipe_of(model, recipes[i].options);
+    LinearizationRecipe recipe = linearization_recipe_of(model, recipes[i].options, recipes[i].budgets);
     Json transfer = {{"steps", s.steps}, {"tokens", s.steps * s.batch * (long)s.seq_len},
                      {"lr", s.lr}, {"final_nmse", report.final_loss},
                      {"layer_nmse", report.layer_nmse}, {"tokens_per_s", report.tokens_per_s}};
@@ -244,16 +274,22 @@ Result<LinearizeOutcome> linearize(const LinearizeOptions& s, Model& model, cons
   LoraAdapters lora;
   Json selection = Json::object();
   mixers::MixerOptions mixer_options = s.mixer;
+  LayerBudgets budgets = s.budgets;
   if (!s.init.empty()) {
     GL_ASSIGN_OR_RETURN(InitialStudents init, initial_students(model, s.init));
     mixer_options = init.options;
+    budgets = init.budgets;
     selection = init.selection;
     students = std::move(init.mixers);
     lora = std::move(init.lora);
   } else {
     GL_ASSIGN_OR_RETURN(FullLayers keep, choose_full_layers(model, data, s.keep_full, s.keep_full_count, s.select));
     selection = keep.selection;
-    GL_ASSIGN_OR_RETURN(students, linearized_mixers(model, s.mixer, keep.layers, s.seed));
+    if (!s.window_signal.empty()) {
+      GL_ASSIGN_OR_RETURN(Json allocation, allocate_layer_windows(s, model, data, keep.layers, budgets));
+      selection["window_allocation"] = allocation;
+    }
+    GL_ASSIGN_OR_RETURN(students, linearized_mixers(model, s.mixer, keep.layers, s.seed, budgets));
   }
   if (s.lora.enabled()) {  // on the linearized layers; layers kept full stay the base model's
     std::vector<bool> adapted;
@@ -316,7 +352,7 @@ Result<LinearizeOutcome> linearize(const LinearizeOptions& s, Model& model, cons
   MixerStack teacher_mixers = std::move(model.mixers);
   model.mixers = std::move(students);
   model.lora = std::move(lora);
-  LinearizationRecipe recipe = linearization_recipe_of(model, mixer_options);
+  LinearizationRecipe recipe = linearization_recipe_of(model, mixer_options, budgets);
   recipe.training = {{"stage", s.stage}, {"data", s.data}, {"batch", s.batch},
                      {"seq_len", s.seq_len}, {"seed", s.seed}, {"init", s.init},
                      {"transfer", transfer}, {"e2e", e2e}, {"keep_full_selection", selection}};

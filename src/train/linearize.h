@@ -17,6 +17,7 @@
 #include "common/json.h"
 #include "io/packed_dataset.h"
 #include "mixers/mixer_factory.h"
+#include "model/linearization.h"
 #include "model/transformer.h"
 #include "tokenizer/tokenizer.h"
 #include "train/train_loop.h"
@@ -27,6 +28,7 @@ namespace golinear::train {
 struct SweepRecipe {
   std::string name;
   mixers::MixerOptions options;
+  LayerBudgets budgets;           // per-layer sinks/windows (empty: the options' uniform ones)
   std::vector<int> keep_full_layers;
   int keep_full = 0;
   std::string select;
@@ -35,6 +37,10 @@ struct SweepRecipe {
 struct LinearizeOptions {
   std::string base, data, out;    // base checkpoint, training text, output directory
   mixers::MixerOptions mixer;
+  LayerBudgets budgets;           // per-layer sinks/windows (empty: mixer.sinks, mixer.window)
+  // Per-layer windows at the uniform total (train/exact_budget.h), allocated by a measured
+  // signal: "hardness" (the teacher's), or a probe run's directory (its per-layer transfer NMSE).
+  std::string window_signal;
   std::vector<int> keep_full;     // layers kept as softmax attention
   int keep_full_count = 0;        // K more layers kept as softmax, chosen by
   std::string select = "hard";    // "hard" (teacher hardness) | "uniform" (evenly spaced)

@@ -156,7 +156,10 @@ INSTANTIATE_TEST_SUITE_P(
         Recipe{MixerKind::gdn, 3, 5, true, MixKind::gate_lse},
         Recipe{MixerKind::gdn, 8, 56, true, MixKind::gate_lse},
         Recipe{MixerKind::gdn, 3, 0, false, MixKind::gate_lse},
-        Recipe{MixerKind::gla, 0, 5, false, MixKind::gate_lse}),
+        Recipe{MixerKind::gla, 0, 5, false, MixKind::gate_lse},
+        Recipe{MixerKind::gdn, 3, 5, true, MixKind::split},
+        Recipe{MixerKind::gdn, 8, 56, true, MixKind::split},
+        Recipe{MixerKind::gdn, 0, 5, false, MixKind::split}),
     recipe_name);
 
 // Window covering the whole sequence, no sinks, no conv: the exact branch is full causal softmax
@@ -302,6 +305,67 @@ TEST(HybridGdn, PureReplacementEqualsNaiveRecurrence) {
     }
   }
   EXPECT_LE(worst, 1e-5);
+}
+
+}  // namespace
+}  // namespace golinear::mixers
+
+namespace golinear::mixers {
+namespace {
+
+// Mix split is exact where exactness is possible: while no token has left the exact set
+// (t < s + w) the output is the exact branch alone, to the bit, whatever the (random, trained-like)
+// parameters: compared with mixer `none` (the exact branch alone) sharing the conv taps, whole
+// sequence and decode. Past s + w the linear branch comes in.
+TEST(HybridSplit, ExactBranchUntilATokenLeavesTheExactSet) {
+  const int T = 90, s = 4, w = 20;
+  MixerOptions o_split;
+  o_split.mix = MixKind::split, o_split.sinks = s, o_split.window = w;
+  MixerOptions o_none = o_split;
+  o_none.kind = MixerKind::none;
+  auto split = test::make_hybrid(o_split, kShape);
+  auto none = test::make_hybrid(o_none, kShape);
+  test::randomize_parameters(*split, 31);
+  for (Parameter* p : none->parameters())
+    for (Parameter* q : split->parameters())
+      if (q->name == p->name) p->value = q->value;
+  test::SequenceInputs<float> in(kShape, T, 7000);
+  const long row = (long)kShape.H * kShape.D, n = T * row;
+  std::vector<float> y_split(n), y_none(n), y_dec(n), y_none_dec(n);
+  split->forward(in.mixer_inputs(), y_split.data());
+  none->forward(in.mixer_inputs(), y_none.data());
+  auto cache = split->make_cache();
+  auto none_cache = none->make_cache();
+  for (int t = 0; t < T; ++t) {
+    split->forward_cached(*cache, in.slice(kShape, t, 1), y_dec.data() + t * row);
+    none->forward_cached(*none_cache, in.slice(kShape, t, 1), y_none_dec.data() + t * row);
+  }
+  for (long i = 0; i < (long)(s + w) * row; ++i) {
+    ASSERT_EQ(y_split[i], y_none[i]) << "whole sequence, position " << i / row;
+    ASSERT_EQ(y_dec[i], y_none_dec[i]) << "decode, position " << i / row;
+  }
+  double after = 0;
+  for (long i = (long)(s + w) * row; i < n; ++i) after = std::max(after, (double)std::fabs(y_split[i] - y_none[i]));
+  EXPECT_GT(after, 1e-3) << "the linear branch never contributes";
+}
+
+// split initialises to the softmax split itself: c_lse = 1, b_lambda = 0, w_lambda = 0.
+TEST(HybridSplit, InitialisesToTheSoftmaxSplit) {
+  MixerOptions o;
+  o.mix = MixKind::split;
+  auto mixer = test::make_hybrid(o, kShape);
+  int seen = 0;
+  for (Parameter* p : mixer->parameters()) {
+    if (p->name == "c_lse") {
+      ++seen;
+      EXPECT_EQ(p->value, std::vector<float>(kShape.H, 1.0f));
+    }
+    if (p->name == "b_lambda") {
+      ++seen;
+      EXPECT_EQ(p->value, std::vector<float>(kShape.H, 0.0f));
+    }
+  }
+  EXPECT_EQ(seen, 2);
 }
 
 }  // namespace

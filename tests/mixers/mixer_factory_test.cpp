@@ -20,7 +20,7 @@ TEST(MixerOptions, ParsesEveryNameAndRoundTrips) {
     ASSERT_TRUE(parsed.ok());
     EXPECT_EQ(*parsed, kind);
   }
-  for (MixKind mix : {MixKind::gate, MixKind::add, MixKind::scale, MixKind::gate_lse}) {
+  for (MixKind mix : {MixKind::gate, MixKind::add, MixKind::scale, MixKind::gate_lse, MixKind::split}) {
     auto parsed = mix_kind_parse(to_string(mix));
     ASSERT_TRUE(parsed.ok());
     EXPECT_EQ(*parsed, mix);

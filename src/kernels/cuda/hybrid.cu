@@ -27,7 +27,7 @@ constexpr int kConvWidth = 4;
 __global__ void gates_kernel(float* g, float* beta, float* lambda, const float* logits, int R,
                              int lambda_row, const float* A_log, const float* dt_bias,
                              const float* b_beta, const float* b_lambda, const float* c_lse,
-                             const float* lse, int T, int H) {
+                             const float* lse, int far_start, int T, int H) {
   const long total = (long)T * H;
   for (long idx = blockIdx.x * (long)blockDim.x + threadIdx.x; idx < total;
        idx += (long)gridDim.x * blockDim.x) {
@@ -39,7 +39,9 @@ __global__ void gates_kernel(float* g, float* beta, float* lambda, const float* 
     if (lambda) {
       float z = row[lambda_row + h] + b_lambda[h];
       if (c_lse) z -= c_lse[h] * lse[idx];
-      lambda[idx] = device::sigmoidf_(z);
+      const long n_far = far_start >= 0 ? t - far_start + 1 : 1;
+      if (far_start >= 0 && n_far > 0) z += logf((float)n_far);
+      lambda[idx] = n_far > 0 ? device::sigmoidf_(z) : 0.0f;
     }
   }
 }
@@ -216,7 +218,7 @@ __global__ void __launch_bounds__(256) hybrid_decode_kernel(
     bf16* __restrict__ y, HybridParams p, HybridCacheView one,
     const HybridCacheView* __restrict__ caches, const bf16* __restrict__ x,
     const bf16* __restrict__ q, const bf16* __restrict__ k, const bf16* __restrict__ v, int C,
-    int H, int G, int sinks, int window, HybridMix mix, bool linear_rope) {
+    int H, int G, int sinks, int window, HybridMix mix, bool linear_rope, bool count_far) {
   constexpr int R = D / 8;  // state rows per warp
   extern __shared__ float scores[];
   __shared__ float qc[D], kc[D], vc[D], qn[D], kn[D], qr[D], kr[D];
@@ -434,7 +436,9 @@ __global__ void __launch_bounds__(256) hybrid_decode_kernel(
     if (mix == HybridMix::gate) {
       float z = tot[NR == 3 ? 2 : 0] + p.b_lambda[h];  // gate: NR = 3, the λ row last
       if (p.c_lse) z -= p.c_lse[h] * (stat[0] + logf(stat[1]));
-      const float lambda = device::sigmoidf_(z);
+      const long n_far = count_far ? pos - sinks - window + 1 : 1;  // tokens in the state
+      if (count_far && n_far > 0) z += logf((float)n_far);
+      const float lambda = n_far > 0 ? device::sigmoidf_(z) : 0.0f;
       a = 1.0f - lambda, bl = lambda;
     } else if (mix == HybridMix::scale) {
       bl = p.gamma[h];
@@ -534,11 +538,12 @@ __global__ void hybrid_cache_fill_kernel(HybridCacheView cache, const bf16* q, c
 Status hybrid_gates_forward(float* g, float* beta, float* lambda, const float* logits, int R,
                             int lambda_row, const float* A_log, const float* dt_bias,
                             const float* b_beta, const float* b_lambda, const float* c_lse,
-                            const float* lse, int T, int H, cudaStream_t stream) {
+                            const float* lse, int far_start, int T, int H, cudaStream_t stream) {
   if (lambda && lambda_row < 0) return make_error("hybrid_gates_forward: λ without a λ row");
   if (T <= 0 || (!g && !beta && !lambda)) return ok_status();
-  gates_kernel<<<grid_for((long)T * H, 256), 256, 0, stream>>>(
-      g, beta, lambda, logits, R, lambda_row, A_log, dt_bias, b_beta, b_lambda, c_lse, lse, T, H);
+  gates_kernel<<<grid_for((long)T * H, 256), 256, 0, stream>>>(g, beta, lambda, logits, R,
+                                                               lambda_row, A_log, dt_bias, b_beta,
+                                                               b_lambda, c_lse, lse, far_start, T, H);
   GL_CUDA_CHECK_LAUNCH();
   return ok_status();
 }
@@ -606,7 +611,7 @@ Status decode_launch(bf16* y, const HybridShape& s, const HybridParams& p,
         GL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
       kernel<<<dim3(s.H, Dc / 32, B), 256, smem, stream>>>(y, p, one, caches, x, q, k, v, s.C, s.H,
                                                            s.G, s.sinks, s.window, s.mix,
-                                                           s.linear_rope);
+                                                           s.linear_rope, s.count_far);
       GL_CUDA_CHECK_LAUNCH();
       return ok_status();
     };

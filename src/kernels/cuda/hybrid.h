@@ -26,6 +26,7 @@ struct HybridShape {
   int sinks = 8, window = 56;
   HybridMix mix = HybridMix::gate;
   bool linear_rope = false;  // the linear branch reads RoPE'd q̃, k̃
+  bool count_far = false;    // mix split: λ-logit += log n_far(t), λ = 0 while n_far(t) ≤ 0
   bool has_exact() const { return mix != HybridMix::linear; }
   bool has_linear() const { return mix != HybridMix::exact; }
 };
@@ -52,12 +53,13 @@ struct HybridParams {
 
 // logits (T, R) fp32 = x w_gatesᵀ → any of (null: not computed), all (T, H):
 //   g = −exp(A_log)·softplus(a + dt_bias), β = σ(b + b_beta)            (columns 0, H)
-//   λ = σ(λ-logit + b_lambda − c_lse·lse)                               (column lambda_row)
-// c_lse and lse (T, H) null: no lse term.
+//   λ = σ(λ-logit + b_lambda − c_lse·lse [+ log n_far(t)])              (column lambda_row)
+// c_lse and lse (T, H) null: no lse term. far_start ≥ 0 (mix split, = sinks + window): row t is
+// position t and n_far(t) = t − far_start + 1, λ = 0 exactly where that is ≤ 0; < 0: no term.
 Status hybrid_gates_forward(float* g, float* beta, float* lambda, const float* logits, int R,
                             int lambda_row, const float* A_log, const float* dt_bias,
                             const float* b_beta, const float* b_lambda, const float* c_lse,
-                            const float* lse, int T, int H, cudaStream_t stream);
+                            const float* lse, int far_start, int T, int H, cudaStream_t stream);
 
 // y (T, H, D) = a·y_exact + b·y_lin (see HybridMix), into y32 (fp32) and/or y16 (bf16), either
 // may be null. lambda (T, H) for the gate mix, gamma (H) for scale; y_lin unread for exact,
