@@ -35,7 +35,7 @@ int eval_ppl(const Argv& argv) {
   auto device_value = device_option(*args, "eval ppl");
   if (!device_value.ok()) return fail(device_value.error());
   const std::string device = *device_value;
-  auto config = model_config_read(args->positional()[0] + "/config.json");
+  auto config = load_model_config(args->positional()[0]);
   if (!config.ok()) return fail(config.error());
   auto seq_len = args->get_int("seq-len", std::min(2048, config->max_position_embeddings), 2,
                                config->max_position_embeddings);
@@ -200,7 +200,7 @@ int eval_synthetic(const std::string& task, const Argv& argv) {
   if (task == "niah" && args->has("subtask")) return fail("golinear eval niah: --subtask is for ruler (use --variant)");
   if (task == "ruler" && (args->has("variant") || args->has("depths")))
     return fail("golinear eval ruler: --variant and --depths are for niah (use --subtask)");
-  auto config = model_config_read(model_dir + "/config.json");
+  auto config = load_model_config(model_dir);
   if (!config.ok()) return fail(config.error());
   auto length = args->get_int("length", std::min(4096, config->max_position_embeddings), 64, 1L << 30);
   auto samples = args->get_int("samples", task == "niah" ? 10 : 5, 1, 1 << 20);

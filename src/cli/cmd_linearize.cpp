@@ -114,6 +114,9 @@ Result<train::LinearizeOptions> parse_settings(const Args& args, const ModelConf
   GL_ASSIGN_OR_RETURN(long seed, args.get_int("seed", 0, 0, 1L << 62));
   s.seed = (uint64_t)seed;
   s.resume = args.has("resume");
+  // --adapter: OUT holds only the new parameters and the recipe, naming the base (as PEFT's
+  // adapters do); every command loads it with the base's weights.
+  s.adapter = args.has("adapter");
   // --stop-after N: stop after N steps of a stage as an interruption would (for testing resume).
   GL_ASSIGN_OR_RETURN(s.stop_after, args.get_int("stop-after", 0, 1, 1L << 40));
   s.stage = args.get("stage", "both");
@@ -264,11 +267,11 @@ int cmd_linearize(const Argv& argv) {
                            {"seed", true}, {"device", true}, {"resume", false}, {"stage", true},
                            {"e2e-tokens", true}, {"e2e-lr", true}, {"keep-full", true},
                            {"select", true}, {"sweep", true}, {"init", true}, {"stop-after", true},
-                           {"window-by", true}, {"lora-rank", true}, {"lora-alpha", true},
-                           {"lora-targets", true}},
+                           {"window-by", true}, {"adapter", false}, {"lora-rank", true},
+                           {"lora-alpha", true}, {"lora-targets", true}},
                           1, 1);
   if (!args.ok()) return fail(args.error());
-  auto config = model_config_read(args->positional()[0] + "/config.json");
+  auto config = load_model_config(args->positional()[0]);
   if (!config.ok()) return fail(config.error());
   auto parsed = parse_settings(*args, *config);
   if (!parsed.ok()) return fail(parsed.error());

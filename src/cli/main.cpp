@@ -9,7 +9,8 @@ namespace {
 
 constexpr const char* kUsage = R"(golinear — turn a pretrained Llama/Qwen checkpoint into a linear-time model
 
-usage: golinear COMMAND MODEL [options]      (MODEL: a Hugging Face checkpoint directory)
+usage: golinear COMMAND MODEL [options]      (MODEL: a Hugging Face checkpoint directory, or a
+                                             directory written by linearize, --adapter ones too)
 
 commands:
   info MODEL                      architecture, layers, heads, parameters, dtype, memory (JSON)
@@ -28,6 +29,7 @@ commands:
                                   --select hard|uniform --tokens N|--steps N --seq-len T --batch B
                                   --lr LR --seed S --stage transfer|e2e|both --e2e-tokens N
                                   --e2e-lr LR --sweep RECIPES.json --init DIR --device cpu|cuda
+                                  --adapter (DIR holds only the new parameters and names MODEL)
                                   (cuda: mixers gdn and none, every mix, conv and window; gla,
                                   kgla, hedgehog and --sweep run on the CPU only)
                                   --resume --stop-after N (stop after N steps of a stage, as an

@@ -605,7 +605,7 @@ void mix_forward(const Dims& dm, const MixerOptions& o, const HybridTensors<cons
         S z = lambda[row] + p.b_lambda[h];
         if (with_lse) z -= p.c_lse[h] * lse[row];
         const long n_far = o.mix == MixKind::split ? far_count(dm, t0 + t) : 1;
-        if (o.mix == MixKind::split && n_far > 0) z += std::log(S(n_far));
+        if (o.mix == MixKind::split && n_far > 0) z += p.a_far[h] * std::log(S(n_far));
         const S l = n_far > 0 ? sigmoid(z) : S(0);
         lambda[row] = l;
         a = S(1) - l, b = l;
@@ -652,6 +652,8 @@ void mix_backward(const Dims& dm, const MixerOptions& o, const HybridTensors<con
           dp.c_lse[h] -= dz * lse[row];
           dlse[row] -= dz * p.c_lse[h];
         }
+        if (o.mix == MixKind::split && far_count(dm, t) > 0)  // z = … + a_h·log n_far (t0 = 0)
+          dp.a_far[h] += dz * std::log(S(far_count(dm, t)));
       } else if (o.mix == MixKind::scale) {
         b = p.gamma[h];
         dp.gamma[h] += dot(dyr, yl, D);
@@ -748,18 +750,15 @@ class InitRandom {
 constexpr double kInitStd = 0.02;
 
 // Initial values of one tensor (see hybrid_mixer.h).
-std::vector<float> initial_values(const TensorSpec& spec, const MixerOptions& o, int D,
-                                  InitRandom& random) {
+std::vector<float> initial_values(const TensorSpec& spec, int D, InitRandom& random) {
   long n = 1;
   for (int64_t e : spec.shape) n *= e;
   std::vector<float> v(n, 0.0f);
   const std::string& name = spec.name;
   if (name.rfind("conv_", 0) == 0) {
     for (long c = 0; c < n / cpu::kShortConvWidth; ++c) v[c * cpu::kShortConvWidth + 3] = 1.0f;
-  } else if (name == "b_lambda") {  // split: 0, far tokens score 0 on average (exp 1)
-    std::fill(v.begin(), v.end(), o.mix == MixKind::split ? 0.0f : -2.0f);
-  } else if (name == "c_lse") {  // split: 1, the softmax split itself; gate-lse: 0, = gate
-    std::fill(v.begin(), v.end(), o.mix == MixKind::split ? 1.0f : 0.0f);
+  } else if (name == "b_lambda") {
+    std::fill(v.begin(), v.end(), -2.0f);
   } else if (name == "A_log") {
     for (float& a : v) a = (float)std::log(random.uniform(1.0, 16.0));
   } else if (name == "dt_bias") {
@@ -774,7 +773,7 @@ std::vector<float> initial_values(const TensorSpec& spec, const MixerOptions& o,
     for (long h = 0; h < n / ((long)D * D); ++h)
       for (int d = 0; d < D; ++d) v[(h * D + d) * D + d] = 1.0f;
   }
-  // w_lambda, gamma, b_beta, b_decay, b_key_decay: 0.
+  // w_lambda, gamma, c_lse, a_far, b_beta, b_decay, b_key_decay: 0.
   return v;
 }
 
@@ -859,6 +858,7 @@ std::vector<TensorSpec> hybrid_tensor_specs(const MixerOptions& o, const Attenti
       specs.push_back({"w_lambda", {H, C}});
       specs.push_back({"b_lambda", {H}});
       if (o.mix == MixKind::gate_lse || o.mix == MixKind::split) specs.push_back({"c_lse", {H}});
+      if (o.mix == MixKind::split) specs.push_back({"a_far", {H}});
     } else if (o.mix == MixKind::scale) {
       specs.push_back({"gamma", {H}});
     }
@@ -985,7 +985,7 @@ HybridMixer::HybridMixer(const MixerOptions& options, const AttentionShape& shap
   InitRandom random(seed);
   for (TensorSpec& spec : hybrid_tensor_specs(options, shape)) {
     Parameter p;
-    p.value = initial_values(spec, options, shape.D, random);
+    p.value = initial_values(spec, shape.D, random);
     p.grad.assign(p.value.size(), 0.0f);
     p.name = std::move(spec.name);
     p.shape = std::move(spec.shape);

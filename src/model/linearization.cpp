@@ -1,8 +1,10 @@
 #include "model/linearization.h"
 
 #include <algorithm>
+#include <filesystem>
 
 #include "common/file.h"
+#include "io/checkpoint.h"
 #include "io/safetensors.h"
 #include "mixers/softmax_mixer.h"
 
@@ -18,6 +20,16 @@ Json base_shape_json(const ModelConfig& c) {
           {"hidden_size", c.hidden_size},   {"num_attention_heads", c.num_heads},
           {"num_key_value_heads", c.num_kv_heads}, {"head_dim", c.head_dim},
           {"vocab_size", c.vocab_size}};
+}
+
+// The adapter's base of linearization.json's "base" object: none when it has no "path".
+Result<std::optional<BaseReference>> base_reference_parse(const Json& base, const std::string& what) {
+  if (!base.contains("path")) return std::optional<BaseReference>();
+  BaseReference reference;
+  GL_ASSIGN_OR_RETURN(reference.path, json_get<std::string>(base, "path", what + " base"));
+  if (reference.path.empty()) return make_error(what, ": base 'path' is empty");
+  GL_ASSIGN_OR_RETURN(reference.fingerprint, json_get<Json>(base, "fingerprint", what + " base"));
+  return std::optional<BaseReference>(std::move(reference));
 }
 
 }  // namespace
@@ -76,10 +88,15 @@ LinearizationRecipe linearization_recipe_of(const Model& model, const mixers::Mi
 Status linearization_save(const Model& model, const LinearizationRecipe& recipe,
                           const std::string& dir) {
   const auto& o = recipe.options;
+  Json base = base_shape_json(model.config);
+  if (recipe.base) {
+    base["path"] = recipe.base->path;
+    base["fingerprint"] = recipe.base->fingerprint;
+  }
   Json json = {
       {"format", kFormat},
       {"version", kVersion},
-      {"base", base_shape_json(model.config)},
+      {"base", base},
       {"recipe",
        {{"mixer", mixers::to_string(o.kind)}, {"mix", mixers::to_string(o.mix)},
         {"sinks", o.sinks}, {"window", o.window}, {"conv", o.conv},
@@ -166,6 +183,7 @@ Result<LinearizationRecipe> linearization_recipe_parse(const Json& json, const M
     recipe.lora.targets = *parsed;
     if (Status st = lora_options_validate(recipe.lora); !st.ok()) return make_error(lwhat, ": ", st.error());
   }
+  GL_ASSIGN_OR_RETURN(recipe.base, base_reference_parse(base, what));
   return recipe;
 }
 
@@ -213,6 +231,71 @@ Status linearization_apply(Model& model, const std::string& dir) {
     return make_error(weights_path, ": holds ", file->tensors().size(),
                       " tensors but the recipe has ", expected, " parameters");
   return ok_status();
+}
+
+namespace fs = std::filesystem;
+
+Result<BaseReference> base_reference_make(const std::string& base_dir, const std::string& adapter_dir) {
+  BaseReference reference;
+  GL_ASSIGN_OR_RETURN(reference.fingerprint, checkpoint_fingerprint(base_dir));
+  fs::path base = fs::path(base_dir).lexically_normal();
+  if (!base.has_filename()) base = base.parent_path();  // "models/tiny/" → "models/tiny"
+  if (base.is_absolute()) {
+    reference.path = base.string();
+    return reference;
+  }
+  std::error_code ec;
+  const fs::path cwd = fs::current_path(ec);
+  if (ec) return make_error(base_dir, ": cannot resolve a relative path (", ec.message(), ")");
+  const fs::path from = (cwd / adapter_dir).lexically_normal();
+  const fs::path to = (cwd / base).lexically_normal();
+  fs::path relative = to.lexically_relative(from);
+  if (relative.empty()) relative = to;
+  if (!relative.has_filename()) relative = relative.parent_path();
+  reference.path = relative.string();
+  return reference;
+}
+
+Status base_reference_check(const BaseReference& reference, const std::string& base_dir,
+                            const std::string& what) {
+  GL_ASSIGN_OR_RETURN(Json actual, checkpoint_fingerprint(base_dir));
+  const std::string difference = checkpoint_fingerprint_difference(reference.fingerprint, actual);
+  if (!difference.empty())
+    return make_error(what, ": base checkpoint ", base_dir,
+                      " is not the one this adapter was made from: ", difference);
+  return ok_status();
+}
+
+Result<ModelDirectory> model_directory_resolve(const std::string& dir) {
+  ModelDirectory out;
+  out.base = dir;
+  const std::string json_path = dir + "/linearization.json";
+  if (!file_exists(json_path)) return out;
+  out.linearization = dir;
+  GL_ASSIGN_OR_RETURN(Json json, json_read_file(json_path));
+  if (!json.is_object() || !json.contains("base") || !json["base"].is_object())
+    return make_error(json_path, ": field 'base' must be an object");
+  GL_ASSIGN_OR_RETURN(std::optional<BaseReference> reference, base_reference_parse(json["base"], json_path));
+  if (!reference) return out;  // a linearized checkpoint: the base's files are in `dir`
+  for (const char* own : {"config.json", "model.safetensors", "model.safetensors.index.json"})
+    if (file_exists(dir + "/" + own))
+      return make_error(dir, ": an adapter (linearization.json names the base '", reference->path,
+                        "') that also holds its own ", own, "; keep one or the other");
+  const fs::path recorded(reference->path);
+  const std::string base =
+      (recorded.is_absolute() ? recorded : fs::path(dir) / recorded).lexically_normal().string();
+  std::error_code ec;
+  if (!fs::is_directory(base, ec))
+    return make_error(json_path, ": base checkpoint '", reference->path, "' (", base,
+                      ") does not exist");
+  if (file_exists(base + "/linearization.json"))
+    return make_error(json_path, ": base checkpoint ", base,
+                      " is itself linearized; an adapter's base must be a plain checkpoint");
+  GL_TRY(base_reference_check(*reference, base, str_cat("adapter ", dir)));
+  out.base = base;
+  out.base_recorded = reference->path;
+  out.base_sha256 = reference->fingerprint.value("sha256", std::string());
+  return out;
 }
 
 }  // namespace golinear

@@ -6,8 +6,14 @@
 //                              recipe has LoRA (json "lora": rank, alpha, scale, targets).
 // model_load() applies them when present; a recipe that does not fit the base model, or a file
 // that lacks, adds or misshapes a parameter, is refused with the reason.
+//
+// An adapter is those two files alone, in a directory of their own: linearization.json's "base"
+// also records where the base checkpoint is ("path": absolute, or relative to the adapter's
+// directory) and its fingerprint (io/checkpoint.h's checkpoint_fingerprint). model_directory_resolve
+// finds the base of a MODEL directory and checks the fingerprint; every loader goes through it.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,12 +40,19 @@ mixers::MixerOptions layer_mixer_options(const mixers::MixerOptions& options,
 Status layer_budgets_validate(const mixers::MixerOptions& options, const LayerBudgets& budgets,
                               int num_layers);
 
+// An adapter's base checkpoint, as linearization.json's "base" records it.
+struct BaseReference {
+  std::string path;  // absolute, or relative to the adapter's directory
+  Json fingerprint;  // checkpoint_fingerprint of the base when the adapter was written
+};
+
 struct LinearizationRecipe {
   mixers::MixerOptions options;
   LayerBudgets budgets;
   std::vector<std::string> layer_mixers;  // per layer: to_string(options.kind) or "softmax"
   LoraOptions lora;                       // rank 0: none; else on every non-softmax layer
   Json training = Json::object();         // free-form notes written by `linearize`
+  std::optional<BaseReference> base;      // an adapter's base; none when the directory holds it
 };
 
 // Fresh mixers for `model`: softmax attention for the layers in `keep_full`, a mixer of
@@ -64,5 +77,30 @@ Status linearization_apply(Model& model, const std::string& dir);
 // Parses the recipe part of linearization.json (`what` names the file).
 Result<LinearizationRecipe> linearization_recipe_parse(const Json& json, const ModelConfig& config,
                                                        const std::string& what);
+
+// What a MODEL directory stands for: a checkpoint (base = linearization = the directory; no
+// linearization when it has no linearization.json), or an adapter (base elsewhere).
+struct ModelDirectory {
+  std::string base;           // holds config.json, the tokenizer files and the weights
+  std::string linearization;  // holds linearization.{json,safetensors}; empty for a plain checkpoint
+  std::string base_recorded;  // an adapter's base path as recorded; empty when not an adapter
+  std::string base_sha256;    // an adapter's base fingerprint ("sha256" of checkpoint_fingerprint)
+  bool is_adapter() const { return !base_recorded.empty(); }
+};
+
+// Resolves `dir`: an adapter's base path (relative ones against `dir`) must exist, be a plain
+// checkpoint and have the recorded fingerprint (otherwise one line naming both directories and
+// what differs); an adapter must not hold checkpoint files of its own.
+Result<ModelDirectory> model_directory_resolve(const std::string& dir);
+
+// The reference an adapter written to `adapter_dir` records for the checkpoint `base_dir`: its
+// path as given when absolute, else rewritten relative to `adapter_dir` (lexically, so that the
+// two directories can move together), and its fingerprint.
+Result<BaseReference> base_reference_make(const std::string& base_dir, const std::string& adapter_dir);
+
+// Checks that `base_dir` is the checkpoint `reference` was taken from (`what` names the
+// adapter in the error).
+Status base_reference_check(const BaseReference& reference, const std::string& base_dir,
+                            const std::string& what);
 
 }  // namespace golinear

@@ -46,14 +46,15 @@ std::vector<float>* model_weights_of(Model& model, const TensorSpec& t) {
 }
 
 Result<std::unique_ptr<Model>> model_load(const std::string& dir, ModelLoadParts parts) {
+  GL_ASSIGN_OR_RETURN(ModelDirectory where, model_directory_resolve(dir));
   auto model = std::make_unique<Model>();
-  GL_ASSIGN_OR_RETURN(model->config, model_config_read(dir + "/config.json"));
-  GL_ASSIGN_OR_RETURN(CheckpointWeights weights, CheckpointWeights::open(dir));
+  GL_ASSIGN_OR_RETURN(model->config, model_config_read(where.base + "/config.json"));
+  GL_ASSIGN_OR_RETURN(CheckpointWeights weights, CheckpointWeights::open(where.base));
   const ModelConfig& c = model->config;
   model->layers.resize(c.num_layers);
   for (const TensorSpec& t : checkpoint_tensor_specs(c)) {
     if (!weights.contains(t.name))
-      return make_error(dir, ": checkpoint is missing tensor '", t.name, "'");
+      return make_error(where.base, ": checkpoint is missing tensor '", t.name, "'");
     if (parts == ModelLoadParts::without_backbone) {  // checked, not read
       GL_TRY(weights.find(t.name, t.shape));
       continue;
@@ -63,7 +64,7 @@ Result<std::unique_ptr<Model>> model_load(const std::string& dir, ModelLoadParts
   model->inv_freq = rope_inverse_frequencies(c.rope, c.head_dim);
   for (int l = 0; l < c.num_layers; ++l)
     model->mixers.push_back(std::make_unique<mixers::SoftmaxMixer>(model->attention_shape()));
-  if (file_exists(dir + "/linearization.json")) GL_TRY(linearization_apply(*model, dir));
+  if (!where.linearization.empty()) GL_TRY(linearization_apply(*model, where.linearization));
   return model;
 }
 

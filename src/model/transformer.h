@@ -65,7 +65,8 @@ enum class ModelLoadParts { all, without_backbone };
 // Loads config.json and the weights of a checkpoint directory (fp32 in memory). Every layer
 // has softmax attention, unless the directory holds a linearization (model/linearization.h),
 // which is then applied (its LoRA adapters, if any, unmerged in model.lora; a CPU inference
-// may fold them into the weights with lora_merge_into_weights).
+// may fold them into the weights with lora_merge_into_weights). An adapter directory loads its
+// base (model_directory_resolve).
 Result<std::unique_ptr<Model>> model_load(const std::string& dir,
                                           ModelLoadParts parts = ModelLoadParts::all);
 

@@ -137,10 +137,12 @@ struct InitialStudents {
   Json selection;
 };
 
-Result<InitialStudents> initial_students(Model& model, const std::string& dir) {
+Result<InitialStudents> initial_students(Model& model, const std::string& dir, const std::string& base) {
   const std::string json_path = dir + "/linearization.json";
   GL_ASSIGN_OR_RETURN(Json json, json_read_file(json_path));
   GL_ASSIGN_OR_RETURN(LinearizationRecipe recipe, linearization_recipe_parse(json, model.config, json_path));
+  if (recipe.base)  // an adapter names its base: it must be this run's
+    GL_TRY(base_reference_check(*recipe.base, base, str_cat("golinear linearize: --init ", dir)));
   InitialStudents out;
   out.options = recipe.options;
   out.budgets = recipe.budgets;
@@ -158,6 +160,25 @@ Result<InitialStudents> initial_students(Model& model, const std::string& dir) {
   return out;
 }
 
+// OUT.partial (or a sweep's OUT.partial/<name>) ready to be written into: a copy of the base
+// checkpoint's files, or an empty directory for an adapter.
+Status output_prepare(const LinearizeOptions& s, const std::string& dir) {
+  if (!s.adapter) return checkpoint_copy_base(s.base, dir);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return make_error(dir, ": cannot create directory (", ec.message(), ")");
+  return ok_status();
+}
+
+// What linearization.json records of the base: for an adapter that will be `final_dir`, the
+// base's path and fingerprint; nothing for a directory that holds the base's files.
+Result<std::optional<BaseReference>> base_reference_for(const LinearizeOptions& s,
+                                                        const std::string& final_dir) {
+  if (!s.adapter) return std::optional<BaseReference>();
+  GL_ASSIGN_OR_RETURN(BaseReference reference, base_reference_make(s.base, final_dir));
+  return std::optional<BaseReference>(std::move(reference));
+}
+
 Status move_into_place(const std::string& partial, const std::string& out) {
   std::error_code ec;
   fs::rename(partial, out, ec);
@@ -173,7 +194,7 @@ LinearizeOutcome stopped_at(const std::string& what, long done, long total) {
 
 // --sweep: several recipes trained by attention transfer against one teacher pass per sequence
 // (DESIGN.md's ablations at the price of one teacher), each written as a complete linearized
-// checkpoint OUT/<name>.
+// checkpoint (or an adapter) OUT/<name>.
 Result<LinearizeOutcome> run_sweep(const LinearizeOptions& s, Model& model, LazyData& lazy_data,
                                    const std::string& partial) {
   const std::vector<SweepRecipe>& recipes = s.sweep;
@@ -196,9 +217,13 @@ Result<LinearizeOutcome> run_sweep(const LinearizeOptions& s, Model& model, Lazy
   }
   std::vector<MixerStack*> stacks;
   std::vector<std::string> states;
+  std::vector<std::optional<BaseReference>> base_references;
   for (size_t i = 0; i < recipes.size(); ++i) {
     const std::string dir = partial + "/" + recipes[i].name;
-    GL_TRY(checkpoint_copy_base(s.base, dir));
+    GL_TRY(output_prepare(s, dir));
+    GL_ASSIGN_OR_RETURN(std::optional<BaseReference> reference,
+                        base_reference_for(s, s.out + "/" + recipes[i].name));
+    base_references.push_back(std::move(reference));
     stacks.push_back(&entries[i].students);
     states.push_back(dir + "/transfer_state.safetensors");
   }
@@ -214,10 +239,11 @@ Result<LinearizeOutcome> run_sweep(const LinearizeOptions& s, Model& model, Lazy
     Json transfer = {{"steps", s.steps}, {"tokens", s.steps * s.batch * (long)s.seq_len},
                      {"lr", s.lr}, {"final_nmse", report.final_loss},
                      {"layer_nmse", report.layer_nmse}, {"tokens_per_s", report.tokens_per_s}};
-    recipe.training = {{"stage", "transfer"}, {"data", s.data}, {"batch", s.batch},
+    recipe.training = {{"stage", "transfer"}, {"base", s.base}, {"data", s.data}, {"batch", s.batch},
                        {"seq_len", s.seq_len}, {"seed", s.seed}, {"sweep", path},
                        {"transfer", transfer}, {"e2e", Json::object()},
                        {"keep_full_selection", entries[i].full.selection}};
+    recipe.base = base_references[i];
     const std::string dir = partial + "/" + recipes[i].name;
     Status saved = linearization_save(model, recipe, dir);
     entries[i].students = std::move(model.mixers);
@@ -251,6 +277,14 @@ Status linearize_check_output(const LinearizeOptions& options) {
   if (fs::exists(options.out, ec)) return make_error(options.out, ": already exists; choose another --out");
   if (fs::exists(partial, ec) && !options.resume)
     return make_error(partial, ": an interrupted run is there; pass --resume to continue it or delete it");
+  if (options.adapter) {  // an adapter's directory must not end up holding a copy of the base
+    std::vector<std::string> dirs = {partial};
+    for (const SweepRecipe& r : options.sweep) dirs.push_back(partial + "/" + r.name);
+    for (const std::string& dir : dirs)
+      if (file_exists(dir + "/config.json"))
+        return make_error(dir, ": holds a copy of the base from a run without --adapter; resume it "
+                          "without --adapter, or delete it");
+  }
   return ok_status();
 }
 
@@ -276,7 +310,7 @@ Result<LinearizeOutcome> linearize(const LinearizeOptions& s, Model& model, cons
   mixers::MixerOptions mixer_options = s.mixer;
   LayerBudgets budgets = s.budgets;
   if (!s.init.empty()) {
-    GL_ASSIGN_OR_RETURN(InitialStudents init, initial_students(model, s.init));
+    GL_ASSIGN_OR_RETURN(InitialStudents init, initial_students(model, s.init, s.base));
     mixer_options = init.options;
     budgets = init.budgets;
     selection = init.selection;
@@ -305,7 +339,8 @@ Result<LinearizeOutcome> linearize(const LinearizeOptions& s, Model& model, cons
     std::fprintf(stderr, "golinear linearize: the recipe has no trainable parameters; writing it without training\n");
 
   if (train) GL_TRY(data.get());  // bad data fails before OUT.partial exists
-  GL_TRY(checkpoint_copy_base(s.base, partial));
+  GL_ASSIGN_OR_RETURN(const std::optional<BaseReference> base_reference, base_reference_for(s, s.out));
+  GL_TRY(output_prepare(s, partial));
   TrainOptions options = transfer_options(s);
   options.state_path = partial + "/transfer_state.safetensors";
   const std::string transfer_report_path = partial + "/transfer_report.json";
@@ -353,10 +388,11 @@ Result<LinearizeOutcome> linearize(const LinearizeOptions& s, Model& model, cons
   model.mixers = std::move(students);
   model.lora = std::move(lora);
   LinearizationRecipe recipe = linearization_recipe_of(model, mixer_options, budgets);
-  recipe.training = {{"stage", s.stage}, {"data", s.data}, {"batch", s.batch},
+  recipe.training = {{"stage", s.stage}, {"base", s.base}, {"data", s.data}, {"batch", s.batch},
                      {"seq_len", s.seq_len}, {"seed", s.seed}, {"init", s.init},
                      {"transfer", transfer}, {"e2e", e2e}, {"keep_full_selection", selection}};
   if (!train) recipe.training["trainable_parameters"] = 0;
+  recipe.base = base_reference;
   Status saved = linearization_save(model, recipe, partial);
   model.mixers = std::move(teacher_mixers);
   model.lora = LoraAdapters{};

@@ -2,7 +2,9 @@
 // checkpoint directory. Layers kept full (listed, or the K hardest / evenly spaced), the students
 // (fresh, or --init from a linearized directory), attention transfer and/or end-to-end
 // distillation, the report (linearization.json's "training"), all written in OUT.partial and
-// renamed to OUT only when complete; an interrupted run resumes from OUT.partial. A sweep trains
+// renamed to OUT only when complete; an interrupted run resumes from OUT.partial. OUT holds the
+// base checkpoint's files (copied, weights hard-linked) or, as an adapter, only the two
+// linearization files and a reference to the base. A sweep trains
 // several recipes against one teacher pass, each written as OUT/<name>. A recipe with nothing
 // to train (e.g. --mixer none --no-conv) is written without any training loop.
 //
@@ -56,6 +58,8 @@ struct LinearizeOptions {
   LoraOptions lora;               // LoRA on q/k/v/o of the linearized layers, trained by the
                                   // end-to-end stage only (rank 0: none)
   std::string device = "cpu";     // recorded in the report; the trainers decide where they run
+  bool adapter = false;           // OUT holds only linearization.{json,safetensors} and names
+                                  // the base (model/linearization.h), no copy of its files
   long stop_after = 0;            // stop after this many steps as an interruption would (tests; 0: off)
   std::string sweep_path;         // the sweep file (recorded in the reports), with
   std::vector<SweepRecipe> sweep; // its recipes (empty: one run of the recipe above)
@@ -80,8 +84,9 @@ struct LinearizeOutcome {
   Json summary;           // finished: {"out", "transfer", "e2e"} or, for a sweep, {"out", "recipes"}
 };
 
-// OUT must not exist, nor OUT.partial unless resuming: checked by linearize too, and callable
-// before loading the model to fail early.
+// OUT must not exist, nor OUT.partial unless resuming (and then, for an adapter, not one begun
+// without --adapter): checked by linearize too, and callable before loading the model to fail
+// early.
 Status linearize_check_output(const LinearizeOptions& options);
 
 // Runs the pipeline on `model` (the base checkpoint options.base, its teacher mixers, which are

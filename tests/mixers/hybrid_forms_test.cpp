@@ -349,23 +349,35 @@ TEST(HybridSplit, ExactBranchUntilATokenLeavesTheExactSet) {
   EXPECT_GT(after, 1e-3) << "the linear branch never contributes";
 }
 
-// split initialises to the softmax split itself: c_lse = 1, b_lambda = 0, w_lambda = 0.
-TEST(HybridSplit, InitialisesToTheSoftmaxSplit) {
-  MixerOptions o;
-  o.mix = MixKind::split;
-  auto mixer = test::make_hybrid(o, kShape);
-  int seen = 0;
-  for (Parameter* p : mixer->parameters()) {
-    if (p->name == "c_lse") {
-      ++seen;
-      EXPECT_EQ(p->value, std::vector<float>(kShape.H, 1.0f));
+// split initialises to the gate masked where no token is far (a = c = 0, b = −2): with the same
+// other parameters it equals gate from position s + w on, and the exact branch before.
+TEST(HybridSplit, InitialisesToTheMaskedGate) {
+  const int T = 90, s = 4, w = 20;
+  MixerOptions o_gate;
+  o_gate.sinks = s, o_gate.window = w;
+  MixerOptions o_split = o_gate;
+  o_split.mix = MixKind::split;
+  auto gate = test::make_hybrid(o_gate, kShape);
+  auto split = test::make_hybrid(o_split, kShape);
+  test::randomize_parameters(*gate, 41);
+  for (Parameter* p : split->parameters()) {
+    if (p->name == "c_lse" || p->name == "a_far") {
+      EXPECT_EQ(p->value, std::vector<float>(kShape.H, 0.0f)) << p->name;
+      continue;
     }
-    if (p->name == "b_lambda") {
-      ++seen;
-      EXPECT_EQ(p->value, std::vector<float>(kShape.H, 0.0f));
-    }
+    if (p->name == "b_lambda") EXPECT_EQ(p->value, std::vector<float>(kShape.H, -2.0f));
+    for (Parameter* g : gate->parameters())
+      if (g->name == p->name) p->value = g->value;
   }
-  EXPECT_EQ(seen, 2);
+  test::SequenceInputs<float> in(kShape, T, 7100);
+  const long row = (long)kShape.H * kShape.D, n = T * row;
+  std::vector<float> y_gate(n), y_split(n);
+  gate->forward(in.mixer_inputs(), y_gate.data());
+  split->forward(in.mixer_inputs(), y_split.data());
+  for (long i = (long)(s + w) * row; i < n; ++i) ASSERT_EQ(y_split[i], y_gate[i]) << i / row;
+  double before = 0;
+  for (long i = 0; i < (long)(s + w) * row; ++i) before = std::max(before, (double)std::fabs(y_split[i] - y_gate[i]));
+  EXPECT_GT(before, 1e-3) << "gate scales the exact branch by 1 − λ where split does not";
 }
 
 }  // namespace

@@ -104,6 +104,7 @@ void perturb(HybridMixer& cpu, uint64_t seed) {
       else if (p->name == "b_lambda") p->value[i] = -0.5f + 0.5f * noise[i];
       else if (p->name == "b_beta") p->value[i] = 0.5f * noise[i];
       else if (p->name == "c_lse") p->value[i] = 0.3f + 0.2f * noise[i];
+      else if (p->name == "a_far") p->value[i] = 0.5f + 0.3f * noise[i];
       else if (p->name == "gamma") p->value[i] = 0.5f + 0.3f * noise[i];
     }
   }
