@@ -76,6 +76,8 @@ Result<std::unique_ptr<GpuLora>> GpuLora::create(const ModelConfig& c, const Lor
     g->value_ = g->own_value_.get();
   }
   g->grad_ = grad;
+  // The zeroed operands (cudaMemset, legacy stream) before any use on a non-blocking stream.
+  GL_CUDA_CHECK(cudaDeviceSynchronize());
   return g;
 }
 

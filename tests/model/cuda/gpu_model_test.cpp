@@ -381,7 +381,8 @@ TEST(GpuModel, LoraWithZeroBLeavesTheLogits) {
   auto gpu = golinear::model::cuda::gpu_model_upload(*cpu);
   ASSERT_TRUE(gpu.ok()) << gpu.error();
   ASSERT_TRUE((*gpu)->forward(ids.data(), T, adapted.data(), false).ok());
-  EXPECT_EQ(plain, adapted);  // + u·0ᵀ adds exact zeros into the fp32 accumulators
+  // + u·0ᵀ adds exact zeros into the fp32 accumulators: equal up to run-to-run noise, if any.
+  EXPECT_LT(compare(adapted.data(), plain.data(), plain.size()).nmse, 1e-12);
 }
 
 }  // namespace
