@@ -70,16 +70,17 @@ Result<train::LinearizeOptions> parse_settings(const Args& args, const ModelConf
   if (s.data.empty()) return make_error("golinear linearize: --data FILE is required");
   if (s.out.empty()) return make_error("golinear linearize: --out DIR is required");
   GL_ASSIGN_OR_RETURN(s.mixer.kind, mixers::mixer_kind_parse(args.get("mixer", "gdn")));
-  GL_ASSIGN_OR_RETURN(s.mixer.mix, mixers::mix_kind_parse(args.get("mix", "gate")));
+  GL_ASSIGN_OR_RETURN(s.mixer.mix, mixers::mix_kind_parse(args.get("mix", "split")));
   GL_ASSIGN_OR_RETURN(s.mixer.sinks, parse_budget(args, "sinks", 8, config.num_layers, s.budgets.sinks));
   GL_ASSIGN_OR_RETURN(s.mixer.window, parse_budget(args, "window", 56, config.num_layers, s.budgets.windows));
   if (args.has("window-by")) {
     s.window_signal = args.get("window-by");
     if (!s.budgets.windows.empty())
       return make_error("golinear linearize: --window-by allocates the windows; give --window one number (the mean)");
-    if (s.window_signal != "hardness" && !file_exists(s.window_signal + "/linearization.json"))
-      return make_error("golinear linearize: --window-by must be 'hardness' or a linearized directory "
-                        "(a probe run: its per-layer transfer NMSE), got '", s.window_signal, "'");
+    if (s.window_signal != "probe" && s.window_signal != "hardness" && s.window_signal != "none" &&
+        !file_exists(s.window_signal + "/linearization.json"))
+      return make_error("golinear linearize: --window-by must be 'probe', 'hardness', 'none' or a "
+                        "linearized directory (its per-layer transfer NMSE), got '", s.window_signal, "'");
   }
   if (args.has("conv") && args.has("no-conv"))
     return make_error("golinear linearize: --conv and --no-conv contradict each other");
@@ -156,6 +157,13 @@ Result<train::LinearizeOptions> parse_settings(const Args& args, const ModelConf
                                       "lora-rank", "lora-alpha", "lora-targets"})
       if (args.has(recipe_option))
         return make_error("golinear linearize: --init takes the recipe from ", s.init, "; drop --", recipe_option);
+  // The default recipe allocates the windows by a probe (docs/RESULTS.md §2c) when there is a
+  // transfer stage to probe with, a uniform window to allocate and a linear state to probe;
+  // --window-by none keeps them uniform.
+  if (!args.has("window-by") && s.budgets.windows.empty() && s.init.empty() && !args.has("sweep") &&
+      s.steps > 0 && s.mixer.window > 0 && s.mixer.kind != mixers::MixerKind::none)
+    s.window_signal = "probe";
+  if (s.window_signal == "none") s.window_signal.clear();
   GL_ASSIGN_OR_RETURN(s.device, device_option(args, "linearize"));
 #if GOLINEAR_HAVE_CUDA
   if (s.device == "cuda") {

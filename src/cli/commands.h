@@ -18,6 +18,7 @@ int cmd_eval(const Argv& argv);
 int cmd_bench(const Argv& argv);
 int cmd_analyze(const Argv& argv);
 int cmd_random_checkpoint(const Argv& argv);
+int cmd_serve(const Argv& argv);
 
 // Prints "golinear: <message>" on stderr and returns 1: the one way a command reports failure.
 int fail(const std::string& message);

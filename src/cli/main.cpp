@@ -22,9 +22,10 @@ commands:
   linearize MODEL --data FILE --out DIR
                                   replace attention by a linear mixer: attention transfer, then
                                   end-to-end distillation  [--mixer gdn|gla|kgla|hedgehog|none
-                                  --mix gate|add|scale|gate-lse|split --sinks S --window W
+                                  --mix split|gate|add|scale|gate-lse --sinks S --window W
                                   (S, W: one number, or one per layer: 8,16,...)
-                                  --window-by hardness|PROBE_DIR (per-layer windows, same total)
+                                  --window-by probe|hardness|DIR|none (per-layer windows at the same
+                                  total; default probe)
                                   --conv|--no-conv --linear-rope --keep-full-layers LIST --keep-full K
                                   --select hard|uniform --tokens N|--steps N --seq-len T --batch B
                                   --lr LR --seed S --stage transfer|e2e|both --e2e-tokens N
@@ -60,6 +61,13 @@ commands:
                                   --tokens N --seq-len T --sinks S --window W --seed S
                                   --device cpu|cuda (cuda: the teacher's forward on the GPU;
                                   diagnostics and students on the CPU)]
+  serve MODEL                     OpenAI-compatible HTTP server with continuous batching and a
+                                  prompt-state cache (docs/SERVE.md)  [--host H --port P
+                                  --parallel N --max-queue N --api-key K | --api-key-file F
+                                  --cache-ram MiB --chat-template-file F --timeout S
+                                  --prefill-chunk N --max-context N --body-limit BYTES
+                                  --model-name NAME --threads N --slot-save-path DIR
+                                  --device cpu|cuda]
   random-checkpoint --config CONFIG.json --tokenizer DIR|FILE --out DIR
                                   a Hub-layout checkpoint of random bf16 weights of any config
                                   (e.g. bench/configs/llama-3.1-8b.json), sharded like the Hub's
@@ -99,5 +107,6 @@ static int run_command(int argc, char** argv) {
   if (command == "bench") return cmd_bench(rest);
   if (command == "analyze") return cmd_analyze(rest);
   if (command == "random-checkpoint") return cmd_random_checkpoint(rest);
+  if (command == "serve") return cmd_serve(rest);
   return fail("unknown command '" + command + "' (see golinear --help)");
 }

@@ -22,7 +22,7 @@ enum class MixKind { gate, add, scale, gate_lse, split };
 
 struct MixerOptions {
   MixerKind kind = MixerKind::gdn;
-  MixKind mix = MixKind::gate;
+  MixKind mix = MixKind::split;  // the default recipe (docs/RESULTS.md §2c)
   int sinks = 8;              // s: the first s tokens are always attended exactly
   int window = 56;            // w: the last w tokens (the current one included) are attended exactly
   bool conv = true;           // short causal depthwise conv (width 4) on q, k, v

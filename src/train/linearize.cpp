@@ -100,13 +100,32 @@ Result<FullLayers> choose_full_layers(const Model& model, LazyData& data, const 
 }
 
 // --window-by SIGNAL: per-layer windows with the uniform recipe's total (train/exact_budget.h),
-// from the teacher's hardness or a probe run's per-layer transfer NMSE; layers kept as softmax
-// take no part. Returns what the report records.
-Result<Json> allocate_layer_windows(const LinearizeOptions& s, const Model& model, LazyData& data,
-                                    const std::vector<int>& full_layers, LayerBudgets& budgets) {
+// from the per-layer transfer NMSE of a probe (`probe`: a short attention transfer of the
+// uniform recipe run here, an eighth of the transfer steps; deterministic, so a resumed run
+// finds the same windows; or a finished run's directory) or the teacher's hardness; layers kept
+// as softmax take no part. Returns what the report records.
+Result<Json> allocate_layer_windows(const LinearizeOptions& s, Model& model, LazyData& data,
+                                    const Trainers& trainers, const std::vector<int>& full_layers,
+                                    LayerBudgets& budgets) {
   const int L = model.config.num_layers;
   std::vector<double> signal;
-  if (s.window_signal == "hardness") {
+  long probe_tokens = 0;
+  if (s.window_signal == "probe") {
+    if (s.steps <= 0) return make_error("golinear linearize: --window-by probe needs an attention-transfer stage");
+    GL_ASSIGN_OR_RETURN(const PackedDataset* sequences, data.get());
+    GL_ASSIGN_OR_RETURN(MixerStack probe, linearized_mixers(model, s.mixer, full_layers, s.seed));
+    TrainOptions options = transfer_options(s);
+    options.steps = std::max(1L, s.steps / 8);
+    options.warmup = std::max(1L, std::min(100L, options.steps / 20));
+    options.checkpoint_every = options.steps;
+    options.resume = false;
+    options.stop_after = 0;
+    std::fprintf(stderr, "golinear linearize: probe: %ld steps of the uniform recipe for the per-layer windows\n",
+                 options.steps);
+    GL_ASSIGN_OR_RETURN(TrainReport report, trainers.transfer(model, probe, *sequences, options));
+    signal = report.layer_nmse;
+    probe_tokens = options.steps * s.batch * (long)s.seq_len;
+  } else if (s.window_signal == "hardness") {
     GL_ASSIGN_OR_RETURN(const PackedDataset* sequences, data.get());
     const long n = std::min(4L, sequences->size());
     GL_ASSIGN_OR_RETURN(signal, analysis::teacher_layer_hardness(model, sequences->tokens.data(), n,
@@ -117,13 +136,17 @@ Result<Json> allocate_layer_windows(const LinearizeOptions& s, const Model& mode
     signal = std::move(*nmse);
   }
   for (int l : full_layers) signal[l] = -1.0;
-  auto windows = allocate_windows(signal, s.mixer.window);
+  // Quanta of 8 keys, at least 8 per layer; a smaller window is split in quanta of itself.
+  const int quantum = std::max(1, std::min(8, s.mixer.window));
+  auto windows = allocate_windows(signal, s.mixer.window, quantum, quantum);
   if (!windows.ok()) return make_error("golinear linearize: --window-by: ", windows.error());
   budgets.windows = *windows;
   std::fprintf(stderr, "golinear linearize: per-layer windows %s (by %s)\n",
                Json(*windows).dump().c_str(), s.window_signal.c_str());
-  return Json{{"signal", s.window_signal == "hardness" ? "hardness" : "probe layer_nmse"},
-              {"from", s.window_signal}, {"values", signal}, {"windows", *windows}};
+  Json out{{"signal", s.window_signal == "hardness" ? "hardness" : "probe layer_nmse"},
+           {"from", s.window_signal}, {"values", signal}, {"windows", *windows}};
+  if (probe_tokens > 0) out["probe_tokens"] = probe_tokens;
+  return out;
 }
 
 // --init DIR: the students start from the new parameters of a linearized checkpoint DIR of the
@@ -320,7 +343,8 @@ Result<LinearizeOutcome> linearize(const LinearizeOptions& s, Model& model, cons
     GL_ASSIGN_OR_RETURN(FullLayers keep, choose_full_layers(model, data, s.keep_full, s.keep_full_count, s.select));
     selection = keep.selection;
     if (!s.window_signal.empty()) {
-      GL_ASSIGN_OR_RETURN(Json allocation, allocate_layer_windows(s, model, data, keep.layers, budgets));
+      GL_ASSIGN_OR_RETURN(Json allocation,
+                          allocate_layer_windows(s, model, data, trainers, keep.layers, budgets));
       selection["window_allocation"] = allocation;
     }
     GL_ASSIGN_OR_RETURN(students, linearized_mixers(model, s.mixer, keep.layers, s.seed, budgets));

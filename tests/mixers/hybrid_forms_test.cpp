@@ -191,7 +191,7 @@ TEST(HybridExactBranch, FullWindowEqualsSoftmaxAttention) {
 TEST(HybridGateLse, ZeroCoefficientEqualsGate) {
   const int T = 150;
   MixerOptions o_gate;
-  o_gate.sinks = 8, o_gate.window = 24;
+  o_gate.mix = MixKind::gate, o_gate.sinks = 8, o_gate.window = 24;
   MixerOptions o_lse = o_gate;
   o_lse.mix = MixKind::gate_lse;
   auto gate = test::make_hybrid(o_gate, kShape);
@@ -354,7 +354,7 @@ TEST(HybridSplit, ExactBranchUntilATokenLeavesTheExactSet) {
 TEST(HybridSplit, InitialisesToTheMaskedGate) {
   const int T = 90, s = 4, w = 20;
   MixerOptions o_gate;
-  o_gate.sinks = s, o_gate.window = w;
+  o_gate.mix = MixKind::gate, o_gate.sinks = s, o_gate.window = w;
   MixerOptions o_split = o_gate;
   o_split.mix = MixKind::split;
   auto gate = test::make_hybrid(o_gate, kShape);

@@ -90,7 +90,10 @@ std::vector<std::string> parameter_names(const MixerOptions& o) {
 
 TEST(MixerFactory, ParametersOfEachRecipe) {
   using V = std::vector<std::string>;
-  MixerOptions o;  // default: gdn, gate, conv
+  MixerOptions o;  // default: gdn, split, conv
+  EXPECT_EQ(parameter_names(o), (V{"conv_q", "conv_k", "conv_v", "w_lambda", "b_lambda", "c_lse",
+                                   "a_far", "w_a", "w_b", "b_beta", "A_log", "dt_bias"}));
+  o.mix = MixKind::gate;
   EXPECT_EQ(parameter_names(o), (V{"conv_q", "conv_k", "conv_v", "w_lambda", "b_lambda", "w_a",
                                    "w_b", "b_beta", "A_log", "dt_bias"}));
   o.conv = false, o.mix = MixKind::scale;
