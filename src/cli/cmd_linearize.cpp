@@ -133,11 +133,18 @@ Result<train::LinearizeOptions> parse_settings(const Args& args, const ModelConf
   if (s.stage == "e2e") s.steps = 0;
   GL_ASSIGN_OR_RETURN(double e2e_lr, args.get_double("e2e-lr", 1e-3, 1e-8, 1.0));
   s.e2e_lr = (float)e2e_lr;
-  // LoRA on q/k/v/o of the linearized layers (model/lora.h), trained by the end-to-end stage.
+  // LoRA on q/k/v/o of the linearized layers (model/lora.h), trained by the end-to-end stage:
+  // rank 8 in the default recipe whenever there is an end-to-end stage and a linear state
+  // (docs/RESULTS.md §2c; not for the `none` baseline); --lora-rank 0 leaves it out.
   if (!args.has("lora-rank") && (args.has("lora-alpha") || args.has("lora-targets")))
     return make_error("golinear linearize: --lora-alpha and --lora-targets need --lora-rank R");
-  if (args.has("lora-rank")) {
-    GL_ASSIGN_OR_RETURN(long rank, args.get_int("lora-rank", 0, 1, 64));
+  const bool lora_default = !args.has("lora-rank") && s.e2e_steps > 0 && !args.has("init") &&
+                            !args.has("sweep") && s.mixer.kind != mixers::MixerKind::none;
+  GL_ASSIGN_OR_RETURN(const long lora_rank, args.get_int("lora-rank", lora_default ? 8 : 0, 0, 64));
+  if (lora_rank == 0 && (args.has("lora-alpha") || args.has("lora-targets")))
+    return make_error("golinear linearize: --lora-alpha and --lora-targets need --lora-rank R > 0");
+  if (lora_rank > 0) {
+    const long rank = lora_rank;
     s.lora.rank = (int)rank;
     GL_ASSIGN_OR_RETURN(double alpha, args.get_double("lora-alpha", (double)rank, 1e-6, 1e6));
     s.lora.alpha = (float)alpha;

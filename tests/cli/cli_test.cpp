@@ -316,7 +316,7 @@ TEST_F(Cli, LinearizeWithLoraTrainsSavesAndLoadsTheAdapters) {
   expect_one_line_error(run(base + " --steps 1 --stage transfer --lora-rank 4"), "end-to-end stage");
   expect_one_line_error(run(base + " --steps 1 --lora-alpha 4"), "need --lora-rank");
   expect_one_line_error(run(base + " --steps 1 --stage e2e --lora-rank 4 --lora-targets q,x"), "'q,x'");
-  expect_one_line_error(run(base + " --steps 1 --stage e2e --lora-rank 0"), "lora-rank");
+  expect_one_line_error(run(base + " --steps 1 --stage e2e --lora-rank 65"), "lora-rank");
   expect_one_line_error(run(base + " --steps 1 --stage e2e --lora-rank 4 --init " + out), "--init takes the recipe");
 }
 

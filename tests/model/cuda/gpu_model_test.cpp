@@ -342,7 +342,7 @@ void add_lora(Model& cpu, uint64_t seed, bool zero_b = false) {
   std::normal_distribution<float> normal(0.0f, 1.0f);
   for (mixers::Parameter* p : cpu.lora.parameters())
     if (p->name.back() == 'B')
-      for (float& x : p->value) x = 0.02f * normal(rng);
+      for (float& x : p->value) x = 0.1f * normal(rng);
 }
 
 TEST(GpuModel, LoraLogitsMatchTheCpu) {
