@@ -87,8 +87,10 @@ Result<TrainReport> distill_end_to_end(Model& model, MixerStack& students, const
       std::swap(model.mixers, students);
     }
     loss /= options.batch;
-    optimizer.step(lr);
-    return std::vector<StepLoss>{{loss, {}}};
+    StepLoss out{loss, {}};
+    out.nonfinite_gradient_layer = gradients_first_nonfinite_layer(students, options, step);
+    if (out.nonfinite_gradient_layer < 0) optimizer.step(lr);
+    return std::vector<StepLoss>{out};
   };
   loop.save = [&](long steps_done) -> Status {
     if (options.state_path.empty()) return ok_status();

@@ -49,6 +49,7 @@ struct LinearizeOptions {
   std::string init;               // start from the new parameters of this linearized directory
   std::string device = "cpu";     // recorded in the report; the trainers decide where they run
   long stop_after = 0;            // stop after this many steps as an interruption would (tests; 0: off)
+  NanFault nan_fault;             // tests: a NaN gradient at a step and layer of each stage
   std::string sweep_path;         // the sweep file (recorded in the reports), with
   std::vector<SweepRecipe> sweep; // its recipes (empty: one run of the recipe above)
 };
