@@ -66,10 +66,16 @@ Result<CheckpointWeights> CheckpointWeights::open(const std::string& dir) {
     for (const auto& [name, file] : index["weight_map"].items()) {
       if (!file.is_string())
         return make_error(index_path, ": weight_map entry '", name, "' is not a file name");
-      weight_map[name] = file.get<std::string>();
+      // Shards are files of the checkpoint directory, never a path elsewhere.
+      const std::string shard = file.get<std::string>();
+      if (shard.empty() || shard.find('/') != std::string::npos || shard == "." || shard == "..")
+        return make_error(index_path, ": weight_map entry '", name, "' names '", shard,
+                          "', not a file name of the checkpoint directory");
+      weight_map[name] = shard;
       if (std::find(shard_names.begin(), shard_names.end(), weight_map[name]) == shard_names.end())
         shard_names.push_back(weight_map[name]);
     }
+    if (weight_map.empty()) return make_error(index_path, ": weight_map lists no tensors");
   } else if (file_exists(single_path)) {
     shard_names.push_back("model.safetensors");
   } else {
