@@ -30,12 +30,12 @@ for n in "${names[@]}"; do
   cp -n fuzz/corpus/"$n"/* "$corpus"/ 2>/dev/null || true
   log=build-fuzz/fuzz_$n.log
   echo "== fuzz_$n: ${seconds} s"
-  if ! build-fuzz/fuzz_"$n" "$corpus" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+  if ! build-fuzz/fuzz/fuzz_"$n" "$corpus" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
        -max_len=16384 -print_final_stats=1 -artifact_prefix="$crashes"/ >"$log" 2>&1; then
     status=1
     echo "   FOUND: $(grep -m1 -E 'ERROR|SUMMARY|deadly|timeout' "$log" || tail -1 "$log")"
   fi
-  runs=$(grep -m1 stat::number_of_executed_units "$log" | awk '{print $2}')
+  runs=$(grep -m1 stat::number_of_executed_units "$log" | awk "{print \$2}" || true)
   summary+=("$n: ${runs:-?} executions in ${seconds} s, corpus $(ls "$corpus" | wc -l) inputs, crashes $(ls "$crashes" | wc -l)")
 done
 printf '%s\n' "${summary[@]}"
