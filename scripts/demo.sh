@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The main job on the bundled model: linearize it (default recipe: GDN + 8 sinks + 56-token
-# window + conv, mix gate) on a sample of its training text, then compare validation perplexity
+# The main job on the bundled model: linearize it (default recipe: GDN + 8 sinks + a mean
+# 56-token window allocated per layer by a probe + conv, mix split) on a sample of its training text, then compare validation perplexity
 # with the teacher's and generate from the linearized model. About 5 minutes on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."

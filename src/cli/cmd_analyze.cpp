@@ -63,7 +63,7 @@ int cmd_analyze(const Argv& argv) {
   if (fs::exists(out)) return fail(out + ": already exists; choose another --out");
   if (fs::exists(out + ".partial"))
     return fail(out + ".partial: left by an interrupted run; delete it first");
-  auto config = model_config_read(model_dir + "/config.json");
+  auto config = load_model_config(model_dir);
   if (!config.ok()) return fail(config.error());
   auto seq_len = args->get_int("seq-len", std::min(1024, config->max_position_embeddings), 2,
                                config->max_position_embeddings);

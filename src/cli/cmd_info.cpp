@@ -2,7 +2,6 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
-#include "common/file.h"
 #include "io/checkpoint.h"
 #include "model/linearization.h"
 
@@ -12,9 +11,11 @@ int cmd_info(const Argv& argv) {
   auto args = Args::parse("info", argv, {}, 1, 1);
   if (!args.ok()) return fail(args.error());
   const std::string dir = args->positional()[0];
-  auto config = model_config_read(dir + "/config.json");
+  auto where = model_directory_resolve(dir);  // an adapter: the base's config and weights
+  if (!where.ok()) return fail(where.error());
+  auto config = model_config_read(where->base + "/config.json");
   if (!config.ok()) return fail(config.error());
-  auto weights = CheckpointWeights::open(dir);
+  auto weights = CheckpointWeights::open(where->base);
   if (!weights.ok()) return fail(weights.error());
   const ModelConfig& c = *config;
   const long params = model_config_parameter_count(c);
@@ -38,9 +39,13 @@ int cmd_info(const Argv& argv) {
       {"kv_cache_bytes_per_token_fp32",
        2L * c.num_layers * c.num_kv_heads * c.head_dim * 4},
   };
-  // A linearized checkpoint: its recipe, the mixer of every layer and its new parameters.
-  const std::string recipe_path = dir + "/linearization.json";
-  if (file_exists(recipe_path)) {
+  // A linearized checkpoint: its recipe, the mixer of every layer and its new parameters; an
+  // adapter: also its base as recorded, where that resolved to, and the base's fingerprint.
+  if (where->is_adapter())
+    info["adapter"] = {{"base", where->base_recorded}, {"base_resolved", where->base},
+                       {"base_sha256", where->base_sha256}};
+  const std::string recipe_path = where->linearization + "/linearization.json";
+  if (!where->linearization.empty()) {
     auto json = json_read_file(recipe_path);
     if (!json.ok()) return fail(json.error());
     auto recipe = linearization_recipe_parse(*json, c, recipe_path);

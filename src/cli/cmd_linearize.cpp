@@ -33,6 +33,34 @@ Result<std::vector<int>> parse_layer_list(const std::string& text) {
   return layers;
 }
 
+// --sinks / --window: one number for every layer, or one per layer ("72,8,48,…": per-layer
+// budgets into `per_layer`, the recipe's uniform value then their mean, rounded down).
+Result<int> parse_budget(const Args& args, const std::string& name, int fallback, int num_layers,
+                         std::vector<int>& per_layer) {
+  const std::string text = args.get(name);
+  if (text.find(',') == std::string::npos) {
+    GL_ASSIGN_OR_RETURN(long v, args.get_int(name, fallback, -1000000, 1000000));
+    return (int)v;
+  }
+  long sum = 0;
+  for (size_t begin = 0; begin <= text.size();) {
+    const size_t end = std::min(text.find(',', begin), text.size());
+    const std::string item = text.substr(begin, end - begin);
+    char* stop = nullptr;
+    const long v = std::strtol(item.c_str(), &stop, 10);
+    if (item.empty() || *stop != '\0' || v < 0 || v > mixers::kMaxExactKeys)
+      return make_error("golinear linearize: --", name, " expects a number or one per layer like "
+                        "8,16,8; got '", text, "'");
+    per_layer.push_back((int)v);
+    sum += v;
+    begin = end + 1;
+  }
+  if ((int)per_layer.size() != num_layers)
+    return make_error("golinear linearize: --", name, " lists ", per_layer.size(),
+                      " values, the model has ", num_layers, " layers");
+  return (int)(sum / num_layers);
+}
+
 Result<train::LinearizeOptions> parse_settings(const Args& args, const ModelConfig& config) {
   const int model_context = config.max_position_embeddings;
   train::LinearizeOptions s;
@@ -42,16 +70,25 @@ Result<train::LinearizeOptions> parse_settings(const Args& args, const ModelConf
   if (s.data.empty()) return make_error("golinear linearize: --data FILE is required");
   if (s.out.empty()) return make_error("golinear linearize: --out DIR is required");
   GL_ASSIGN_OR_RETURN(s.mixer.kind, mixers::mixer_kind_parse(args.get("mixer", "gdn")));
-  GL_ASSIGN_OR_RETURN(s.mixer.mix, mixers::mix_kind_parse(args.get("mix", "gate")));
-  GL_ASSIGN_OR_RETURN(long sinks, args.get_int("sinks", 8, -1000000, 1000000));
-  GL_ASSIGN_OR_RETURN(long window, args.get_int("window", 56, -1000000, 1000000));
-  s.mixer.sinks = (int)sinks;
-  s.mixer.window = (int)window;
+  GL_ASSIGN_OR_RETURN(s.mixer.mix, mixers::mix_kind_parse(args.get("mix", "split")));
+  GL_ASSIGN_OR_RETURN(s.mixer.sinks, parse_budget(args, "sinks", 8, config.num_layers, s.budgets.sinks));
+  GL_ASSIGN_OR_RETURN(s.mixer.window, parse_budget(args, "window", 56, config.num_layers, s.budgets.windows));
+  if (args.has("window-by")) {
+    s.window_signal = args.get("window-by");
+    if (!s.budgets.windows.empty())
+      return make_error("golinear linearize: --window-by allocates the windows; give --window one number (the mean)");
+    if (s.window_signal != "probe" && s.window_signal != "hardness" && s.window_signal != "none" &&
+        !file_exists(s.window_signal + "/linearization.json"))
+      return make_error("golinear linearize: --window-by must be 'probe', 'hardness', 'none' or a "
+                        "linearized directory (its per-layer transfer NMSE), got '", s.window_signal, "'");
+  }
   if (args.has("conv") && args.has("no-conv"))
     return make_error("golinear linearize: --conv and --no-conv contradict each other");
   s.mixer.conv = !args.has("no-conv");
   s.mixer.linear_rope = args.has("linear-rope");
   GL_TRY(mixers::mixer_options_validate(s.mixer));
+  if (Status st = layer_budgets_validate(s.mixer, s.budgets, config.num_layers); !st.ok())
+    return make_error("golinear linearize: ", st.error());
   if (args.has("keep-full-layers")) {
     GL_ASSIGN_OR_RETURN(s.keep_full, parse_layer_list(args.get("keep-full-layers")));
   }
@@ -78,6 +115,9 @@ Result<train::LinearizeOptions> parse_settings(const Args& args, const ModelConf
   GL_ASSIGN_OR_RETURN(long seed, args.get_int("seed", 0, 0, 1L << 62));
   s.seed = (uint64_t)seed;
   s.resume = args.has("resume");
+  // --adapter: OUT holds only the new parameters and the recipe, naming the base (as PEFT's
+  // adapters do); every command loads it with the base's weights.
+  s.adapter = args.has("adapter");
   // --stop-after N: stop after N steps of a stage as an interruption would (for testing resume).
   GL_ASSIGN_OR_RETURN(s.stop_after, args.get_int("stop-after", 0, 1, 1L << 40));
   // --inject-nan STEP,LAYER: a NaN gradient in LAYER at STEP of each stage (for testing the stop).
@@ -108,17 +148,27 @@ Result<train::LinearizeOptions> parse_settings(const Args& args, const ModelConf
   if (!s.init.empty() && !file_exists(s.init + "/linearization.json"))
     return make_error("golinear linearize: --init ", s.init, ": not a linearized checkpoint (no linearization.json)");
   if (!s.init.empty())
-    for (const char* recipe_option : {"mixer", "mix", "sinks", "window", "conv", "no-conv", "linear-rope",
-                                      "keep-full-layers", "keep-full", "select", "sweep"})
+    for (const char* recipe_option : {"mixer", "mix", "sinks", "window", "window-by", "conv", "no-conv",
+                                      "linear-rope", "keep-full-layers", "keep-full", "select", "sweep"})
       if (args.has(recipe_option))
         return make_error("golinear linearize: --init takes the recipe from ", s.init, "; drop --", recipe_option);
+  // The default recipe allocates the windows by a probe (docs/RESULTS.md §2c) when there is a
+  // transfer stage to probe with, a uniform window to allocate and a linear state to probe;
+  // --window-by none keeps them uniform.
+  if (!args.has("window-by") && s.budgets.windows.empty() && s.init.empty() && !args.has("sweep") &&
+      s.steps > 0 && s.mixer.window > 0 && s.mixer.kind != mixers::MixerKind::none)
+    s.window_signal = "probe";
+  if (s.window_signal == "none") s.window_signal.clear();
   GL_ASSIGN_OR_RETURN(s.device, device_option(args, "linearize"));
 #if GOLINEAR_HAVE_CUDA
   if (s.device == "cuda") {
     // Both stages run on the GPU (train/cuda: attention transfer, end-to-end distillation).
     if (args.has("sweep")) return make_error("golinear linearize: --sweep runs on the CPU only; drop --device cuda");
-    if (s.init.empty())
-      if (Status st = mixers::cuda::hybrid_check_recipe(s.mixer, {config.hidden_size, config.num_heads, config.num_kv_heads, config.head_dim}); !st.ok())
+    for (int l = 0; l < config.num_layers && s.init.empty(); ++l)
+      if (Status st = mixers::cuda::hybrid_check_recipe(
+              layer_mixer_options(s.mixer, s.budgets, l),
+              {config.hidden_size, config.num_heads, config.num_kv_heads, config.head_dim});
+          !st.ok())
         return make_error("golinear linearize --device cuda: ", st.error());
   }
 #endif
@@ -182,10 +232,21 @@ Result<std::vector<train::SweepRecipe>> parse_sweep(const std::string& path, con
     GL_ASSIGN_OR_RETURN(r.options.kind, mixers::mixer_kind_parse(kind));
     GL_ASSIGN_OR_RETURN(r.options.mix, mixers::mix_kind_parse(mix));
     GL_ASSIGN_OR_RETURN(r.options.sinks, json_get_or<int>(row, "sinks", s.mixer.sinks, what));
-    GL_ASSIGN_OR_RETURN(r.options.window, json_get_or<int>(row, "window", s.mixer.window, what));
+    r.budgets = s.budgets;
+    if (row.is_object() && row.contains("window") && row["window"].is_array()) {
+      GL_ASSIGN_OR_RETURN(r.budgets.windows, json_get<std::vector<int>>(row, "window", what));
+      long sum = 0;
+      for (int w : r.budgets.windows) sum += w;
+      r.options.window = r.budgets.windows.empty() ? 0 : (int)(sum / (long)r.budgets.windows.size());
+    } else {
+      GL_ASSIGN_OR_RETURN(r.options.window, json_get_or<int>(row, "window", s.mixer.window, what));
+      if (row.is_object() && row.contains("window")) r.budgets.windows.clear();
+    }
     GL_ASSIGN_OR_RETURN(r.options.conv, json_get_or<bool>(row, "conv", s.mixer.conv, what));
     GL_ASSIGN_OR_RETURN(r.options.linear_rope, json_get_or<bool>(row, "linear_rope", s.mixer.linear_rope, what));
     if (Status st = mixers::mixer_options_validate(r.options); !st.ok()) return make_error(what, ": ", st.error());
+    if (Status st = layer_budgets_validate(r.options, r.budgets, num_layers); !st.ok())
+      return make_error(what, ": ", st.error());
     GL_ASSIGN_OR_RETURN(r.keep_full_layers, json_get_or<std::vector<int>>(row, "keep_full_layers", s.keep_full, what));
     GL_ASSIGN_OR_RETURN(r.keep_full, json_get_or<int>(row, "keep_full", s.keep_full_count, what));
     GL_ASSIGN_OR_RETURN(r.select, json_get_or<std::string>(row, "select", s.select, what));
@@ -209,10 +270,11 @@ int cmd_linearize(const Argv& argv) {
                            {"seed", true}, {"device", true}, {"resume", false}, {"stage", true},
                            {"e2e-tokens", true}, {"e2e-lr", true}, {"keep-full", true},
                            {"select", true}, {"sweep", true}, {"init", true}, {"stop-after", true},
+                           {"window-by", true}, {"adapter", false},
                            {"inject-nan", true}},
                           1, 1);
   if (!args.ok()) return fail(args.error());
-  auto config = model_config_read(args->positional()[0] + "/config.json");
+  auto config = load_model_config(args->positional()[0]);
   if (!config.ok()) return fail(config.error());
   auto parsed = parse_settings(*args, *config);
   if (!parsed.ok()) return fail(parsed.error());
@@ -225,7 +287,7 @@ int cmd_linearize(const Argv& argv) {
   }
   if (Status st = train::linearize_check_output(s); !st.ok()) return fail(st.error());
   // --device cuda loads the weights straight to the GPU, unless the CPU teacher is needed.
-  const bool host_weights = s.device == "cpu" || s.keep_full_count > 0;
+  const bool host_weights = s.device == "cpu" || s.keep_full_count > 0 || s.window_signal == "hardness";
   auto loaded = load_model_and_tokenizer(s.base, host_weights ? "cpu" : s.device, "linearize");
   if (!loaded.ok()) return fail(loaded.error());
   train::Trainers trainers = train::cpu_trainers();

@@ -2,6 +2,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/loading.h"
 #include "io/jsonl.h"
 #include "tokenizer/tokenizer.h"
 
@@ -11,7 +12,7 @@ int cmd_tokenize(const Argv& argv) {
   auto args = Args::parse("tokenize", argv, {{"input", true}, {"no-special", false}}, 1, 1);
   if (!args.ok()) return fail(args.error());
   if (!args->has("input")) return fail("golinear tokenize: --input FILE.jsonl is required");
-  auto tokenizer = Tokenizer::load(args->positional()[0] + "/tokenizer.json");
+  auto tokenizer = load_tokenizer(args->positional()[0]);
   if (!tokenizer.ok()) return fail(tokenizer.error());
   const std::string input = args->get("input");
   auto rows = jsonl_read(input);

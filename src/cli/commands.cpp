@@ -32,11 +32,15 @@ const std::vector<Command> kCommands = {
      R"(  linearize MODEL --data FILE --out DIR
                                   replace attention by a linear mixer: attention transfer, then
                                   end-to-end distillation  [--mixer gdn|gla|kgla|hedgehog|none
-                                  --mix gate|add|scale|gate-lse --sinks S --window W --conv|--no-conv
-                                  --linear-rope --keep-full-layers LIST --keep-full K
+                                  --mix split|gate|add|scale|gate-lse --sinks S --window W
+                                  (S, W: one number, or one per layer: 8,16,...)
+                                  --window-by probe|hardness|DIR|none (per-layer windows at the same
+                                  total; default probe)
+                                  --conv|--no-conv --linear-rope --keep-full-layers LIST --keep-full K
                                   --select hard|uniform --tokens N|--steps N --seq-len T --batch B
                                   --lr LR --seed S --stage transfer|e2e|both --e2e-tokens N
                                   --e2e-lr LR --sweep RECIPES.json --init DIR --device cpu|cuda
+                                  --adapter (DIR holds only the new parameters and names MODEL)
                                   (cuda: mixers gdn and none, every mix, conv and window; gla,
                                   kgla, hedgehog and --sweep run on the CPU only)
                                   --resume --stop-after N (stop after N steps of a stage, as an
@@ -109,6 +113,16 @@ in detail:
                                   diagnostics and students on the CPU)]
 )",
      ""},
+    {"serve", cmd_serve,
+     R"(  serve MODEL                     OpenAI-compatible HTTP server with continuous batching and a
+                                  prompt-state cache (docs/SERVE.md)  [--host H --port P
+                                  --parallel N --max-queue N --api-key K | --api-key-file F
+                                  --cache-ram MiB --chat-template-file F --timeout S
+                                  --prefill-chunk N --max-context N --body-limit BYTES
+                                  --model-name NAME --threads N --slot-save-path DIR
+                                  --device cpu|cuda]
+)",
+     ""},
     {"random-checkpoint", cmd_random_checkpoint,
      R"(  random-checkpoint --config CONFIG.json --tokenizer DIR|FILE --out DIR
                                   a Hub-layout checkpoint of random bf16 weights of any config
@@ -137,7 +151,8 @@ example:
 constexpr const char* kHeader =
     R"(golinear — turn a pretrained Llama/Qwen checkpoint into a linear-time model
 
-usage: golinear COMMAND MODEL [options]      (MODEL: a Hugging Face checkpoint directory)
+usage: golinear COMMAND MODEL [options]      (MODEL: a Hugging Face checkpoint directory, or a
+                                             directory written by linearize, --adapter ones too)
        golinear COMMAND --help               (the usage of one command)
 
 commands:
@@ -165,7 +180,8 @@ std::string usage_overview() {
 
 std::string usage_of(const Command& command) {
   return std::string("usage: golinear ") + command.name +
-         " ...      (MODEL: a Hugging Face checkpoint directory)\n\n" + command.synopsis +
+         " ...      (MODEL: a Hugging Face checkpoint directory, or one written by linearize)\n\n" +
+         command.synopsis +
          command.details;
 }
 

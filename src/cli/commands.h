@@ -18,6 +18,7 @@ int cmd_eval(const Argv& argv);
 int cmd_bench(const Argv& argv);
 int cmd_analyze(const Argv& argv);
 int cmd_random_checkpoint(const Argv& argv);
+int cmd_serve(const Argv& argv);
 
 // A command of the table (commands.cpp): its usage text is the one source of truth for the
 // overview, `golinear NAME --help` and the hint of a usage error.

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "model/linearization.h"
+
 #ifdef GOLINEAR_HAVE_CUDA
 #include "model/cuda/gpu_model_load.h"
 #endif
@@ -25,13 +27,24 @@ size_t host_peak_rss_bytes() {
 
 }  // namespace
 
+Result<ModelConfig> load_model_config(const std::string& dir) {
+  GL_ASSIGN_OR_RETURN(ModelDirectory where, model_directory_resolve(dir));
+  return model_config_read(where.base + "/config.json");
+}
+
+Result<Tokenizer> load_tokenizer(const std::string& dir) {
+  GL_ASSIGN_OR_RETURN(ModelDirectory where, model_directory_resolve(dir));
+  return Tokenizer::load(where.base + "/tokenizer.json");
+}
+
 Result<LoadedModel> load_model_and_tokenizer(const std::string& dir, const std::string& device,
                                              const std::string& command) {
-  GL_ASSIGN_OR_RETURN(Tokenizer tokenizer, Tokenizer::load(dir + "/tokenizer.json"));
+  GL_ASSIGN_OR_RETURN(ModelDirectory where, model_directory_resolve(dir));
+  GL_ASSIGN_OR_RETURN(Tokenizer tokenizer, Tokenizer::load(where.base + "/tokenizer.json"));
   const ModelLoadParts parts = device == "cuda" ? ModelLoadParts::without_backbone : ModelLoadParts::all;
   GL_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, model_load(dir, parts));
   if (tokenizer.vocab_size() > model->config.vocab_size)
-    return make_error(dir, "/tokenizer.json: ", tokenizer.vocab_size(),
+    return make_error(where.base, "/tokenizer.json: ", tokenizer.vocab_size(),
                       " tokens do not fit the model's vocab_size ", model->config.vocab_size);
   LoadedModel loaded(std::move(model), std::move(tokenizer));
 #ifdef GOLINEAR_HAVE_CUDA

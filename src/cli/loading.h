@@ -28,9 +28,16 @@ struct LoadedModel {
   size_t gpu_in_use_peak = 0;           // the most GPU memory in use seen by memory_checkpoint
 };
 
-// The tokenizer and the model of `dir` for `device` ("cpu" or "cuda"; `command`, e.g. "eval
-// ppl", names it in errors). cuda: the backbone goes from the safetensors straight to the GPU in
-// bf16 (golinear::model::cuda::gpu_model_load), never as host fp32; a line on stderr says what was uploaded.
+// The config.json and the tokenizer of MODEL `dir`: an adapter's come from its base
+// (model_directory_resolve, which checks the base's fingerprint).
+Result<ModelConfig> load_model_config(const std::string& dir);
+Result<Tokenizer> load_tokenizer(const std::string& dir);
+
+// The tokenizer and the model of `dir` (a checkpoint, a linearized checkpoint or an adapter)
+// for `device` ("cpu" or "cuda"; `command`, e.g. "eval ppl", names it in errors). cuda: the
+// backbone goes from the safetensors straight to the GPU in bf16
+// (golinear::model::cuda::gpu_model_load), never as host fp32; a line on stderr says what was
+// uploaded.
 Result<LoadedModel> load_model_and_tokenizer(const std::string& dir, const std::string& device = "cpu",
                                              const std::string& command = "");
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/json.h"
+#include "common/sha256.h"
 
 namespace golinear {
 
@@ -53,12 +54,18 @@ bool tensor_role_is_vector(TensorRole role) {
   }
 }
 
-Result<CheckpointWeights> CheckpointWeights::open(const std::string& dir) {
-  CheckpointWeights weights;
-  const std::string index_path = dir + "/model.safetensors.index.json";
-  const std::string single_path = dir + "/model.safetensors";
+namespace {
+
+// Where the tensors of a checkpoint directory are: its weights files (in order of first mention)
+// and, for a sharded checkpoint, the shard of every tensor (empty for model.safetensors).
+struct WeightsLayout {
+  std::vector<std::string> files;
   std::map<std::string, std::string> weight_map;  // tensor → shard file name
-  std::vector<std::string> shard_names;
+};
+
+Result<WeightsLayout> checkpoint_weights_layout(const std::string& dir) {
+  WeightsLayout layout;
+  const std::string index_path = dir + "/model.safetensors.index.json";
   if (file_exists(index_path)) {
     GL_ASSIGN_OR_RETURN(Json index, json_read_file(index_path));
     if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object())
@@ -71,29 +78,43 @@ Result<CheckpointWeights> CheckpointWeights::open(const std::string& dir) {
       if (shard.empty() || shard.find('/') != std::string::npos || shard == "." || shard == "..")
         return make_error(index_path, ": weight_map entry '", name, "' names '", shard,
                           "', not a file name of the checkpoint directory");
-      weight_map[name] = shard;
-      if (std::find(shard_names.begin(), shard_names.end(), weight_map[name]) == shard_names.end())
-        shard_names.push_back(weight_map[name]);
+      layout.weight_map[name] = shard;
+      if (std::find(layout.files.begin(), layout.files.end(), shard) == layout.files.end())
+        layout.files.push_back(shard);
     }
-    if (weight_map.empty()) return make_error(index_path, ": weight_map lists no tensors");
-  } else if (file_exists(single_path)) {
-    shard_names.push_back("model.safetensors");
+    if (layout.weight_map.empty()) return make_error(index_path, ": weight_map lists no tensors");
+    for (const std::string& shard : layout.files)
+      if (!file_exists(dir + "/" + shard))
+        return make_error(index_path, ": shard '", shard, "' listed in weight_map does not exist");
+  } else if (file_exists(dir + "/model.safetensors")) {
+    layout.files.push_back("model.safetensors");
   } else {
     return make_error(dir, ": no model.safetensors or model.safetensors.index.json");
   }
+  return layout;
+}
+
+}  // namespace
+
+Result<std::vector<std::string>> checkpoint_weight_files(const std::string& dir) {
+  GL_ASSIGN_OR_RETURN(WeightsLayout layout, checkpoint_weights_layout(dir));
+  return layout.files;
+}
+
+Result<CheckpointWeights> CheckpointWeights::open(const std::string& dir) {
+  CheckpointWeights weights;
+  GL_ASSIGN_OR_RETURN(WeightsLayout layout, checkpoint_weights_layout(dir));
   std::map<std::string, const SafetensorsFile*> by_name;
-  for (const std::string& shard : shard_names) {
-    const std::string path = dir + "/" + shard;
-    if (!file_exists(path))
-      return make_error(index_path, ": shard '", shard, "' listed in weight_map does not exist");
-    GL_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> file, SafetensorsFile::open(path));
+  for (const std::string& shard : layout.files) {
+    GL_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> file,
+                        SafetensorsFile::open(dir + "/" + shard));
     weights.files_.push_back(std::move(file));
     by_name[shard] = weights.files_.back().get();
   }
-  if (weight_map.empty()) {
+  if (layout.weight_map.empty()) {
     for (const auto& t : weights.files_[0]->tensors()) weights.where_[t.name] = weights.files_[0].get();
   } else {
-    for (const auto& [name, shard] : weight_map) {
+    for (const auto& [name, shard] : layout.weight_map) {
       const SafetensorsFile* file = by_name[shard];
       if (!file->find(name))
         return make_error(file->path(), ": tensor '", name,
@@ -189,6 +210,88 @@ Status checkpoint_copy_base(const std::string& src, const std::string& dst) {
   }
   if (ec) return make_error(src, ": cannot list (", ec.message(), ")");
   return ok_status();
+}
+
+namespace {
+
+constexpr const char* kFingerprintMethod = "golinear.checkpoint-fingerprint.1";
+constexpr size_t kFingerprintSamples = 16;
+constexpr size_t kFingerprintSampleBytes = 4096;
+
+// {"bytes", "sha256"} of config.json: all of its bytes.
+Result<Json> whole_file_fingerprint(const std::string& path) {
+  GL_ASSIGN_OR_RETURN(std::string bytes, file_read_text(path));
+  return Json{{"bytes", bytes.size()}, {"sha256", sha256_hex(bytes)}};
+}
+
+// {"bytes", "sha256"} of a safetensors file: its header, then the evenly spaced samples of its
+// data (checkpoint_fingerprint).
+Result<Json> weights_file_fingerprint(const std::string& path) {
+  GL_ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> file, MappedFile::open(path));
+  const uint8_t* bytes = file->data();
+  const size_t size = file->size();
+  uint64_t header_bytes = 0;
+  if (size >= 8)
+    for (int i = 7; i >= 0; --i) header_bytes = header_bytes << 8 | bytes[i];
+  if (size < 8 || header_bytes > size - 8)
+    return make_error(path, ": not a safetensors file (its header length does not fit the file)");
+  const size_t data_start = 8 + header_bytes;
+  const size_t data_bytes = size - data_start;
+  Sha256 hash;
+  hash.update(bytes, data_start);
+  if (data_bytes <= kFingerprintSamples * kFingerprintSampleBytes) {
+    hash.update(bytes + data_start, data_bytes);
+  } else {
+    const size_t last = data_bytes - kFingerprintSampleBytes;  // offset of the last sample
+    for (size_t i = 0; i < kFingerprintSamples; ++i)
+      hash.update(bytes + data_start + last * i / (kFingerprintSamples - 1),
+                  kFingerprintSampleBytes);
+  }
+  return Json{{"bytes", size}, {"sha256", hash.finish_hex()}};
+}
+
+}  // namespace
+
+Result<Json> checkpoint_fingerprint(const std::string& dir) {
+  Json files = Json::object();
+  GL_ASSIGN_OR_RETURN(files["config.json"], whole_file_fingerprint(dir + "/config.json"));
+  GL_ASSIGN_OR_RETURN(std::vector<std::string> weights, checkpoint_weight_files(dir));
+  std::sort(weights.begin(), weights.end());
+  std::string lines;
+  auto add_line = [&](const std::string& name) {
+    lines += str_cat(name, " ", files[name]["bytes"].get<size_t>(), " ",
+                     files[name]["sha256"].get<std::string>(), "\n");
+  };
+  add_line("config.json");
+  for (const std::string& name : weights) {
+    GL_ASSIGN_OR_RETURN(files[name], weights_file_fingerprint(dir + "/" + name));
+    add_line(name);
+  }
+  return Json{{"method", kFingerprintMethod}, {"sha256", sha256_hex(lines)}, {"files", files}};
+}
+
+std::string checkpoint_fingerprint_difference(const Json& recorded, const Json& actual) {
+  if (!recorded.is_object() || !recorded.contains("method") || !recorded.contains("sha256") ||
+      !recorded.contains("files") || !recorded["files"].is_object())
+    return "the recorded fingerprint is not one (it needs 'method', 'sha256' and 'files')";
+  if (recorded["method"] != actual["method"])
+    return str_cat("the recorded fingerprint's method ", recorded["method"].dump(),
+                   " is not this build's ", actual["method"].dump());
+  if (recorded["sha256"] == actual["sha256"]) return "";
+  const Json& was = recorded["files"];
+  const Json& now = actual["files"];
+  for (const auto& [name, entry] : was.items()) {
+    if (!now.contains(name)) return str_cat(name, " is missing");
+    if (!entry.is_object() || entry.value("bytes", Json()) != now[name]["bytes"])
+      return str_cat(name, " differs: ", now[name]["bytes"].dump(), " bytes, was ",
+                     entry.is_object() ? entry.value("bytes", Json()).dump() : "?");
+    if (entry.value("sha256", Json()) != now[name]["sha256"])
+      return name == "config.json" ? std::string("config.json differs")
+                                   : str_cat(name, " differs: safetensors header or sampled data");
+  }
+  for (const auto& [name, entry] : now.items())
+    if (!was.contains(name)) return str_cat(name, " was not part of it");
+  return "the fingerprint differs";
 }
 
 }  // namespace golinear

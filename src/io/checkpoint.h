@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "common/json.h"
 #include "io/config.h"
 #include "io/safetensors.h"
 
@@ -73,5 +74,32 @@ namespace golinear {
 // so a file under its own name is complete; files already there (a resumed run: the same link,
 // the same bytes, or a weights copy of the same size) are kept.
 Status checkpoint_copy_base(const std::string& src, const std::string& dst);
+
+// The weights files of the checkpoint in `dir`, as CheckpointWeights::open reads them: the
+// shards named by model.safetensors.index.json (in order of first mention), or model.safetensors.
+Result<std::vector<std::string>> checkpoint_weight_files(const std::string& dir);
+
+// A cheap identity of the checkpoint in `dir`, which an adapter records for its base (DESIGN.md
+// §4 "Output") and every load checks:
+//   config.json    its size and the SHA-256 of all its bytes;
+//   weights files  (checkpoint_weight_files) each one's size and the SHA-256 of its safetensors
+//                  header (the 8-byte length and the JSON) followed by 16 samples of 4 KiB at
+//                  evenly spaced offsets of its tensor data (all of the data when under 64 KiB);
+//   "sha256"       the SHA-256 of the lines "<name> <bytes> <sha256>\n" of those files, config.json
+//                  first, then the weights files by name.
+// It reads a few hundred KiB whatever the model's size (hashing 16 GB of an 8B model at every
+// load would take a minute), and differs for another config, another dtype, shape or sharding,
+// and a fine-tune of the same architecture (its sampled weights differ); it is not a hash of
+// every byte: a change confined to the bytes between samples goes unseen. tokenizer.json is not
+// part of it (the new parameters depend on the weights, not on how text becomes ids).
+// As JSON: {"method": "golinear.checkpoint-fingerprint.1", "sha256": ..., "files": {name:
+// {"bytes", "sha256"}}}.
+Result<Json> checkpoint_fingerprint(const std::string& dir);
+
+// "" when `actual` (checkpoint_fingerprint of a checkpoint now) identifies the same checkpoint
+// as `recorded` (one taken before); otherwise what differs, in a few words ("config.json
+// differs", "model.safetensors differs: 1024 bytes, was 2048", "model-00002-of-00002.safetensors
+// is missing", ...). `recorded` comes from a file and is checked here.
+std::string checkpoint_fingerprint_difference(const Json& recorded, const Json& actual);
 
 }  // namespace golinear

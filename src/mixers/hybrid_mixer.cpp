@@ -567,19 +567,25 @@ void linear_output_backward(const Dims& dm, const S* o, const S* dy_lin, int T, 
 
 // ---- stage 4: mixing ---------------------------------------------------------------------------
 
-bool is_gate(MixKind mix) { return mix == MixKind::gate || mix == MixKind::gate_lse; }
-
-// Whether the mix reads the exact branch's log-sum-exp (mix gate-lse with both branches).
-bool uses_lse(const Dims& dm, const MixerOptions& o) {
-  return dm.has_exact && dm.has_linear && o.mix == MixKind::gate_lse;
+bool is_gate(MixKind mix) {
+  return mix == MixKind::gate || mix == MixKind::gate_lse || mix == MixKind::split;
 }
 
+// Whether the mix reads the exact branch's log-sum-exp (gate-lse, split; both branches there).
+bool uses_lse(const Dims& dm, const MixerOptions& o) {
+  return dm.has_exact && dm.has_linear && (o.mix == MixKind::gate_lse || o.mix == MixKind::split);
+}
+
+// Mix split: the number of tokens in the linear state at position t, n_far(t) = t − s − w + 1
+// (those s ≤ j ≤ t − w); ≤ 0 means none has left the exact set and λ = 0.
+long far_count(const Dims& dm, long t) { return t - dm.s - dm.w + 1; }
+
 // y (T, H, D) from y_exact, y_lin (T, H, D) (either may be unused), x (T, C), lse (T, H) (mix
-// gate-lse only); lambda (T, H) receives the gate for mix gate and gate-lse.
+// gate-lse, split); lambda (T, H) receives the gate of the gate mixes. Row t is position t0 + t.
 template <class S>
 void mix_forward(const Dims& dm, const MixerOptions& o, const HybridTensors<const S*>& p,
-                 const S* x, const S* y_exact, const S* y_lin, const S* lse, int T, S* lambda,
-                 S* y) {
+                 const S* x, const S* y_exact, const S* y_lin, const S* lse, int T, long t0,
+                 S* lambda, S* y) {
   const int C = dm.C, H = dm.H, D = dm.D;
   const bool gated = dm.has_exact && dm.has_linear && is_gate(o.mix);
   const bool with_lse = uses_lse(dm, o);
@@ -598,7 +604,9 @@ void mix_forward(const Dims& dm, const MixerOptions& o, const HybridTensors<cons
       if (gated) {
         S z = lambda[row] + p.b_lambda[h];
         if (with_lse) z -= p.c_lse[h] * lse[row];
-        const S l = sigmoid(z);
+        const long n_far = o.mix == MixKind::split ? far_count(dm, t0 + t) : 1;
+        if (o.mix == MixKind::split && n_far > 0) z += p.a_far[h] * std::log(S(n_far));
+        const S l = n_far > 0 ? sigmoid(z) : S(0);
         lambda[row] = l;
         a = S(1) - l, b = l;
       } else if (o.mix == MixKind::scale) {
@@ -609,8 +617,8 @@ void mix_forward(const Dims& dm, const MixerOptions& o, const HybridTensors<cons
   }
 }
 
-// dy_exact, dy_lin (T, H, D), dx (T, C), dlse (T, H) (mix gate-lse only) and the mixing
-// parameters (+=).
+// dy_exact, dy_lin (T, H, D), dx (T, C), dlse (T, H) (mix gate-lse, split) and the mixing
+// parameters (+=). λ = 0 rows of split (no far token) pass no gradient to the gate: σ' = 0 there.
 template <class S>
 void mix_backward(const Dims& dm, const MixerOptions& o, const HybridTensors<const S*>& p,
                   const HybridTensors<S*>& dp, const S* x, const S* y_exact, const S* y_lin,
@@ -644,6 +652,8 @@ void mix_backward(const Dims& dm, const MixerOptions& o, const HybridTensors<con
           dp.c_lse[h] -= dz * lse[row];
           dlse[row] -= dz * p.c_lse[h];
         }
+        if (o.mix == MixKind::split && far_count(dm, t) > 0)  // z = … + a_h·log n_far (t0 = 0)
+          dp.a_far[h] += dz * std::log(S(far_count(dm, t)));
       } else if (o.mix == MixKind::scale) {
         b = p.gamma[h];
         dp.gamma[h] += dot(dyr, yl, D);
@@ -711,8 +721,8 @@ void hybrid_run_forward(const Dims& dm, const MixerOptions& o, const HybridTenso
     linear_output_forward(dm, a.o.data(), T, a.y_lin.data());
   }
   a.lambda.assign((long)T * H, S(0));
-  mix_forward(dm, o, p, in.x, a.y_exact.data(), a.y_lin.data(), a.lse.data(), T, a.lambda.data(),
-              y);
+  mix_forward(dm, o, p, in.x, a.y_exact.data(), a.y_lin.data(), a.lse.data(), T, 0,
+              a.lambda.data(), y);
 }
 
 // Adds src (n) into dst when dst is given.
@@ -763,7 +773,7 @@ std::vector<float> initial_values(const TensorSpec& spec, int D, InitRandom& ran
     for (long h = 0; h < n / ((long)D * D); ++h)
       for (int d = 0; d < D; ++d) v[(h * D + d) * D + d] = 1.0f;
   }
-  // w_lambda, gamma, b_beta, b_decay, b_key_decay: 0.
+  // w_lambda, gamma, c_lse, a_far, b_beta, b_decay, b_key_decay: 0.
   return v;
 }
 
@@ -847,7 +857,8 @@ std::vector<TensorSpec> hybrid_tensor_specs(const MixerOptions& o, const Attenti
     if (is_gate(o.mix)) {
       specs.push_back({"w_lambda", {H, C}});
       specs.push_back({"b_lambda", {H}});
-      if (o.mix == MixKind::gate_lse) specs.push_back({"c_lse", {H}});
+      if (o.mix == MixKind::gate_lse || o.mix == MixKind::split) specs.push_back({"c_lse", {H}});
+      if (o.mix == MixKind::split) specs.push_back({"a_far", {H}});
     } else if (o.mix == MixKind::scale) {
       specs.push_back({"gamma", {H}});
     }
@@ -1152,7 +1163,7 @@ void HybridMixer::forward_cached(MixerCache& base, const MixerInputs& in, float*
                                      c.gather_v.data(), 1, n, n - 1, H, G, D,
                                      cpu::AttentionMask{}, lse.data());
     }
-    mix_forward(dm, options_, p, x, y_exact.data(), y_lin.data(), lse.data(), 1, lambda.data(),
+    mix_forward(dm, options_, p, x, y_exact.data(), y_lin.data(), lse.data(), 1, t, lambda.data(),
                 y + (long)i * HD);
     ++c.position;
   }

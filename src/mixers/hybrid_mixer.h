@@ -22,7 +22,11 @@
 //
 // Mixing: gate y = (1 − λ) y_exact + λ y_lin, λ_t,h = σ(w_λ,h·x_t + b_λ,h); gate-lse the same with
 // λ_t,h = σ(w_λ,h·x_t + b_λ,h − c_h·lse_t,h), lse_t,h = log Σ_{j∈E_t} exp(q_t,h·k_j/√D) of the
-// exact branch (RoPE'd q̃, k̃), its gradient flowing back into q and k; add b = 1; scale b = γ_h.
+// exact branch (RoPE'd q̃, k̃), its gradient flowing back into q and k; split (from the softmax
+// split Z_far / (Z_far + Z_exact)) λ_t,h = σ(a_h·log n_far(t) + w_λ,h·x_t + b_λ,h − c_h·lse_t,h)
+// with n_far(t) = t − s − w + 1 the tokens in the state, and λ = 0 while n_far ≤ 0 (y = y_exact
+// exactly); a = c = 1 is the split itself, a = c = 0 (the init) the gate masked where no token
+// is far; add b = 1; scale b = γ_h.
 //
 // Delayed read as a shift: the state kernels compute o_n = S_nᵀ q_n over a sequence of N tokens.
 // Feed them keys (and values, gates) from row s on and queries from row s + w on:
@@ -31,8 +35,9 @@
 //
 // Parameters (checkpoint names; only those the options use):
 //   conv_q (H·D, 4), conv_k (G·D, 4), conv_v (G·D, 4)            conv on; identity init (0,0,0,1)
-//   w_lambda (H, C), b_lambda (H)                                 mix gate, gate-lse; init 0 and −2
-//   c_lse (H)                                                     mix gate-lse; init 0
+//   w_lambda (H, C), b_lambda (H)                                 gate mixes; init 0 and −2
+//   c_lse (H)                                                     gate-lse, split; init 0
+//   a_far (H)                                                     split; init 0
 //   gamma (H)                                                     mix scale; init 0
 //   w_a, w_b (H, C), b_beta, A_log, dt_bias (H)                   gdn; see below
 //   w_decay_down (16, C), w_decay_up (H·D, 16), b_decay (H·D)     gla
@@ -64,7 +69,7 @@ inline constexpr int kDecayRank = 16;
 template <class P>
 struct HybridTensors {
   P conv_q{}, conv_k{}, conv_v{};
-  P w_lambda{}, b_lambda{}, gamma{}, c_lse{};
+  P w_lambda{}, b_lambda{}, gamma{}, c_lse{}, a_far{};
   P w_a{}, w_b{}, b_beta{}, A_log{}, dt_bias{};
   P w_decay_down{}, w_decay_up{}, b_decay{};
   P w_key_decay{}, b_key_decay{};
@@ -82,6 +87,7 @@ P* hybrid_tensor_slot(HybridTensors<P>& tensors, std::string_view name) {
   if (name == "b_lambda") return &t.b_lambda;
   if (name == "gamma") return &t.gamma;
   if (name == "c_lse") return &t.c_lse;
+  if (name == "a_far") return &t.a_far;
   if (name == "w_a") return &t.w_a;
   if (name == "w_b") return &t.w_b;
   if (name == "b_beta") return &t.b_beta;

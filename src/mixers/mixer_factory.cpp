@@ -18,7 +18,8 @@ Result<MixKind> mix_kind_parse(const std::string& name) {
   if (name == "add") return MixKind::add;
   if (name == "scale") return MixKind::scale;
   if (name == "gate-lse") return MixKind::gate_lse;
-  return make_error("unknown mix '", name, "' (expected one of: gate, add, scale, gate-lse)");
+  if (name == "split") return MixKind::split;
+  return make_error("unknown mix '", name, "' (expected one of: gate, add, scale, gate-lse, split)");
 }
 
 std::string to_string(MixerKind kind) {
@@ -38,6 +39,7 @@ std::string to_string(MixKind mix) {
     case MixKind::add: return "add";
     case MixKind::scale: return "scale";
     case MixKind::gate_lse: return "gate-lse";
+    case MixKind::split: return "split";
   }
   return "?";
 }

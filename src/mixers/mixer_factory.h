@@ -15,12 +15,14 @@ namespace golinear::mixers {
 // The state update of the linear branch; `none` keeps only the exact branch (sinks + window).
 enum class MixerKind { none, gdn, gla, kgla, hedgehog };
 // How the exact and linear branches combine (DESIGN.md §3.4). gate_lse ("gate-lse") is gate with
-// the exact branch's log-sum-exp in the gate's logit (see mixers/hybrid_mixer.h).
-enum class MixKind { gate, add, scale, gate_lse };
+// the exact branch's log-sum-exp in the gate's logit; split is the softmax split itself: the gate
+// logit log n_far(t) + w_λ·x + b_λ − c·lse, so λ = 0 (the exact branch alone, exactly) while no
+// token has left the exact set (see mixers/hybrid_mixer.h).
+enum class MixKind { gate, add, scale, gate_lse, split };
 
 struct MixerOptions {
   MixerKind kind = MixerKind::gdn;
-  MixKind mix = MixKind::gate;
+  MixKind mix = MixKind::split;  // the default recipe (docs/RESULTS.md §2c)
   int sinks = 8;              // s: the first s tokens are always attended exactly
   int window = 56;            // w: the last w tokens (the current one included) are attended exactly
   bool conv = true;           // short causal depthwise conv (width 4) on q, k, v

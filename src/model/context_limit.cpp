@@ -38,10 +38,11 @@ ContextLimit context_limit(const ModelConfig& config, const std::vector<std::str
 }
 
 Result<ContextLimit> context_limit_read(const std::string& dir, size_t memory_bytes) {
-  GL_ASSIGN_OR_RETURN(ModelConfig config, model_config_read(dir + "/config.json"));
+  GL_ASSIGN_OR_RETURN(ModelDirectory where, model_directory_resolve(dir));
+  GL_ASSIGN_OR_RETURN(ModelConfig config, model_config_read(where.base + "/config.json"));
   std::vector<std::string> layer_mixers;
-  const std::string json_path = dir + "/linearization.json";
-  if (file_exists(json_path)) {
+  const std::string json_path = where.linearization + "/linearization.json";
+  if (!where.linearization.empty() && file_exists(json_path)) {
     GL_ASSIGN_OR_RETURN(Json json, json_read_file(json_path));
     GL_ASSIGN_OR_RETURN(LinearizationRecipe recipe,
                         linearization_recipe_parse(json, config, json_path));

@@ -32,7 +32,8 @@ long context_bytes_per_token(const ModelConfig& config);
 ContextLimit context_limit(const ModelConfig& config, const std::vector<std::string>& layer_mixers,
                            size_t memory_bytes);
 
-// The same for a checkpoint directory: config.json and, when present, linearization.json.
+// The same for a model directory (a checkpoint, a linearized checkpoint or an adapter,
+// model_directory_resolve): its config.json and, when linearized, linearization.json.
 Result<ContextLimit> context_limit_read(const std::string& dir, size_t memory_bytes);
 
 }  // namespace golinear

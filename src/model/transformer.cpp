@@ -46,14 +46,15 @@ std::vector<float>* model_weights_of(Model& model, const TensorSpec& t) {
 }
 
 Result<std::unique_ptr<Model>> model_load(const std::string& dir, ModelLoadParts parts) {
+  GL_ASSIGN_OR_RETURN(ModelDirectory where, model_directory_resolve(dir));
   auto model = std::make_unique<Model>();
-  GL_ASSIGN_OR_RETURN(model->config, model_config_read(dir + "/config.json"));
-  GL_ASSIGN_OR_RETURN(CheckpointWeights weights, CheckpointWeights::open(dir));
+  GL_ASSIGN_OR_RETURN(model->config, model_config_read(where.base + "/config.json"));
+  GL_ASSIGN_OR_RETURN(CheckpointWeights weights, CheckpointWeights::open(where.base));
   const ModelConfig& c = model->config;
   model->layers.resize(c.num_layers);
   for (const TensorSpec& t : checkpoint_tensor_specs(c)) {
     if (!weights.contains(t.name))
-      return make_error(dir, ": checkpoint is missing tensor '", t.name, "'");
+      return make_error(where.base, ": checkpoint is missing tensor '", t.name, "'");
     if (parts == ModelLoadParts::without_backbone) {  // checked, not read
       GL_TRY(weights.find(t.name, t.shape));
       continue;
@@ -63,7 +64,7 @@ Result<std::unique_ptr<Model>> model_load(const std::string& dir, ModelLoadParts
   model->inv_freq = rope_inverse_frequencies(c.rope, c.head_dim);
   for (int l = 0; l < c.num_layers; ++l)
     model->mixers.push_back(std::make_unique<mixers::SoftmaxMixer>(model->attention_shape()));
-  if (file_exists(dir + "/linearization.json")) GL_TRY(linearization_apply(*model, dir));
+  if (!where.linearization.empty()) GL_TRY(linearization_apply(*model, where.linearization));
   return model;
 }
 
@@ -93,10 +94,12 @@ void add_in_place(float* a, const float* b, long n) {
   for (long i = 0; i < n; ++i) a[i] += b[i];
 }
 
-// The shared body of model_forward and model_forward_cached: tokens ids[0..T) at positions
-// pos0.., through each layer's mixer (cached when `cache` is given).
+// The shared body of model_forward, model_forward_cached and model_decode_batch: tokens ids[0..T)
+// at positions pos0.., through each layer's mixer (cached when `cache` is given); or, when
+// `row_caches` (T) is given, T sequences of one token each, row t appended to row_caches[t].
 void forward_tokens(const Model& model, const int32_t* ids, int T, long pos0, SequenceCache* cache,
-                    float* logits, bool last_only, ForwardTrace* trace) {
+                    float* logits, bool last_only, ForwardTrace* trace,
+                    SequenceCache* const* row_caches = nullptr) {
   const ModelConfig& c = model.config;
   const int C = c.hidden_size, F = c.intermediate_size, V = c.vocab_size;
   const int H = c.num_heads, G = c.num_kv_heads, D = c.head_dim;
@@ -135,7 +138,18 @@ void forward_tokens(const Model& model, const int32_t* ids, int T, long pos0, Se
     in.k = k.data();
     in.v = v.data();
     in.inv_freq = model.inv_freq.data();
-    if (cache) {
+    if (row_caches) {
+      for (int t = 0; t < T; ++t) {
+        mixers::MixerInputs row = in;
+        row.T = 1;
+        row.pos0 = row_caches[t]->position;
+        row.x = xn.data() + (long)t * C;
+        row.q = q.data() + (long)t * H * D;
+        row.k = k.data() + (long)t * G * D;
+        row.v = v.data() + (long)t * G * D;
+        model.mixers[l]->forward_cached(*row_caches[t]->layers[l], row, y.data() + (long)t * H * D);
+      }
+    } else if (cache) {
       model.mixers[l]->forward_cached(*cache->layers[l], in, y.data());
     } else {
       model.mixers[l]->forward(in, y.data());
@@ -167,6 +181,8 @@ void forward_tokens(const Model& model, const int32_t* ids, int T, long pos0, Se
     cpu::linear_forward(logits, h.data() + (long)first * C, model.lm_head_weights(), nullptr,
                         T - first, C, V);
   if (cache) cache->position += T;
+  if (row_caches)
+    for (int t = 0; t < T; ++t) row_caches[t]->position += 1;
 }
 
 }  // namespace
@@ -179,6 +195,15 @@ void model_forward(const Model& model, const int32_t* ids, int T, float* logits,
 void model_forward_cached(const Model& model, SequenceCache& cache, const int32_t* ids, int T,
                           float* logits, bool last_only) {
   forward_tokens(model, ids, T, cache.position, &cache, logits, last_only, nullptr);
+}
+
+void model_decode_batch(const Model& model, SequenceCache* const* caches, const int32_t* ids, int B,
+                        float* logits) {
+  const long V = model.config.vocab_size;
+  for (int b = 0; b < B; b += kDecodeBatchRows) {
+    const int n = std::min(kDecodeBatchRows, B - b);
+    forward_tokens(model, ids + b, n, 0, nullptr, logits + b * V, false, nullptr, caches + b);
+  }
 }
 
 float log_softmax_at(const float* row, int V, int32_t id) {

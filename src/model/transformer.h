@@ -62,7 +62,7 @@ enum class ModelLoadParts { all, without_backbone };
 
 // Loads config.json and the weights of a checkpoint directory (fp32 in memory). Every layer
 // has softmax attention, unless the directory holds a linearization (model/linearization.h),
-// which is then applied.
+// which is then applied. An adapter directory loads its base (model_directory_resolve).
 Result<std::unique_ptr<Model>> model_load(const std::string& dir,
                                           ModelLoadParts parts = ModelLoadParts::all);
 
@@ -131,6 +131,15 @@ void model_forward(const Model& model, const int32_t* ids, int T, float* logits,
 // Appends T tokens to the cache and writes their logits as model_forward does.
 void model_forward_cached(const Model& model, SequenceCache& cache, const int32_t* ids, int T,
                           float* logits, bool last_only = true);
+
+// One decode step of B sequences: ids[b] appended to caches[b] (B distinct caches), logits (B, V).
+// The rows go through the layers in groups of kDecodeBatchRows: each weight matrix is read once
+// per group (decode is bound by reading the weights), and a group is small enough for the
+// kernels' few-rows product (kernels/cpu/linear: T ≤ 4), whose rows are computed as alone, so
+// every sequence gets the logits model_forward_cached gives it, bit for bit, whatever the batch.
+inline constexpr int kDecodeBatchRows = 4;
+void model_decode_batch(const Model& model, SequenceCache* const* caches, const int32_t* ids, int B,
+                        float* logits);
 
 // log p(ids[t+1] | ids[..t]) for t = 0..T−2 from logits (T, V): the log-softmax picked.
 std::vector<float> logprobs_of_next_tokens(const float* logits, const int32_t* ids, int T, int V);

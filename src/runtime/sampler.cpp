@@ -31,10 +31,19 @@ int32_t Sampler::sample(const float* logits, int V) {
   std::vector<int32_t> order(V);
   std::iota(order.begin(), order.end(), 0);
   std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
-  // Nucleus: the smallest prefix of the sorted distribution with mass ≥ top_p.
+  // Top-k: the k most likely; then the nucleus: the smallest prefix of those with mass ≥ top_p
+  // of theirs; min-p: only tokens at least min_p times as likely as the first.
+  const int limit = options_.top_k > 0 && options_.top_k < V ? options_.top_k : V;
+  double limit_mass = total;
+  if (limit < V) {
+    limit_mass = 0;
+    for (int i = 0; i < limit; ++i) limit_mass += p[order[i]];
+  }
+  const double floor = (double)options_.min_p * p[order[0]];
   double kept = 0;
   int n = 0;
-  while (n < V && (n == 0 || kept < options_.top_p * total)) kept += p[order[n++]];
+  while (n < limit && (n == 0 || (kept < options_.top_p * limit_mass && p[order[n]] >= floor)))
+    kept += p[order[n++]];
   double r = next_uniform() * kept;
   for (int i = 0; i < n; ++i) {
     r -= p[order[i]];

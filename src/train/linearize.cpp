@@ -12,6 +12,7 @@
 #include "model/linearization.h"
 #include "train/attention_transfer.h"
 #include "train/distillation.h"
+#include "train/exact_budget.h"
 
 namespace golinear::train {
 
@@ -99,21 +100,75 @@ Result<FullLayers> choose_full_layers(const Model& model, LazyData& data, const 
   return out;
 }
 
+// --window-by SIGNAL: per-layer windows with the uniform recipe's total (train/exact_budget.h),
+// from the per-layer transfer NMSE of a probe (`probe`: a short attention transfer of the
+// uniform recipe run here, an eighth of the transfer steps; deterministic, so a resumed run
+// finds the same windows; or a finished run's directory) or the teacher's hardness; layers kept
+// as softmax take no part. Returns what the report records.
+Result<Json> allocate_layer_windows(const LinearizeOptions& s, Model& model, LazyData& data,
+                                    const Trainers& trainers, const std::vector<int>& full_layers,
+                                    LayerBudgets& budgets) {
+  const int L = model.config.num_layers;
+  std::vector<double> signal;
+  long probe_tokens = 0;
+  if (s.window_signal == "probe") {
+    if (s.steps <= 0) return make_error("golinear linearize: --window-by probe needs an attention-transfer stage");
+    GL_ASSIGN_OR_RETURN(const PackedDataset* sequences, data.get());
+    GL_ASSIGN_OR_RETURN(MixerStack probe, linearized_mixers(model, s.mixer, full_layers, s.seed));
+    TrainOptions options = transfer_options(s);
+    options.steps = std::max(1L, s.steps / 8);
+    options.warmup = std::max(1L, std::min(100L, options.steps / 20));
+    options.checkpoint_every = options.steps;
+    options.resume = false;
+    options.stop_after = 0;
+    std::fprintf(stderr, "golinear linearize: probe: %ld steps of the uniform recipe for the per-layer windows\n",
+                 options.steps);
+    GL_ASSIGN_OR_RETURN(TrainReport report, trainers.transfer(model, probe, *sequences, options));
+    signal = report.layer_nmse;
+    probe_tokens = options.steps * s.batch * (long)s.seq_len;
+  } else if (s.window_signal == "hardness") {
+    GL_ASSIGN_OR_RETURN(const PackedDataset* sequences, data.get());
+    const long n = std::min(4L, sequences->size());
+    GL_ASSIGN_OR_RETURN(signal, analysis::teacher_layer_hardness(model, sequences->tokens.data(), n,
+                                                                 sequences->seq_len, true));
+  } else {
+    auto nmse = probe_layer_nmse(s.window_signal, L);
+    if (!nmse.ok()) return make_error("golinear linearize: --window-by: ", nmse.error());
+    signal = std::move(*nmse);
+  }
+  for (int l : full_layers) signal[l] = -1.0;
+  // Quanta of 8 keys, at least 8 per layer; a smaller window is split in quanta of itself.
+  const int quantum = std::max(1, std::min(8, s.mixer.window));
+  auto windows = allocate_windows(signal, s.mixer.window, quantum, quantum);
+  if (!windows.ok()) return make_error("golinear linearize: --window-by: ", windows.error());
+  budgets.windows = *windows;
+  std::fprintf(stderr, "golinear linearize: per-layer windows %s (by %s)\n",
+               Json(*windows).dump().c_str(), s.window_signal.c_str());
+  Json out{{"signal", s.window_signal == "hardness" ? "hardness" : "probe layer_nmse"},
+           {"from", s.window_signal}, {"values", signal}, {"windows", *windows}};
+  if (probe_tokens > 0) out["probe_tokens"] = probe_tokens;
+  return out;
+}
+
 // --init DIR: the students start from the new parameters of a linearized checkpoint DIR of the
 // same base (its recipe and kept layers included), e.g. to add an end-to-end stage or more tokens
 // to a finished run. `model` must hold the teacher's mixers; they are back in place on return.
 struct InitialStudents {
   MixerStack mixers;
   mixers::MixerOptions options;
+  LayerBudgets budgets;
   Json selection;
 };
 
-Result<InitialStudents> initial_students(Model& model, const std::string& dir) {
+Result<InitialStudents> initial_students(Model& model, const std::string& dir, const std::string& base) {
   const std::string json_path = dir + "/linearization.json";
   GL_ASSIGN_OR_RETURN(Json json, json_read_file(json_path));
   GL_ASSIGN_OR_RETURN(LinearizationRecipe recipe, linearization_recipe_parse(json, model.config, json_path));
+  if (recipe.base)  // an adapter names its base: it must be this run's
+    GL_TRY(base_reference_check(*recipe.base, base, str_cat("golinear linearize: --init ", dir)));
   InitialStudents out;
   out.options = recipe.options;
+  out.budgets = recipe.budgets;
   out.selection = {{"init", dir}};
   if (recipe.training.is_object() && recipe.training.contains("keep_full_selection"))
     out.selection["init_keep_full_selection"] = recipe.training["keep_full_selection"];
@@ -124,6 +179,25 @@ Result<InitialStudents> initial_students(Model& model, const std::string& dir) {
   if (!applied.ok()) return make_error("golinear linearize: --init: ", applied.error());
   std::fprintf(stderr, "golinear linearize: starting from the new parameters of %s\n", dir.c_str());
   return out;
+}
+
+// OUT.partial (or a sweep's OUT.partial/<name>) ready to be written into: a copy of the base
+// checkpoint's files, or an empty directory for an adapter.
+Status output_prepare(const LinearizeOptions& s, const std::string& dir) {
+  if (!s.adapter) return checkpoint_copy_base(s.base, dir);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return make_error(dir, ": cannot create directory (", ec.message(), ")");
+  return ok_status();
+}
+
+// What linearization.json records of the base: for an adapter that will be `final_dir`, the
+// base's path and fingerprint; nothing for a directory that holds the base's files.
+Result<std::optional<BaseReference>> base_reference_for(const LinearizeOptions& s,
+                                                        const std::string& final_dir) {
+  if (!s.adapter) return std::optional<BaseReference>();
+  GL_ASSIGN_OR_RETURN(BaseReference reference, base_reference_make(s.base, final_dir));
+  return std::optional<BaseReference>(std::move(reference));
 }
 
 Status move_into_place(const std::string& partial, const std::string& out) {
@@ -161,7 +235,7 @@ LinearizeOutcome stopped_at(const std::string& what, long done, long total) {
 
 // --sweep: several recipes trained by attention transfer against one teacher pass per sequence
 // (DESIGN.md's ablations at the price of one teacher), each written as a complete linearized
-// checkpoint OUT/<name>.
+// checkpoint (or an adapter) OUT/<name>.
 Result<LinearizeOutcome> run_sweep(const LinearizeOptions& s, Model& model, LazyData& lazy_data,
                                    const std::string& partial) {
   const std::vector<SweepRecipe>& recipes = s.sweep;
@@ -177,16 +251,20 @@ Result<LinearizeOutcome> run_sweep(const LinearizeOptions& s, Model& model, Lazy
     auto full = choose_full_layers(model, lazy_data, r.keep_full_layers, r.keep_full, r.select);
     if (!full.ok()) return make_error(path, ": recipe '", r.name, "': ", full.error());
     e.full = std::move(*full);
-    auto students = linearized_mixers(model, r.options, e.full.layers, s.seed);
+    auto students = linearized_mixers(model, r.options, e.full.layers, s.seed, r.budgets);
     if (!students.ok()) return make_error(path, ": recipe '", r.name, "': ", students.error());
     e.students = std::move(*students);
     entries.push_back(std::move(e));
   }
   std::vector<MixerStack*> stacks;
   std::vector<std::string> states;
+  std::vector<std::optional<BaseReference>> base_references;
   for (size_t i = 0; i < recipes.size(); ++i) {
     const std::string dir = partial + "/" + recipes[i].name;
-    GL_TRY(checkpoint_copy_base(s.base, dir));
+    GL_TRY(output_prepare(s, dir));
+    GL_ASSIGN_OR_RETURN(std::optional<BaseReference> reference,
+                        base_reference_for(s, s.out + "/" + recipes[i].name));
+    base_references.push_back(std::move(reference));
     stacks.push_back(&entries[i].students);
     states.push_back(dir + "/transfer_state.safetensors");
   }
@@ -198,14 +276,15 @@ Result<LinearizeOutcome> run_sweep(const LinearizeOptions& s, Model& model, Lazy
   for (size_t i = 0; i < recipes.size(); ++i) {
     const TrainReport& report = reports[i];
     model.mixers = std::move(entries[i].students);
-    LinearizationRecipe recipe = linearization_recipe_of(model, recipes[i].options);
+    LinearizationRecipe recipe = linearization_recipe_of(model, recipes[i].options, recipes[i].budgets);
     Json transfer = {{"steps", s.steps}, {"tokens", s.steps * s.batch * (long)s.seq_len},
                      {"lr", s.lr}, {"final_nmse", report.final_loss},
                      {"layer_nmse", report.layer_nmse}, {"tokens_per_s", report.tokens_per_s}};
-    recipe.training = {{"stage", "transfer"}, {"data", s.data}, {"batch", s.batch},
+    recipe.training = {{"stage", "transfer"}, {"base", s.base}, {"data", s.data}, {"batch", s.batch},
                        {"seq_len", s.seq_len}, {"seed", s.seed}, {"sweep", path},
                        {"transfer", transfer}, {"e2e", Json::object()},
                        {"keep_full_selection", entries[i].full.selection}};
+    recipe.base = base_references[i];
     const std::string dir = partial + "/" + recipes[i].name;
     Status saved = linearization_save(model, recipe, dir);
     entries[i].students = std::move(model.mixers);
@@ -237,6 +316,14 @@ Status linearize_check_output(const LinearizeOptions& options) {
   if (fs::exists(options.out, ec)) return make_error(options.out, ": already exists; choose another --out");
   if (fs::exists(partial, ec) && !options.resume)
     return make_error(partial, ": an interrupted run is there; pass --resume to continue it or delete it");
+  if (options.adapter) {  // an adapter's directory must not end up holding a copy of the base
+    std::vector<std::string> dirs = {partial};
+    for (const SweepRecipe& r : options.sweep) dirs.push_back(partial + "/" + r.name);
+    for (const std::string& dir : dirs)
+      if (file_exists(dir + "/config.json"))
+        return make_error(dir, ": holds a copy of the base from a run without --adapter; resume it "
+                          "without --adapter, or delete it");
+  }
   return ok_status();
 }
 
@@ -268,15 +355,22 @@ Result<LinearizeOutcome> linearize(const LinearizeOptions& s, Model& model, cons
   MixerStack students;
   Json selection = Json::object();
   mixers::MixerOptions mixer_options = s.mixer;
+  LayerBudgets budgets = s.budgets;
   if (!s.init.empty()) {
-    GL_ASSIGN_OR_RETURN(InitialStudents init, initial_students(model, s.init));
+    GL_ASSIGN_OR_RETURN(InitialStudents init, initial_students(model, s.init, s.base));
     mixer_options = init.options;
+    budgets = init.budgets;
     selection = init.selection;
     students = std::move(init.mixers);
   } else {
     GL_ASSIGN_OR_RETURN(FullLayers keep, choose_full_layers(model, data, s.keep_full, s.keep_full_count, s.select));
     selection = keep.selection;
-    GL_ASSIGN_OR_RETURN(students, linearized_mixers(model, s.mixer, keep.layers, s.seed));
+    if (!s.window_signal.empty()) {
+      GL_ASSIGN_OR_RETURN(Json allocation,
+                          allocate_layer_windows(s, model, data, trainers, keep.layers, budgets));
+      selection["window_allocation"] = allocation;
+    }
+    GL_ASSIGN_OR_RETURN(students, linearized_mixers(model, s.mixer, keep.layers, s.seed, budgets));
   }
   // A recipe without parameters (--mixer none --no-conv: no linear branch, no gate, no
   // convolution) has nothing to train: no teacher or student runs, the stages report 0 steps.
@@ -287,7 +381,8 @@ Result<LinearizeOutcome> linearize(const LinearizeOptions& s, Model& model, cons
     std::fprintf(stderr, "golinear linearize: the recipe has no trainable parameters; writing it without training\n");
 
   if (train) GL_TRY(data.get());  // bad data fails before OUT.partial exists
-  GL_TRY(checkpoint_copy_base(s.base, partial));
+  GL_ASSIGN_OR_RETURN(const std::optional<BaseReference> base_reference, base_reference_for(s, s.out));
+  GL_TRY(output_prepare(s, partial));
   TrainOptions options = transfer_options(s);
   options.state_path = partial + "/transfer_state.safetensors";
   const std::string transfer_report_path = partial + "/transfer_report.json";
@@ -327,11 +422,12 @@ Result<LinearizeOutcome> linearize(const LinearizeOptions& s, Model& model, cons
 
   MixerStack teacher_mixers = std::move(model.mixers);
   model.mixers = std::move(students);
-  LinearizationRecipe recipe = linearization_recipe_of(model, mixer_options);
-  recipe.training = {{"stage", s.stage}, {"data", s.data}, {"batch", s.batch},
+  LinearizationRecipe recipe = linearization_recipe_of(model, mixer_options, budgets);
+  recipe.training = {{"stage", s.stage}, {"base", s.base}, {"data", s.data}, {"batch", s.batch},
                      {"seq_len", s.seq_len}, {"seed", s.seed}, {"init", s.init},
                      {"transfer", transfer}, {"e2e", e2e}, {"keep_full_selection", selection}};
   if (!train) recipe.training["trainable_parameters"] = 0;
+  recipe.base = base_reference;
   Status saved = linearization_save(model, recipe, partial);
   model.mixers = std::move(teacher_mixers);
   GL_TRY(saved);

@@ -2,7 +2,9 @@
 // checkpoint directory. Layers kept full (listed, or the K hardest / evenly spaced), the students
 // (fresh, or --init from a linearized directory), attention transfer and/or end-to-end
 // distillation, the report (linearization.json's "training"), all written in OUT.partial and
-// renamed to OUT only when complete; an interrupted run resumes from OUT.partial. A sweep trains
+// renamed to OUT only when complete; an interrupted run resumes from OUT.partial. OUT holds the
+// base checkpoint's files (copied, weights hard-linked) or, as an adapter, only the two
+// linearization files and a reference to the base. A sweep trains
 // several recipes against one teacher pass, each written as OUT/<name>. A recipe with nothing
 // to train (e.g. --mixer none --no-conv) is written without any training loop.
 //
@@ -17,6 +19,7 @@
 #include "common/json.h"
 #include "io/packed_dataset.h"
 #include "mixers/mixer_factory.h"
+#include "model/linearization.h"
 #include "model/transformer.h"
 #include "tokenizer/tokenizer.h"
 #include "train/train_loop.h"
@@ -27,6 +30,7 @@ namespace golinear::train {
 struct SweepRecipe {
   std::string name;
   mixers::MixerOptions options;
+  LayerBudgets budgets;           // per-layer sinks/windows (empty: the options' uniform ones)
   std::vector<int> keep_full_layers;
   int keep_full = 0;
   std::string select;
@@ -35,6 +39,11 @@ struct SweepRecipe {
 struct LinearizeOptions {
   std::string base, data, out;    // base checkpoint, training text, output directory
   mixers::MixerOptions mixer;
+  LayerBudgets budgets;           // per-layer sinks/windows (empty: mixer.sinks, mixer.window)
+  // Per-layer windows at the uniform total (train/exact_budget.h), allocated by a measured
+  // signal: "probe" (the per-layer NMSE of a short uniform transfer run first, an eighth of the
+  // steps), "hardness" (the teacher's), or a finished run's directory (its per-layer NMSE).
+  std::string window_signal;
   std::vector<int> keep_full;     // layers kept as softmax attention
   int keep_full_count = 0;        // K more layers kept as softmax, chosen by
   std::string select = "hard";    // "hard" (teacher hardness) | "uniform" (evenly spaced)
@@ -48,6 +57,8 @@ struct LinearizeOptions {
   float e2e_lr = 1e-3f;
   std::string init;               // start from the new parameters of this linearized directory
   std::string device = "cpu";     // recorded in the report; the trainers decide where they run
+  bool adapter = false;           // OUT holds only linearization.{json,safetensors} and names
+                                  // the base (model/linearization.h), no copy of its files
   long stop_after = 0;            // stop after this many steps as an interruption would (tests; 0: off)
   NanFault nan_fault;             // tests: a NaN gradient at a step and layer of each stage
   std::string sweep_path;         // the sweep file (recorded in the reports), with
@@ -72,8 +83,9 @@ struct LinearizeOutcome {
   Json summary;           // finished: {"out", "transfer", "e2e"} or, for a sweep, {"out", "recipes"}
 };
 
-// OUT must not exist, nor OUT.partial unless resuming: checked by linearize too, and callable
-// before loading the model to fail early.
+// OUT must not exist, nor OUT.partial unless resuming (and then, for an adapter, not one begun
+// without --adapter): checked by linearize too, and callable before loading the model to fail
+// early.
 Status linearize_check_output(const LinearizeOptions& options);
 
 // Runs the pipeline on `model` (the base checkpoint options.base, its teacher mixers, which are

@@ -487,3 +487,104 @@ TEST_F(Cli, ContextLimitsFollowTheModel) {
                         "every layer is linear");
   expect_one_line_error(run("eval niah " + kLlama + " --length 5000"), "--length 5000 exceeds the limit of 4096");
 }
+
+namespace {
+
+// linearize --adapter: OUT holds only the two linearization files and names the base (as given,
+// relative to OUT); every command loads it as the same model as the full directory of the same
+// run; another, missing or moved-away base is refused in one line; --init takes an adapter of
+// the same base; the two directories move together.
+TEST_F(Cli, AnAdapterLoadsInEveryCommandAsTheFullDirectory) {
+  std::string data = write("data.jsonl", [] {
+    std::string s;
+    for (int i = 0; i < 30; ++i) s += "{\"text\": \"Record " + std::to_string(i) + ": the grass is green, the sky is blue, " + std::to_string(i * 5) + ".\"}\n";
+    return s;
+  }());
+  fs::create_directories(dir_ / "models");
+  fs::copy(kLlama, dir_ / "models" / "base");
+  const std::string recipe = " --data " + data + " --steps 3 --seq-len 32 --sinks 2 --window 6 --seed 1 --stage transfer";
+  const std::string in_dir = "cd " + dir_.string() + " &&";  // relative paths, from dir_
+  CliRun made = run("linearize models/base" + recipe + " --out models/student --adapter", in_dir);
+  ASSERT_EQ(made.status, 0) << made.err;
+  const fs::path student = dir_ / "models" / "student";
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(student)) files.push_back(e.path().filename().string());
+  std::sort(files.begin(), files.end());
+  EXPECT_EQ(files, (std::vector<std::string>{"linearization.json", "linearization.safetensors"}));
+  auto json = golinear::Json::parse(slurp(student / "linearization.json"));
+  EXPECT_EQ(json["base"]["path"], "../base");
+  EXPECT_EQ(json["base"]["fingerprint"]["sha256"].get<std::string>().size(), 64u);
+  const std::string full = (dir_ / "full").string();
+  ASSERT_EQ(run("linearize " + kLlama + recipe + " --out " + full).status, 0);
+  EXPECT_EQ(slurp(student / "linearization.safetensors"), slurp(full + "/linearization.safetensors"));
+
+  // The same outputs from every command, byte for byte.
+  const std::string input = write("in.jsonl", "{\"text\": \"The grass is green and the sky is blue, record 9, 45.\"}\n");
+  auto same = [&](const std::string& command, const std::string& options) {
+    CliRun a = run(command + " " + student.string() + " " + options);
+    CliRun b = run(command + " " + full + " " + options);
+    ASSERT_EQ(a.status, 0) << command << ": " << a.err;
+    ASSERT_EQ(b.status, 0) << command << ": " << b.err;
+    EXPECT_FALSE(a.out.empty()) << command;
+    EXPECT_EQ(a.out, b.out) << command;
+  };
+  same("score", "--input " + input);
+  same("score", "--input " + input + " --mode decode");
+  same("tokenize", "--input " + input);
+  same("generate", "--prompt \"The grass\" --max-new-tokens 8 --seed 3");
+  same("eval ppl", "--input " + data + " --seq-len 32 --json");
+  CliRun info = run("info " + student.string());
+  ASSERT_EQ(info.status, 0) << info.err;
+  auto described = golinear::Json::parse(info.out);
+  EXPECT_EQ(described["adapter"]["base"], "../base");
+  EXPECT_EQ(described["adapter"]["base_sha256"], json["base"]["fingerprint"]["sha256"]);
+  EXPECT_EQ(described["linearization"]["layers"], golinear::Json({"gdn", "gdn"}));
+  EXPECT_EQ(described["parameters"], golinear::Json::parse(run("info " + full).out)["parameters"]);
+  CliRun analyzed = run("analyze " + kLlama + " --student " + student.string() + " --data " + data +
+                        " --tokens 64 --seq-len 32 --out " + (dir_ / "analysis").string());
+  EXPECT_EQ(analyzed.status, 0) << analyzed.err;
+
+  // --init from the adapter: of this base, yes; of an edited copy, no.
+  CliRun next = run("linearize models/base --data " + data + " --steps 1 --seq-len 32 --lr 1e-8 --init models/student --out models/next --adapter", in_dir);
+  EXPECT_EQ(next.status, 0) << next.err;
+  fs::copy(kLlama, dir_ / "edited");
+  std::ofstream(dir_ / "edited" / "config.json", std::ios::app) << "\n";
+  expect_one_line_error(run("linearize edited --data " + data + " --steps 1 --seq-len 32 --init models/student --out x", in_dir),
+                        "config.json differs");
+  // A sweep of adapters: each OUT/<name> names the base from its own directory.
+  const std::string sweep = write("sweep.json", R"([{"name": "one"}])");
+  CliRun swept = run("linearize models/base" + recipe + " --sweep " + sweep + " --out models/sweep --adapter", in_dir);
+  ASSERT_EQ(swept.status, 0) << swept.err;
+  EXPECT_EQ(golinear::Json::parse(slurp(dir_ / "models" / "sweep" / "one" / "linearization.json"))["base"]["path"],
+            "../../base");
+  EXPECT_FALSE(fs::exists(dir_ / "models" / "sweep" / "one" / "config.json"));
+  EXPECT_EQ(run("score " + (dir_ / "models" / "sweep" / "one").string() + " --input " + input).status, 0);
+  // A run interrupted without --adapter is not resumed as one.
+  EXPECT_EQ(run("linearize models/base" + recipe + " --out models/half --stop-after 1", in_dir).status, 3);
+  expect_one_line_error(run("linearize models/base" + recipe + " --out models/half --resume --adapter", in_dir),
+                        "without --adapter");
+  // An adapter of an adapter is refused (linearize its base instead).
+  expect_one_line_error(run("linearize " + student.string() + recipe + " --out y --adapter"), "already linearized");
+
+  // Both directories moved together: still the same model.
+  const fs::path moved = dir_ / "moved" / "here";
+  fs::create_directories(moved.parent_path());
+  fs::rename(dir_ / "models", moved);
+  CliRun after = run("score " + (moved / "student").string() + " --input " + input);
+  ASSERT_EQ(after.status, 0) << after.err;
+  EXPECT_EQ(after.out, run("score " + full + " --input " + input).out);
+  // A tampered base, then a missing one: one line each, naming what is wrong.
+  std::ofstream(moved / "base" / "config.json", std::ios::app) << " ";
+  CliRun tampered = run("score " + (moved / "student").string() + " --input " + input);
+  expect_one_line_error(tampered, "config.json differs");
+  EXPECT_NE(tampered.err.find((moved / "base").string()), std::string::npos) << tampered.err;
+  EXPECT_NE(tampered.err.find((moved / "student").string()), std::string::npos) << tampered.err;
+  fs::remove_all(moved / "base");
+  const std::string gone = (moved / "student").string();
+  for (const std::string& command : {"info " + gone, "tokenize " + gone + " --input " + input,
+                                    "score " + gone + " --input " + input,
+                                    "eval ppl " + gone + " --input " + input})
+    expect_one_line_error(run(command), "base checkpoint '../base'");
+}
+
+}  // namespace

@@ -156,7 +156,10 @@ INSTANTIATE_TEST_SUITE_P(
         Recipe{MixerKind::gdn, 3, 5, true, MixKind::gate_lse},
         Recipe{MixerKind::gdn, 8, 56, true, MixKind::gate_lse},
         Recipe{MixerKind::gdn, 3, 0, false, MixKind::gate_lse},
-        Recipe{MixerKind::gla, 0, 5, false, MixKind::gate_lse}),
+        Recipe{MixerKind::gla, 0, 5, false, MixKind::gate_lse},
+        Recipe{MixerKind::gdn, 3, 5, true, MixKind::split},
+        Recipe{MixerKind::gdn, 8, 56, true, MixKind::split},
+        Recipe{MixerKind::gdn, 0, 5, false, MixKind::split}),
     recipe_name);
 
 // Window covering the whole sequence, no sinks, no conv: the exact branch is full causal softmax
@@ -188,7 +191,7 @@ TEST(HybridExactBranch, FullWindowEqualsSoftmaxAttention) {
 TEST(HybridGateLse, ZeroCoefficientEqualsGate) {
   const int T = 150;
   MixerOptions o_gate;
-  o_gate.sinks = 8, o_gate.window = 24;
+  o_gate.mix = MixKind::gate, o_gate.sinks = 8, o_gate.window = 24;
   MixerOptions o_lse = o_gate;
   o_lse.mix = MixKind::gate_lse;
   auto gate = test::make_hybrid(o_gate, kShape);
@@ -302,6 +305,79 @@ TEST(HybridGdn, PureReplacementEqualsNaiveRecurrence) {
     }
   }
   EXPECT_LE(worst, 1e-5);
+}
+
+}  // namespace
+}  // namespace golinear::mixers
+
+namespace golinear::mixers {
+namespace {
+
+// Mix split is exact where exactness is possible: while no token has left the exact set
+// (t < s + w) the output is the exact branch alone, to the bit, whatever the (random, trained-like)
+// parameters: compared with mixer `none` (the exact branch alone) sharing the conv taps, whole
+// sequence and decode. Past s + w the linear branch comes in.
+TEST(HybridSplit, ExactBranchUntilATokenLeavesTheExactSet) {
+  const int T = 90, s = 4, w = 20;
+  MixerOptions o_split;
+  o_split.mix = MixKind::split, o_split.sinks = s, o_split.window = w;
+  MixerOptions o_none = o_split;
+  o_none.kind = MixerKind::none;
+  auto split = test::make_hybrid(o_split, kShape);
+  auto none = test::make_hybrid(o_none, kShape);
+  test::randomize_parameters(*split, 31);
+  for (Parameter* p : none->parameters())
+    for (Parameter* q : split->parameters())
+      if (q->name == p->name) p->value = q->value;
+  test::SequenceInputs<float> in(kShape, T, 7000);
+  const long row = (long)kShape.H * kShape.D, n = T * row;
+  std::vector<float> y_split(n), y_none(n), y_dec(n), y_none_dec(n);
+  split->forward(in.mixer_inputs(), y_split.data());
+  none->forward(in.mixer_inputs(), y_none.data());
+  auto cache = split->make_cache();
+  auto none_cache = none->make_cache();
+  for (int t = 0; t < T; ++t) {
+    split->forward_cached(*cache, in.slice(kShape, t, 1), y_dec.data() + t * row);
+    none->forward_cached(*none_cache, in.slice(kShape, t, 1), y_none_dec.data() + t * row);
+  }
+  for (long i = 0; i < (long)(s + w) * row; ++i) {
+    ASSERT_EQ(y_split[i], y_none[i]) << "whole sequence, position " << i / row;
+    ASSERT_EQ(y_dec[i], y_none_dec[i]) << "decode, position " << i / row;
+  }
+  double after = 0;
+  for (long i = (long)(s + w) * row; i < n; ++i) after = std::max(after, (double)std::fabs(y_split[i] - y_none[i]));
+  EXPECT_GT(after, 1e-3) << "the linear branch never contributes";
+}
+
+// split initialises to the gate masked where no token is far (a = c = 0, b = −2): with the same
+// other parameters it equals gate from position s + w on, and the exact branch before.
+TEST(HybridSplit, InitialisesToTheMaskedGate) {
+  const int T = 90, s = 4, w = 20;
+  MixerOptions o_gate;
+  o_gate.mix = MixKind::gate, o_gate.sinks = s, o_gate.window = w;
+  MixerOptions o_split = o_gate;
+  o_split.mix = MixKind::split;
+  auto gate = test::make_hybrid(o_gate, kShape);
+  auto split = test::make_hybrid(o_split, kShape);
+  test::randomize_parameters(*gate, 41);
+  for (Parameter* p : split->parameters()) {
+    if (p->name == "c_lse" || p->name == "a_far") {
+      EXPECT_EQ(p->value, std::vector<float>(kShape.H, 0.0f)) << p->name;
+      continue;
+    }
+    if (p->name == "b_lambda") EXPECT_EQ(p->value, std::vector<float>(kShape.H, -2.0f));
+    for (Parameter* g : gate->parameters())
+      if (g->name == p->name) p->value = g->value;
+  }
+  test::SequenceInputs<float> in(kShape, T, 7100);
+  const long row = (long)kShape.H * kShape.D, n = T * row;
+  std::vector<float> y_gate(n), y_split(n);
+  gate->forward(in.mixer_inputs(), y_gate.data());
+  split->forward(in.mixer_inputs(), y_split.data());
+  for (long i = (long)(s + w) * row; i < n; ++i) ASSERT_EQ(y_split[i], y_gate[i]) << i / row;
+  double before = 0;
+  for (long i = 0; i < (long)(s + w) * row; ++i) before = std::max(before, (double)std::fabs(y_split[i] - y_gate[i]));
+  EXPECT_GT(before, 1e-3) << "gate scales the exact branch by 1 − λ where split does not";
 }
 
 }  // namespace

@@ -116,7 +116,12 @@ INSTANTIATE_TEST_SUITE_P(
                       GradientCase{MixerKind::gdn, MixKind::gate_lse, 2, 0, false},
                       GradientCase{MixerKind::gdn, MixKind::gate_lse, 0, 3, false},
                       GradientCase{MixerKind::gla, MixKind::gate_lse},
-                      GradientCase{MixerKind::hedgehog, MixKind::gate_lse}),
+                      GradientCase{MixerKind::hedgehog, MixKind::gate_lse},
+                      GradientCase{MixerKind::gdn, MixKind::split},
+                      GradientCase{MixerKind::gdn, MixKind::split, 2, 3, true, true},
+                      GradientCase{MixerKind::gdn, MixKind::split, 2, 0, false},
+                      GradientCase{MixerKind::gdn, MixKind::split, 0, 3, false},
+                      GradientCase{MixerKind::gla, MixKind::split}),
     case_name);
 
 }  // namespace

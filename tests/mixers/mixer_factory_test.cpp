@@ -20,7 +20,7 @@ TEST(MixerOptions, ParsesEveryNameAndRoundTrips) {
     ASSERT_TRUE(parsed.ok());
     EXPECT_EQ(*parsed, kind);
   }
-  for (MixKind mix : {MixKind::gate, MixKind::add, MixKind::scale, MixKind::gate_lse}) {
+  for (MixKind mix : {MixKind::gate, MixKind::add, MixKind::scale, MixKind::gate_lse, MixKind::split}) {
     auto parsed = mix_kind_parse(to_string(mix));
     ASSERT_TRUE(parsed.ok());
     EXPECT_EQ(*parsed, mix);
@@ -90,7 +90,10 @@ std::vector<std::string> parameter_names(const MixerOptions& o) {
 
 TEST(MixerFactory, ParametersOfEachRecipe) {
   using V = std::vector<std::string>;
-  MixerOptions o;  // default: gdn, gate, conv
+  MixerOptions o;  // default: gdn, split, conv
+  EXPECT_EQ(parameter_names(o), (V{"conv_q", "conv_k", "conv_v", "w_lambda", "b_lambda", "c_lse",
+                                   "a_far", "w_a", "w_b", "b_beta", "A_log", "dt_bias"}));
+  o.mix = MixKind::gate;
   EXPECT_EQ(parameter_names(o), (V{"conv_q", "conv_k", "conv_v", "w_lambda", "b_lambda", "w_a",
                                    "w_b", "b_beta", "A_log", "dt_bias"}));
   o.conv = false, o.mix = MixKind::scale;

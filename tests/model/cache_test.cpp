@@ -19,6 +19,23 @@ std::unique_ptr<Model> load(const std::string& dir) {
   return model.ok() ? std::move(*model) : nullptr;
 }
 
+// The random-llama fixture as the teacher ("teacher") or linearized with mixer `kind` (sinks 2,
+// window 3, layer 1 kept full).
+std::unique_ptr<Model> load_with_mixers(const std::string& kind) {
+  auto model = load(kFixtures + "random-llama");
+  if (!model || kind == "teacher") return model;
+  mixers::MixerOptions options;
+  auto parsed = mixers::mixer_kind_parse(kind);
+  EXPECT_TRUE(parsed.ok()) << parsed.error();
+  if (!parsed.ok()) return nullptr;
+  options.kind = *parsed, options.sinks = 2, options.window = 3;
+  auto stack = linearized_mixers(*model, options, /*keep_full=*/{1}, 5);
+  EXPECT_TRUE(stack.ok()) << stack.error();
+  if (!stack.ok()) return nullptr;
+  model->mixers = std::move(*stack);
+  return model;
+}
+
 class CacheTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(CacheTest, CachedLogitsInPiecesEqualFullForward) {
@@ -51,17 +68,8 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, CacheTest,
 class CacheCloneTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(CacheCloneTest, CloneAndOriginalMatchFullForwards) {
-  auto model = load(kFixtures + "random-llama");
+  auto model = load_with_mixers(GetParam());
   ASSERT_TRUE(model);
-  if (GetParam() != "teacher") {
-    mixers::MixerOptions options;
-    auto kind = mixers::mixer_kind_parse(GetParam());
-    ASSERT_TRUE(kind.ok());
-    options.kind = *kind, options.sinks = 2, options.window = 3;
-    auto stack = linearized_mixers(*model, options, /*keep_full=*/{1}, 5);
-    ASSERT_TRUE(stack.ok()) << stack.error();
-    model->mixers = std::move(*stack);
-  }
   const int V = model->config.vocab_size, A = 17, nb = 6, nc = 9;
   std::vector<int32_t> ab(A + nb), ac(A + nc);
   for (int t = 0; t < A + nb; ++t) ab[t] = (t * 7919 + 3) % V;
@@ -90,6 +98,43 @@ TEST_P(CacheCloneTest, CloneAndOriginalMatchFullForwards) {
 
 INSTANTIATE_TEST_SUITE_P(Mixers, CacheCloneTest, ::testing::Values("teacher", "gdn", "hedgehog"));
 
+// One decode step over B sequences of different lengths (model_decode_batch) gives each the
+// logits model_forward_cached gives it alone, bit for bit, and advances every cache by one
+// (teacher, and a linearized hybrid with one layer kept full).
+class DecodeBatchTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(DecodeBatchTest, EachRowEqualsItsSequenceAlone) {
+  auto model = load_with_mixers(GetParam());
+  ASSERT_TRUE(model);
+  const int V = model->config.vocab_size, B = 7;  // two groups of kDecodeBatchRows rows
+  std::vector<SequenceCache> batched, alone;
+  std::vector<int32_t> next(B);
+  std::vector<float> last(V);
+  for (int b = 0; b < B; ++b) {
+    std::vector<int32_t> prompt(3 + 2 * b);
+    for (size_t t = 0; t < prompt.size(); ++t) prompt[t] = (int32_t)((t * 7919 + 13 * b + 3) % V);
+    batched.push_back(model_new_cache(*model));
+    model_forward_cached(*model, batched.back(), prompt.data(), (int)prompt.size(), last.data());
+    alone.push_back(batched.back().clone());
+    next[b] = (b * 104729 + 11) % V;
+  }
+  std::vector<SequenceCache*> caches;
+  for (auto& c : batched) caches.push_back(&c);
+  for (int step = 0; step < 3; ++step) {
+    std::vector<float> logits((long)B * V), expected(V);
+    model_decode_batch(*model, caches.data(), next.data(), B, logits.data());
+    for (int b = 0; b < B; ++b) {
+      model_forward_cached(*model, alone[b], &next[b], 1, expected.data());
+      for (int i = 0; i < V; ++i)
+        ASSERT_EQ(logits[(long)b * V + i], expected[i]) << "step " << step << " row " << b;
+      EXPECT_EQ(batched[b].position, alone[b].position);
+      next[b] = (next[b] * 31 + 7) % V;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Mixers, DecodeBatchTest, ::testing::Values("teacher", "gdn", "gla"));
+
 // A checkpoint whose weights lack a tensor or hold one of the wrong shape is refused with the
 // tensor's name.
 TEST(ModelLoad, NamesMissingOrMisshapenTensor) {
@@ -112,7 +157,8 @@ TEST(ModelLoad, NamesMissingOrMisshapenTensor) {
   auto missing = model_load(dir.string());
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.error().find("missing tensor 'model.layers.1.mlp.up_proj.weight'"),
-            std::string::npos) << missing.error();
+            std::string::npos)
+      << missing.error();
 
   for (auto& t : tensors)
     if (t.name == "model.norm.weight") t.shape = {t.shape[0] / 2, 2};

@@ -27,7 +27,7 @@ constexpr int kConvWidth = 4;
 __global__ void gates_kernel(float* g, float* beta, float* lambda, const float* logits, int R,
                              int lambda_row, const float* A_log, const float* dt_bias,
                              const float* b_beta, const float* b_lambda, const float* c_lse,
-                             const float* lse, int T, int H) {
+                             const float* lse, const float* a_far, int far_start, int T, int H) {
   const long total = (long)T * H;
   for (long idx = blockIdx.x * (long)blockDim.x + threadIdx.x; idx < total;
        idx += (long)gridDim.x * blockDim.x) {
@@ -39,7 +39,9 @@ __global__ void gates_kernel(float* g, float* beta, float* lambda, const float* 
     if (lambda) {
       float z = row[lambda_row + h] + b_lambda[h];
       if (c_lse) z -= c_lse[h] * lse[idx];
-      lambda[idx] = device::sigmoidf_(z);
+      const long n_far = far_start >= 0 ? t - far_start + 1 : 1;
+      if (far_start >= 0 && n_far > 0) z += a_far[h] * logf((float)n_far);
+      lambda[idx] = n_far > 0 ? device::sigmoidf_(z) : 0.0f;
     }
   }
 }
@@ -50,14 +52,15 @@ __global__ void gates_kernel(float* g, float* beta, float* lambda, const float* 
 // given) and sums the per-head parameter gradients.
 __global__ void gates_backward_kernel(float* dlogits, int R, int lambda_row, float* dA_log,
                                       float* ddt_bias, float* db_beta, float* db_lambda,
-                                      float* dc_lse, float* dlse, const float* dg,
+                                      float* dc_lse, float* dlse, float* da_far, const float* dg,
                                       const float* dbeta, const float* logits, const float* g,
                                       const float* beta, const float* A_log, const float* dt_bias,
-                                      const float* c_lse, const float* lse, int T, int H) {
+                                      const float* c_lse, const float* lse, int far_start, int T,
+                                      int H) {
   __shared__ double scratch[32];
   const int h = blockIdx.x;
   const float decay = dg ? expf(A_log[h]) : 0.0f;
-  double sum_a = 0, sum_u = 0, sum_z = 0, sum_l = 0, sum_c = 0;
+  double sum_a = 0, sum_u = 0, sum_z = 0, sum_l = 0, sum_c = 0, sum_f = 0;
   for (int t = threadIdx.x; t < T; t += blockDim.x) {
     const long row = (long)t * H + h;
     float* lrow = dlogits + (long)t * R;
@@ -80,6 +83,8 @@ __global__ void gates_backward_kernel(float* dlogits, int R, int lambda_row, flo
         sum_c -= (double)dl * lse[row];
         dlse[row] = -dl * c_lse[h];
       }
+      if (far_start >= 0 && t - far_start + 1 > 0)  // λ-logit = … + a·log n_far(t)
+        sum_f += (double)dl * logf((float)(t - far_start + 1));
     }
   }
   sum_a = block_sum_double(sum_a, scratch);
@@ -87,6 +92,7 @@ __global__ void gates_backward_kernel(float* dlogits, int R, int lambda_row, flo
   sum_z = block_sum_double(sum_z, scratch);
   sum_l = block_sum_double(sum_l, scratch);
   sum_c = block_sum_double(sum_c, scratch);
+  sum_f = block_sum_double(sum_f, scratch);
   if (threadIdx.x == 0) {
     if (dg) {
       dA_log[h] += (float)sum_a;
@@ -95,6 +101,7 @@ __global__ void gates_backward_kernel(float* dlogits, int R, int lambda_row, flo
     }
     if (lambda_row >= 0 && db_lambda) db_lambda[h] += (float)sum_l;
     if (c_lse && dc_lse) dc_lse[h] += (float)sum_c;
+    if (far_start >= 0 && da_far) da_far[h] += (float)sum_f;
   }
 }
 
@@ -216,7 +223,7 @@ __global__ void __launch_bounds__(256) hybrid_decode_kernel(
     bf16* __restrict__ y, HybridParams p, HybridCacheView one,
     const HybridCacheView* __restrict__ caches, const bf16* __restrict__ x,
     const bf16* __restrict__ q, const bf16* __restrict__ k, const bf16* __restrict__ v, int C,
-    int H, int G, int sinks, int window, HybridMix mix, bool linear_rope) {
+    int H, int G, int sinks, int window, HybridMix mix, bool linear_rope, bool count_far) {
   constexpr int R = D / 8;  // state rows per warp
   extern __shared__ float scores[];
   __shared__ float qc[D], kc[D], vc[D], qn[D], kn[D], qr[D], kr[D];
@@ -434,7 +441,9 @@ __global__ void __launch_bounds__(256) hybrid_decode_kernel(
     if (mix == HybridMix::gate) {
       float z = tot[NR == 3 ? 2 : 0] + p.b_lambda[h];  // gate: NR = 3, the λ row last
       if (p.c_lse) z -= p.c_lse[h] * (stat[0] + logf(stat[1]));
-      const float lambda = device::sigmoidf_(z);
+      const long n_far = count_far ? pos - sinks - window + 1 : 1;  // tokens in the state
+      if (count_far && n_far > 0) z += p.a_far[h] * logf((float)n_far);
+      const float lambda = n_far > 0 ? device::sigmoidf_(z) : 0.0f;
       a = 1.0f - lambda, bl = lambda;
     } else if (mix == HybridMix::scale) {
       bl = p.gamma[h];
@@ -534,11 +543,15 @@ __global__ void hybrid_cache_fill_kernel(HybridCacheView cache, const bf16* q, c
 Status hybrid_gates_forward(float* g, float* beta, float* lambda, const float* logits, int R,
                             int lambda_row, const float* A_log, const float* dt_bias,
                             const float* b_beta, const float* b_lambda, const float* c_lse,
-                            const float* lse, int T, int H, cudaStream_t stream) {
+                            const float* lse, const float* a_far, int far_start, int T, int H,
+                            cudaStream_t stream) {
   if (lambda && lambda_row < 0) return make_error("hybrid_gates_forward: λ without a λ row");
+  if (lambda && far_start >= 0 && !a_far) return make_error("hybrid_gates_forward: far count without a_far");
   if (T <= 0 || (!g && !beta && !lambda)) return ok_status();
-  gates_kernel<<<grid_for((long)T * H, 256), 256, 0, stream>>>(
-      g, beta, lambda, logits, R, lambda_row, A_log, dt_bias, b_beta, b_lambda, c_lse, lse, T, H);
+  gates_kernel<<<grid_for((long)T * H, 256), 256, 0, stream>>>(g, beta, lambda, logits, R,
+                                                               lambda_row, A_log, dt_bias, b_beta,
+                                                               b_lambda, c_lse, lse, a_far,
+                                                               far_start, T, H);
   GL_CUDA_CHECK_LAUNCH();
   return ok_status();
 }
@@ -606,7 +619,7 @@ Status decode_launch(bf16* y, const HybridShape& s, const HybridParams& p,
         GL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
       kernel<<<dim3(s.H, Dc / 32, B), 256, smem, stream>>>(y, p, one, caches, x, q, k, v, s.C, s.H,
                                                            s.G, s.sinks, s.window, s.mix,
-                                                           s.linear_rope);
+                                                           s.linear_rope, s.count_far);
       GL_CUDA_CHECK_LAUNCH();
       return ok_status();
     };
@@ -639,16 +652,18 @@ Status hybrid_decode_step_batch(bf16* y, const HybridShape& s, const HybridParam
 
 Status hybrid_gates_backward(float* dlogits, int R, int lambda_row, float* dA_log,
                              float* ddt_bias, float* db_beta, float* db_lambda, float* dc_lse,
-                             float* dlse, const float* dg, const float* dbeta, const float* logits,
-                             const float* g, const float* beta, const float* A_log,
-                             const float* dt_bias, const float* c_lse, const float* lse, int T,
-                             int H, cudaStream_t stream) {
+                             float* dlse, float* da_far, const float* dg, const float* dbeta,
+                             const float* logits, const float* g, const float* beta,
+                             const float* A_log, const float* dt_bias, const float* c_lse,
+                             const float* lse, int far_start, int T, int H, cudaStream_t stream) {
   if (c_lse && (lambda_row < 0 || !lse || !dlse))
     return make_error("hybrid_gates_backward: c_lse needs the λ row, lse and dlse");
+  if (far_start >= 0 && lambda_row < 0)
+    return make_error("hybrid_gates_backward: the far count needs the λ row");
   if (T <= 0) return ok_status();
   gates_backward_kernel<<<H, 256, 0, stream>>>(dlogits, R, lambda_row, dA_log, ddt_bias, db_beta,
-                                               db_lambda, dc_lse, dlse, dg, dbeta, logits, g,
-                                               beta, A_log, dt_bias, c_lse, lse, T, H);
+                                               db_lambda, dc_lse, dlse, da_far, dg, dbeta, logits,
+                                               g, beta, A_log, dt_bias, c_lse, lse, far_start, T, H);
   GL_CUDA_CHECK_LAUNCH();
   return ok_status();
 }

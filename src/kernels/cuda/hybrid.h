@@ -26,6 +26,7 @@ struct HybridShape {
   int sinks = 8, window = 56;
   HybridMix mix = HybridMix::gate;
   bool linear_rope = false;  // the linear branch reads RoPE'd q̃, k̃
+  bool count_far = false;    // mix split: λ-logit += a·log n_far(t), λ = 0 while n_far(t) ≤ 0
   bool has_exact() const { return mix != HybridMix::linear; }
   bool has_linear() const { return mix != HybridMix::exact; }
 };
@@ -45,19 +46,23 @@ struct HybridParams {
   const float* A_log = nullptr;    // (H)
   const float* dt_bias = nullptr;  // (H)
   const float* b_lambda = nullptr; // (H) gate mixes
-  const float* c_lse = nullptr;    // (H) gate-lse
+  const float* c_lse = nullptr;    // (H) gate-lse, split
+  const float* a_far = nullptr;    // (H) split: the log n_far coefficient
   const float* gamma = nullptr;    // (H) scale
   const float* inv_freq = nullptr; // (D/2)
 };
 
 // logits (T, R) fp32 = x w_gatesᵀ → any of (null: not computed), all (T, H):
 //   g = −exp(A_log)·softplus(a + dt_bias), β = σ(b + b_beta)            (columns 0, H)
-//   λ = σ(λ-logit + b_lambda − c_lse·lse)                               (column lambda_row)
-// c_lse and lse (T, H) null: no lse term.
+//   λ = σ(λ-logit + b_lambda − c_lse·lse [+ a_far·log n_far(t)])        (column lambda_row)
+// c_lse and lse (T, H) null: no lse term. far_start ≥ 0 (mix split, = sinks + window; a_far
+// (H) given): row t is position t and n_far(t) = t − far_start + 1, λ = 0 exactly where that is
+// ≤ 0; < 0: no such term.
 Status hybrid_gates_forward(float* g, float* beta, float* lambda, const float* logits, int R,
                             int lambda_row, const float* A_log, const float* dt_bias,
                             const float* b_beta, const float* b_lambda, const float* c_lse,
-                            const float* lse, int T, int H, cudaStream_t stream);
+                            const float* lse, const float* a_far, int far_start, int T, int H,
+                            cudaStream_t stream);
 
 // y (T, H, D) = a·y_exact + b·y_lin (see HybridMix), into y32 (fp32) and/or y16 (bf16), either
 // may be null. lambda (T, H) for the gate mix, gamma (H) for scale; y_lin unread for exact,
@@ -92,13 +97,13 @@ Status hybrid_mix_nmse_backward(float* dy_exact, bf16* dy_lin, float* dcoef, int
 // stays; the a, b columns are WRITTEN when dg is given. += into the per-head gradients given
 // (null: skipped): dA_log, ddt_bias, db_beta (from dg, dbeta), db_lambda and dc_lse (from the λ
 // column); dlse (T, H) is WRITTEN = −c_lse·∂/∂(λ-logit) (gate-lse: the lse's gradient, which the
-// exact branch's backward takes).
+// exact branch's backward takes); da_far (split, far_start ≥ 0) += Σ_t ∂/∂(λ-logit)·log n_far(t).
 Status hybrid_gates_backward(float* dlogits, int R, int lambda_row, float* dA_log,
                              float* ddt_bias, float* db_beta, float* db_lambda, float* dc_lse,
-                             float* dlse, const float* dg, const float* dbeta, const float* logits,
-                             const float* g, const float* beta, const float* A_log,
-                             const float* dt_bias, const float* c_lse, const float* lse, int T,
-                             int H, cudaStream_t stream);
+                             float* dlse, float* da_far, const float* dg, const float* dbeta,
+                             const float* logits, const float* g, const float* beta,
+                             const float* A_log, const float* dt_bias, const float* c_lse,
+                             const float* lse, int far_start, int T, int H, cudaStream_t stream);
 // out (H) += Σ_t src[t·stride + h], in order (scale's ∂/∂γ from hybrid_mix_backward's rows).
 Status hybrid_head_sum(float* out, const float* src, int stride, int T, int H,
                        cudaStream_t stream);

@@ -35,10 +35,18 @@ size_t align_up(size_t x) { return (x + 255) / 256 * 256; }
 
 bool has_exact(const MixerOptions& o) { return o.sinks + o.window > 0; }
 bool has_linear(const MixerOptions& o) { return o.kind != MixerKind::none; }
-bool is_gate(const MixerOptions& o) { return o.mix == MixKind::gate || o.mix == MixKind::gate_lse; }
+bool is_gate(const MixerOptions& o) {
+  return o.mix == MixKind::gate || o.mix == MixKind::gate_lse || o.mix == MixKind::split;
+}
 // Whether the recipe mixes two branches through λ, and whether λ sees the lse.
 bool gated(const MixerOptions& o) { return has_exact(o) && has_linear(o) && is_gate(o); }
-bool with_lse(const MixerOptions& o) { return gated(o) && o.mix == MixKind::gate_lse; }
+bool with_lse(const MixerOptions& o) {
+  return gated(o) && (o.mix == MixKind::gate_lse || o.mix == MixKind::split);
+}
+// Mix split: the gate's logit counts the tokens in the state from position sinks + window on.
+int far_start(const MixerOptions& o) {
+  return gated(o) && o.mix == MixKind::split ? o.sinks + o.window : -1;
+}
 
 HybridMix kernel_mix(const MixerOptions& o) {
   if (!has_linear(o)) return HybridMix::exact;
@@ -302,6 +310,7 @@ Result<GpuHybridMixer> GpuHybridMixer::create(const MixerOptions& options,
   ks.sinks = options.sinks, ks.window = options.window;
   ks.mix = kernel_mix(options);
   ks.linear_rope = options.linear_rope;
+  ks.count_far = far_start(options) >= 0;
   kc::HybridParams& p = m.kparams_;
   p.conv_q = m.param("conv_q"), p.conv_k = m.param("conv_k"), p.conv_v = m.param("conv_v");
   p.w_gates = m.w_gates_.get();
@@ -309,6 +318,7 @@ Result<GpuHybridMixer> GpuHybridMixer::create(const MixerOptions& options,
   p.lambda_row = lambda_row(options, shape.H);
   p.b_beta = m.param("b_beta"), p.A_log = m.param("A_log"), p.dt_bias = m.param("dt_bias");
   p.b_lambda = m.param("b_lambda"), p.c_lse = m.param("c_lse"), p.gamma = m.param("gamma");
+  p.a_far = m.param("a_far");
   p.inv_freq = m.inv_freq_.get();
   return m;
 }
@@ -426,7 +436,7 @@ Status GpuHybridMixer::forward_impl(HybridScratch& s, const HybridIO& in, bf16* 
     GL_TRY(kc::hybrid_gates_forward(b.g, b.beta, with_lse(options_) ? nullptr : b.lambda, b.logits,
                                     gate_rows_, kparams_.lambda_row, kparams_.A_log,
                                     kparams_.dt_bias, kparams_.b_beta, kparams_.b_lambda, nullptr,
-                                    nullptr, T, H, stream));
+                                    nullptr, kparams_.a_far, far_start(options_), T, H, stream));
     mark("fwd gates");
   }
   // 3 linear branch: GDN with the delayed read (keys from row s, queries from row s + w; queries
@@ -458,7 +468,8 @@ Status GpuHybridMixer::forward_impl(HybridScratch& s, const HybridIO& in, bf16* 
   if (with_lse(options_)) {
     GL_TRY(kc::hybrid_gates_forward(nullptr, nullptr, b.lambda, b.logits, gate_rows_,
                                     kparams_.lambda_row, nullptr, nullptr, nullptr,
-                                    kparams_.b_lambda, kparams_.c_lse, b.lse, T, H, stream));
+                                    kparams_.b_lambda, kparams_.c_lse, b.lse, kparams_.a_far,
+                                    far_start(options_), T, H, stream));
   }
   if (y16 || y32) {
     GL_TRY(kc::hybrid_mix_forward(y32, y16, mix, b.y_exact, b.y_lin, b.lambda, kparams_.gamma, T, H,
@@ -576,9 +587,9 @@ Status GpuHybridMixer::backward_below_mix(HybridScratch& s, const HybridIO& in,
   if (gate_rows_ > 0) {
     GL_TRY(kc::hybrid_gates_backward(
         b.dlogits, gate_rows_, kparams_.lambda_row, grad_of("A_log"), grad_of("dt_bias"),
-        grad_of("b_beta"), grad_of("b_lambda"), grad_of("c_lse"), b.dlse, linear ? b.dg : nullptr,
-        b.dbeta, b.logits, b.g, b.beta, kparams_.A_log, kparams_.dt_bias, kparams_.c_lse, b.lse, T,
-        H, stream));
+        grad_of("b_beta"), grad_of("b_lambda"), grad_of("c_lse"), b.dlse, grad_of("a_far"),
+        linear ? b.dg : nullptr, b.dbeta, b.logits, b.g, b.beta, kparams_.A_log, kparams_.dt_bias,
+        kparams_.c_lse, b.lse, far_start(options_), T, H, stream));
     mark("bwd gates");
     // d[gate matrices] += dlogitsᵀ x (contiguous at the block's start): x is bf16, dlogits fp32
     //   as a bf16 pair hi + lo (about 2^-16 relative), two bf16 tensor-core GEMMs.

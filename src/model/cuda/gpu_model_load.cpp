@@ -11,6 +11,7 @@
 
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
+#include "model/linearization.h"
 
 namespace golinear::model::cuda {
 
@@ -117,7 +118,8 @@ Result<std::unique_ptr<GpuModel>> gpu_model_load(const std::string& dir, const M
   if ((int)skeleton.mixers.size() != c.num_layers)
     return make_error("gpu model: the model has ", skeleton.mixers.size(), " mixers for ",
                       c.num_layers, " layers");
-  GL_ASSIGN_OR_RETURN(CheckpointWeights weights, CheckpointWeights::open(dir));
+  GL_ASSIGN_OR_RETURN(ModelDirectory where, model_directory_resolve(dir));  // an adapter: its base
+  GL_ASSIGN_OR_RETURN(CheckpointWeights weights, CheckpointWeights::open(where.base));
   auto gm = std::make_unique<GpuModel>();
   GL_TRY(gm->init(c));
   cudaStream_t s = gm->stream_;

@@ -73,7 +73,7 @@ Result<TrainReport> gpu_attention_transfer(const GpuTeacher& teacher_trace, cons
     return make_error("attention transfer: ", students.size(), " student mixers for ", L, " layers");
   const mixers::AttentionShape shape = teacher.attention_shape();
 
-  // The trained layers: every hybrid mixer, all of one recipe.
+  // The trained layers: every hybrid mixer, all of one recipe (but for per-layer budgets).
   GL_ASSIGN_OR_RETURN(const GpuTrainedLayers selected, gpu_trained_layers(students, "GPU attention transfer"));
   const std::vector<int>& trained = selected.layers;
   const mixers::MixerOptions& recipe = selected.recipe;
@@ -112,12 +112,12 @@ Result<TrainReport> gpu_attention_transfer(const GpuTeacher& teacher_trace, cons
   std::vector<GpuHybridMixer> layers;
   for (size_t i = 0; i < trained.size(); ++i) {
     GL_ASSIGN_OR_RETURN(GpuHybridMixer layer,
-                        GpuHybridMixer::create(recipe, shape, teacher.inv_freq,
+                        GpuHybridMixer::create(selected.options[i], shape, teacher.inv_freq,
                                                value.get() + i * per_layer, grad.get() + i * per_layer));
     layers.push_back(std::move(layer));
   }
   HybridScratch scratch;
-  GL_TRY(scratch.reserve(HybridScratch::bytes(recipe, shape, T, true)));
+  GL_TRY(scratch.reserve(selected.scratch_bytes(shape, T)));
   // options.profile: CUDA events between the stages, a table on stderr at the end.
   GpuStageProfile profile;
   if (options.profile) profile.enable();

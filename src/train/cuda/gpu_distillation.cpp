@@ -96,11 +96,11 @@ Status Distiller::init(const Model& model, MixerStack& students, int T,
   GL_CUDA_CHECK(cudaMemset(grad_.get(), 0, P_ * 4));
   for (size_t i = 0; i < trained_.size(); ++i) {
     GL_ASSIGN_OR_RETURN(GpuHybridMixer layer,
-                        GpuHybridMixer::create(recipe_, shape, model.inv_freq, value_.get() + i * per_layer,
+                        GpuHybridMixer::create(selected.options[i], shape, model.inv_freq, value_.get() + i * per_layer,
                                                grad_.get() + i * per_layer));
     hybrid_.push_back(std::move(layer));
   }
-  GL_TRY(scratch_.reserve(HybridScratch::bytes(recipe_, shape, T, true)));
+  GL_TRY(scratch_.reserve(selected.scratch_bytes(shape, T)));
   GL_ASSIGN_OR_RETURN(acts_, golinear::model::cuda::gpu_activations_allocate(*gm_, T));
   GL_ASSIGN_OR_RETURN(backward_scratch_, golinear::model::cuda::GpuBackwardScratch::create(*gm_, T));
   const size_t V = c.vocab_size;

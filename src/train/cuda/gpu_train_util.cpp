@@ -25,16 +25,25 @@ Result<GpuTrainedLayers> gpu_trained_layers(const MixerStack& students, const st
     if (Status st = mixers::cuda::hybrid_check_recipe(hybrid->options(), hybrid->shape()); !st.ok())
       return make_error("golinear linearize --device cuda: ", st.error());
     const mixers::MixerOptions& o = hybrid->options();
-    if (!out.layers.empty() &&
-        (o.kind != out.recipe.kind || o.mix != out.recipe.mix || o.sinks != out.recipe.sinks ||
-         o.window != out.recipe.window || o.conv != out.recipe.conv ||
-         o.linear_rope != out.recipe.linear_rope))
-      return make_error(what, ": every linearized layer must share one recipe (layer ", l, " differs)");
-    out.recipe = hybrid->options();
+    if (out.layers.empty()) out.recipe = o;
+    const mixers::MixerOptions& r = out.recipe;
+    if (o.kind != r.kind || o.mix != r.mix || o.conv != r.conv || o.linear_rope != r.linear_rope ||
+        mixers::cuda::hybrid_parameter_count(o, hybrid->shape()) !=
+            mixers::cuda::hybrid_parameter_count(r, hybrid->shape()))
+      return make_error(what, ": every linearized layer must share one recipe but for sinks and "
+                        "window (layer ", l, " differs)");
+    out.options.push_back(o);
     out.layers.push_back((int)l);
   }
   if (out.layers.empty()) return make_error(what, ": every layer is kept full, nothing to train");
   return out;
+}
+
+size_t GpuTrainedLayers::scratch_bytes(const mixers::AttentionShape& shape, int T) const {
+  size_t bytes = 0;
+  for (const mixers::MixerOptions& o : options)
+    bytes = std::max(bytes, mixers::cuda::HybridScratch::bytes(o, shape, T, true));
+  return bytes;
 }
 
 Status GpuAdamW::allocate(long P) {

@@ -22,11 +22,15 @@ using kernels::cuda::CudaEvent;
 using kernels::cuda::CudaStream;
 
 // The layers a GPU trainer trains: every hybrid mixer of `students`, each of a recipe the GPU
-// runs (hybrid_check_recipe) and all of one recipe; the other layers must be
-// softmax attention (kept full). `what` names the trainer in errors.
+// runs (hybrid_check_recipe) and all of one recipe but for their exact budgets (sinks, window:
+// per-layer budgets), so that every layer has the same parameter block; the other layers must
+// be softmax attention (kept full). `what` names the trainer in errors.
 struct GpuTrainedLayers {
   std::vector<int> layers;
-  mixers::MixerOptions recipe;
+  mixers::MixerOptions recipe;                // the first trained layer's
+  std::vector<mixers::MixerOptions> options;  // per trained layer (its sinks and window)
+  // Scratch for the training forward and backward of any of the layers over T tokens.
+  size_t scratch_bytes(const mixers::AttentionShape& shape, int T) const;
 };
 Result<GpuTrainedLayers> gpu_trained_layers(const MixerStack& students, const std::string& what);
 

@@ -104,6 +104,7 @@ void perturb(HybridMixer& cpu, uint64_t seed) {
       else if (p->name == "b_lambda") p->value[i] = -0.5f + 0.5f * noise[i];
       else if (p->name == "b_beta") p->value[i] = 0.5f * noise[i];
       else if (p->name == "c_lse") p->value[i] = 0.3f + 0.2f * noise[i];
+      else if (p->name == "a_far") p->value[i] = 0.5f + 0.3f * noise[i];
       else if (p->name == "gamma") p->value[i] = 0.5f + 0.3f * noise[i];
     }
   }
@@ -292,6 +293,8 @@ INSTANTIATE_TEST_SUITE_P(
         Recipe{"default", MixerKind::gdn, MixKind::gate, 8, 56, true, false, 200, 128, 4, 2, 64},
         Recipe{"shorter_than_window", MixerKind::gdn, MixKind::gate, 8, 56, true, false, 40, 128, 4, 2, 64},
         Recipe{"gate_lse", MixerKind::gdn, MixKind::gate_lse, 8, 56, true, false, 200, 128, 4, 2, 64},
+        Recipe{"split", MixerKind::gdn, MixKind::split, 8, 56, true, false, 200, 128, 4, 2, 64},
+        Recipe{"split_window_8_d128", MixerKind::gdn, MixKind::split, 4, 8, true, false, 150, 100, 4, 1, 128},
         Recipe{"add", MixerKind::gdn, MixKind::add, 8, 56, true, false, 200, 128, 4, 2, 64},
         Recipe{"scale", MixerKind::gdn, MixKind::scale, 8, 56, true, false, 200, 128, 4, 2, 64},
         Recipe{"no_conv", MixerKind::gdn, MixKind::gate, 8, 56, false, false, 200, 128, 4, 2, 64},
@@ -303,6 +306,69 @@ INSTANTIATE_TEST_SUITE_P(
         Recipe{"window_1000", MixerKind::gdn, MixKind::gate, 16, 1000, true, false, 1100, 128, 4, 2, 64},
         Recipe{"d128_gqa4_odd_hidden_lse", MixerKind::gdn, MixKind::gate_lse, 8, 56, true, true, 260, 100, 4, 1, 128}),
     [](const auto& info) { return std::string(info.param.name); });
+
+// Mix split on the GPU is exact where exactness is possible: at t < s + w its output equals, to
+// the bit, that of mixer `none` (the exact branch alone) with the same conv taps, in the inference
+// forward, the training forward and the decode step; past s + w the state comes in.
+TEST(GpuHybridMixer, SplitIsTheExactBranchUntilATokenLeavesTheExactSet) {
+  REQUIRE_GPU();
+  const Recipe r{"split", MixerKind::gdn, MixKind::split, 8, 56, true, false, 160, 128, 4, 2, 64};
+  const int T = r.T, H = r.H, D = r.D, shift = r.sinks + r.window;
+  const AttentionShape shape{r.C, r.H, r.G, r.D};
+  const std::vector<float> inv_freq = rope_frequencies(D);
+  const Inputs in(r, 40);
+  cublasHandle_t cublas;
+  ASSERT_EQ(cublasCreate(&cublas), CUBLAS_STATUS_SUCCESS);
+  DeviceArray<bf16> dx(to_bf16(in.x)), dq(to_bf16(in.q)), dk(to_bf16(in.k)), dv(to_bf16(in.v));
+  HybridMixer split_cpu(r.options(), shape, 11);
+  perturb(split_cpu, 300);
+  MixerOptions none_options = r.options();
+  none_options.kind = MixerKind::none;
+  HybridMixer none_cpu(none_options, shape, 11);
+  for (Parameter* p : none_cpu.parameters())
+    for (Parameter* q : split_cpu.parameters())
+      if (q->name == p->name) p->value = q->value;
+  // Inference (bf16), training (fp32) and decode (bf16) outputs of one mixer.
+  auto run = [&](HybridMixer& cpu, std::vector<float>& inference, std::vector<float>& train,
+                 std::vector<float>& decode) {
+    const long P = hybrid_parameter_count(cpu.options(), shape);
+    DeviceArray<float> value(P), grad(P);
+    auto mixer = GpuHybridMixer::create(cpu.options(), shape, inv_freq, value.ptr, grad.ptr);
+    ASSERT_OK(mixer);
+    ASSERT_OK(mixer->upload(cpu, 0));
+    HybridScratch scratch;
+    ASSERT_OK(scratch.reserve(std::max(HybridScratch::bytes(cpu.options(), shape, T, true),
+                                       HybridScratch::bytes(cpu.options(), shape, T, false))));
+    const HybridIO io{T, dx.ptr, dq.ptr, dk.ptr, dv.ptr};
+    DeviceArray<bf16> y16((size_t)T * H * D), ys((size_t)T * H * D);
+    DeviceArray<float> y32((size_t)T * H * D);
+    ASSERT_OK(mixer->forward(scratch, io, y16.ptr, nullptr, cublas, 0));
+    ASSERT_OK(mixer->forward_train(scratch, io, y32.ptr, cublas, 0));
+    DeviceArray<char> cache_memory(mixer->cache_bytes());
+    auto view = mixer->cache_create(cache_memory.ptr, 0);
+    ASSERT_OK(view);
+    DeviceArray<kc::HybridCacheView> views(std::vector<kc::HybridCacheView>{*view});
+    for (int t = 0; t < T; ++t)
+      ASSERT_OK(mixer->decode_step(ys.ptr + (size_t)t * H * D, views.ptr, 1, dx.ptr + (size_t)t * r.C,
+                                   dq.ptr + (size_t)t * H * D, dk.ptr + (size_t)t * r.G * D,
+                                   dv.ptr + (size_t)t * r.G * D, 0));
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    inference = to_float(y16.download()), train = y32.download(), decode = to_float(ys.download());
+  };
+  std::vector<float> si, st, sd, ni, nt, nd;
+  run(split_cpu, si, st, sd);
+  run(none_cpu, ni, nt, nd);
+  const size_t exact_part = (size_t)shift * H * D;
+  for (size_t i = 0; i < exact_part; ++i) {
+    ASSERT_EQ(si[i], ni[i]) << "inference forward, position " << i / (H * D);
+    ASSERT_EQ(st[i], nt[i]) << "training forward, position " << i / (H * D);
+    ASSERT_EQ(sd[i], nd[i]) << "decode, position " << i / (H * D);
+  }
+  double after = 0;
+  for (size_t i = exact_part; i < si.size(); ++i) after = std::max(after, (double)std::fabs(si[i] - ni[i]));
+  EXPECT_GT(after, 1e-3) << "the linear branch never contributes";
+  cublasDestroy(cublas);
+}
 
 TEST(GpuHybridMixer, DownloadReturnsWhatUploadGave) {
   REQUIRE_GPU();

@@ -3,7 +3,8 @@
 // (same bf16 weights, same kernels). Checkpoints written here: an F32 one of test::random_model
 // (values that are not bf16, so the host rounding must equal __float2bfloat16's), per family
 // (Qwen2's q/k/v biases, Qwen3's q/k norm), tied embeddings, a linearized one (hybrid mixers
-// from linearization.safetensors), and a sharded bf16 one from io/random_checkpoint.h.
+// from linearization.safetensors), an adapter of a base, and a sharded bf16 one from
+// io/random_checkpoint.h.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -140,6 +141,27 @@ TEST_F(GpuModelLoad, TiedEmbeddingsAndLinearizedLayers) {
   model->mixers = test::linearized_stack(*model, {1}, 23, &recipe);
   ASSERT_TRUE(linearization_save(*model, linearization_recipe_of(*model, recipe), tied).ok());
   expect_identical(tied, "llama tied, linearized");
+}
+
+// An adapter (linearization files only, naming its base): the backbone comes from the base.
+TEST_F(GpuModelLoad, AnAdapterLoadsItsBase) {
+  REQUIRE_GPU();
+  const std::string config_path = small_config("random-llama", false, "base");
+  auto config = model_config_read(config_path);
+  ASSERT_TRUE(config.ok()) << config.error();
+  auto model = test::random_model(*config, 33);
+  const std::string base = write_f32_checkpoint(*model, config_path, "base");
+  mixers::MixerOptions options;
+  model->mixers = test::linearized_stack(*model, {1}, 24, &options);
+  LinearizationRecipe recipe = linearization_recipe_of(*model, options);
+  const std::string adapter = (dir_ / "adapter").string();
+  auto reference = base_reference_make(base, adapter);
+  ASSERT_TRUE(reference.ok()) << reference.error();
+  recipe.base = *reference;
+  fs::create_directories(adapter);
+  ASSERT_TRUE(linearization_save(*model, recipe, adapter).ok());
+  ASSERT_FALSE(fs::exists(adapter + "/model.safetensors"));
+  expect_identical(adapter, "llama adapter");
 }
 
 TEST_F(GpuModelLoad, ShardedBf16RandomCheckpoint) {

@@ -1,0 +1,54 @@
+#include "runtime/cuda/sequence_slots.h"
+
+namespace golinear::runtime::cuda {
+
+using golinear::model::cuda::GpuSequenceCache;
+
+Result<std::unique_ptr<GpuSequenceSlots>> GpuSequenceSlots::create(
+    golinear::model::cuda::GpuModel& model, int slots, long max_context) {
+  std::unique_ptr<GpuSequenceSlots> out(new GpuSequenceSlots(model));
+  for (int i = 0; i < slots; ++i) {
+    auto cache = GpuSequenceCache::create(model, max_context);
+    if (!cache.ok()) return make_error("slot ", i, " of ", slots, ": ", cache.error());
+    out->caches_.push_back(std::move(*cache));
+  }
+  return out;
+}
+
+Status GpuSequenceSlots::check_slot(int slot) const {
+  if (slot < 0 || slot >= (int)caches_.size())
+    return make_error("slot ", slot, " does not exist (", caches_.size(), " slots)");
+  return ok_status();
+}
+
+Status GpuSequenceSlots::reset(int slot) {
+  GL_TRY(check_slot(slot));
+  return caches_[slot]->reset();
+}
+
+Status GpuSequenceSlots::prefill(int slot, const int32_t* ids, int T, float* last_logits) {
+  GL_TRY(check_slot(slot));
+  GpuSequenceCache& cache = *caches_[slot];
+  if (cache.position() + T > cache.max_context())
+    return make_error("slot ", slot, ": ", cache.position(), " + ", T,
+                      " tokens exceed its cache of ", cache.max_context());
+  return golinear::model::cuda::gpu_prefill(model_, cache, ids, T, last_logits);
+}
+
+Status GpuSequenceSlots::decode(const int* slots, const int32_t* ids, int B, float* logits) {
+  const size_t V = model_.config().vocab_size;
+  for (int b = 0; b < B; ++b) {
+    GL_TRY(check_slot(slots[b]));
+    GpuSequenceCache& cache = *caches_[slots[b]];
+    if (cache.position() + 1 > cache.max_context())
+      return make_error("slot ", slots[b], ": its cache of ", cache.max_context(), " is full");
+    GL_TRY(golinear::model::cuda::gpu_decode(model_, cache, ids[b], logits + b * V, nullptr));
+  }
+  return ok_status();
+}
+
+size_t GpuSequenceSlots::slot_bytes(int slot) const {
+  return slot >= 0 && slot < (int)caches_.size() ? caches_[slot]->bytes() : 0;
+}
+
+}  // namespace golinear::runtime::cuda

@@ -1,0 +1,41 @@
+// Sequence slots on the GPU (runtime/sequence_slots.h's interface, the server's --device cuda
+// backend): one model::cuda::GpuSequenceCache per slot, created for `max_context` tokens (the
+// constant-size hybrid caches, and a KV cache of max_context rows per softmax layer). A prompt
+// into an empty slot is one forward (gpu_prefill); further prompt chunks go through the decode
+// step token by token. The decode step runs gpu_decode slot after slot (a replayed CUDA graph per
+// token when every layer is hybrid): the model-level step over B caches at once (the mixers'
+// GpuHybridMixer::decode_step over a batch) is not wired to the layer loop yet. No snapshots:
+// the server runs without a prompt cache on the GPU.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "model/cuda/gpu_model.h"
+#include "runtime/sequence_slots.h"
+
+namespace golinear::runtime::cuda {
+
+class GpuSequenceSlots final : public SequenceSlots {
+ public:
+  // `model` must outlive the slots.
+  static Result<std::unique_ptr<GpuSequenceSlots>> create(golinear::model::cuda::GpuModel& model,
+                                                          int slots, long max_context);
+
+  int slots() const override { return (int)caches_.size(); }
+  int vocab_size() const override { return model_.config().vocab_size; }
+  const char* device() const override { return "cuda"; }
+  bool batched_kernels() const override { return false; }
+  Status reset(int slot) override;
+  Status prefill(int slot, const int32_t* ids, int T, float* last_logits) override;
+  Status decode(const int* slots, const int32_t* ids, int B, float* logits) override;
+  size_t slot_bytes(int slot) const override;
+
+ private:
+  explicit GpuSequenceSlots(golinear::model::cuda::GpuModel& model) : model_(model) {}
+  Status check_slot(int slot) const;
+  golinear::model::cuda::GpuModel& model_;
+  std::vector<std::unique_ptr<golinear::model::cuda::GpuSequenceCache>> caches_;
+};
+
+}  // namespace golinear::runtime::cuda

@@ -1,0 +1,51 @@
+// What the scheduler (serve/scheduler.h) runs the model through: a fixed set of slots, each
+// holding one sequence's decode state, a prefill that appends a prompt chunk to one slot, and a
+// decode step that advances B slots by one token each. The CPU slots (runtime/cpu_sequence_slots.h)
+// are the reference; the GPU slots (runtime/cuda/sequence_slots.h) implement the same interface.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "common/result.h"
+
+namespace golinear::runtime {
+
+// A copy of one slot's decode state, restorable into any slot of the same backend.
+class StateSnapshot {
+ public:
+  virtual ~StateSnapshot() = default;
+  virtual size_t bytes() const = 0;
+  virtual long position() const = 0;  // tokens the state holds
+};
+
+class SequenceSlots {
+ public:
+  virtual ~SequenceSlots() = default;
+  virtual int slots() const = 0;
+  virtual int vocab_size() const = 0;
+  // "cpu" or "cuda", and whether decode() runs the B sequences as one batched kernel call or
+  // one after the other (reported on /slots and /metrics).
+  virtual const char* device() const = 0;
+  virtual bool batched_kernels() const = 0;
+
+  // The slot back to an empty sequence: nothing of what it held before can reach the next one.
+  virtual Status reset(int slot) = 0;
+  // Appends T ≥ 1 tokens ids (T) to the slot's sequence; last_logits (V) of the last one.
+  virtual Status prefill(int slot, const int32_t* ids, int T, float* last_logits) = 0;
+  // One token per slot: slots (B) distinct, ids (B); logits (B, V).
+  virtual Status decode(const int* slots, const int32_t* ids, int B, float* logits) = 0;
+  // Memory the slot's state holds now.
+  virtual size_t slot_bytes(int slot) const = 0;
+
+  // Snapshots (the prompt cache, slot save/restore); a backend without them returns null /
+  // an error, and the server then serves without a prompt cache.
+  virtual bool can_snapshot() const { return false; }
+  virtual std::shared_ptr<const StateSnapshot> snapshot(int slot) const { return nullptr; }
+  virtual Status restore(int slot, const StateSnapshot& snapshot) {
+    return make_error("this backend cannot restore a sequence state");
+  }
+};
+
+}  // namespace golinear::runtime

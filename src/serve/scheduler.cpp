@@ -1,0 +1,449 @@
+#include "serve/scheduler.h"
+
+#include "model/transformer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace golinear::serve {
+
+const char* to_string(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::none:
+      return "none";
+    case FinishReason::stop:
+      return "stop";
+    case FinishReason::length:
+      return "length";
+    case FinishReason::cancelled:
+      return "cancelled";
+    case FinishReason::error:
+      return "error";
+  }
+  return "none";
+}
+
+bool Job::wait(std::chrono::milliseconds timeout, std::vector<Delta>* out) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  ready_.wait_for(lock, timeout, [&] { return finished_ || !pending_.empty(); });
+  while (!pending_.empty()) {
+    out->push_back(std::move(pending_.front()));
+    pending_.pop_front();
+  }
+  return finished_;
+}
+
+void Job::emit(Delta delta) {
+  if (delta.text.empty() && delta.tokens.empty()) return;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    pending_.push_back(std::move(delta));
+  }
+  ready_.notify_all();
+}
+
+void Job::finish(FinishReason reason, std::string error_message) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    finish_reason = reason;
+    error = std::move(error_message);
+    finished_ = true;
+  }
+  ready_.notify_all();
+}
+
+enum class Phase { idle, prefill, decode };
+
+struct Scheduler::Slot {
+  int id = 0;
+  std::shared_ptr<Job> job;
+  Phase phase = Phase::idle;
+  std::vector<int32_t> tokens;  // what the state holds
+  std::vector<int> calls;       // its forward calls (CachedPrompt::calls)
+  size_t prefilled = 0;         // prompt tokens in the state
+  int32_t pending = 0;          // the last chosen token, not yet in the state
+  std::optional<runtime::Sampler> sampler;
+  std::optional<TextOutput> text;
+  std::vector<float> logits;  // (V)
+  SlotInfo info;              // what slots() reports, updated under the scheduler's mutex
+};
+
+struct Scheduler::SlotTask {
+  int slot = 0;
+  std::function<SlotActionResult(Slot&)> action;
+  std::promise<SlotActionResult> done;
+};
+
+namespace {
+
+SlotActionResult action_error(int status, std::string message) {
+  SlotActionResult out;
+  out.status = status;
+  out.error = std::move(message);
+  return out;
+}
+
+SlotActionResult action_done(SlotRecord record) {
+  SlotActionResult out;
+  out.record = std::move(record);
+  return out;
+}
+
+}  // namespace
+
+Scheduler::Scheduler(runtime::SequenceSlots& backend, const Tokenizer& tokenizer, Metrics& metrics,
+                     SchedulerOptions options)
+    : backend_(backend), tokenizer_(tokenizer), metrics_(metrics), options_(options) {
+  for (int i = 0; i < backend.slots(); ++i) {
+    auto slot = std::make_unique<Slot>();
+    slot->id = slot->info.id = i;
+    slot->info.phase = "idle";
+    slot->logits.resize(backend.vocab_size());
+    slots_.push_back(std::move(slot));
+  }
+  thread_ = std::thread([this] { run(); });
+}
+
+Scheduler::~Scheduler() { drain(); }
+
+Scheduler::Submitted Scheduler::submit(std::shared_ptr<Job> job) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (stopping_) return Submitted::stopping;
+    const long free_slots = (long)slots_.size() - active_;
+    if ((long)queue_.size() - free_slots >= options_.max_queue) {
+      ++metrics_.requests_rejected_queue_full;
+      return Submitted::queue_full;
+    }
+    queue_.push_back(std::move(job));
+  }
+  wake_.notify_all();
+  return Submitted::accepted;
+}
+
+void Scheduler::drain() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+std::vector<SlotInfo> Scheduler::slots() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<SlotInfo> out;
+  for (const auto& slot : slots_) out.push_back(slot->info);
+  return out;
+}
+
+long Scheduler::waiting() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return (long)queue_.size();
+}
+
+long Scheduler::running() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return active_;
+}
+
+void Scheduler::run() {
+  std::vector<int> batch;
+  std::vector<int32_t> batch_ids;
+  std::vector<float> batch_logits;
+  const size_t V = backend_.vocab_size();
+  for (;;) {
+    std::vector<Slot*> admitted;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      // A cancelled request that waits gives up its place without running.
+      for (auto it = queue_.begin(); it != queue_.end();)
+        if ((*it)->cancelled()) {
+          (*it)->finish(FinishReason::cancelled);
+          metrics_.count_finished("cancelled");
+          it = queue_.erase(it);
+        } else {
+          ++it;
+        }
+      wake_.wait(lock,
+                 [&] { return stopping_ || !queue_.empty() || active_ > 0 || !tasks_.empty(); });
+      std::deque<std::shared_ptr<SlotTask>> tasks;
+      tasks.swap(tasks_);
+      if (stopping_ && queue_.empty() && active_ == 0 && tasks.empty()) {
+        exited_ = true;
+        return;
+      }
+      lock.unlock();
+      for (auto& task : tasks) {
+        Slot& slot = *slots_[task->slot];
+        task->done.set_value(slot.job ? action_error(409, str_cat("slot ", slot.id, " is busy"))
+                                      : task->action(slot));
+      }
+      lock.lock();
+      for (auto& slot : slots_) {
+        if (queue_.empty()) break;
+        if (slot->job) continue;
+        slot->job = std::move(queue_.front());
+        queue_.pop_front();
+        ++active_;
+        admitted.push_back(slot.get());
+      }
+    }
+    for (Slot* slot : admitted) start(*slot);
+    for (auto& slot : slots_)
+      if (slot->job && slot->job->cancelled()) finish(*slot, FinishReason::cancelled);
+
+    // Prompts: at most prefill_chunk tokens this iteration, in slot order.
+    int used = 0;
+    for (auto& slot : slots_)
+      if (slot->job && slot->phase == Phase::prefill && used < options_.prefill_chunk)
+        prefill(*slot, options_.prefill_chunk - used, &used);
+
+    // One decode step over every generating sequence.
+    batch.clear();
+    batch_ids.clear();
+    for (auto& slot : slots_)
+      if (slot->job && slot->phase == Phase::decode) {
+        batch.push_back(slot->id);
+        batch_ids.push_back(slot->pending);
+      }
+    if (!batch.empty()) {
+      batch_logits.resize(batch.size() * V);
+      Status status =
+          backend_.decode(batch.data(), batch_ids.data(), (int)batch.size(), batch_logits.data());
+      ++metrics_.decode_steps;
+      metrics_.decode_step_sequences += batch.size();
+      for (size_t b = 0; b < batch.size(); ++b) {
+        Slot& slot = *slots_[batch[b]];
+        if (!status.ok()) {
+          finish(slot, FinishReason::error, status.error());
+          continue;
+        }
+        slot.tokens.push_back(slot.pending);
+        slot.calls.push_back(0);
+        on_logits(slot, batch_logits.data() + b * V);
+      }
+    }
+
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& slot : slots_) {
+      SlotInfo& info = slot->info;
+      info.busy = slot->job != nullptr;
+      info.phase = !slot->job ? "idle" : slot->phase == Phase::prefill ? "prefill" : "decode";
+      info.position = (long)slot->tokens.size();
+      if (slot->job) {
+        info.prompt_tokens = slot->job->prompt_tokens;
+        info.cached_tokens = slot->job->cached_tokens;
+        info.generated_tokens = slot->job->completion_tokens;
+      }
+      info.state_bytes = backend_.slot_bytes(slot->id);
+    }
+  }
+}
+
+void Scheduler::start(Slot& slot) {
+  Job& job = *slot.job;
+  job.slot = slot.id;
+  job.prompt_tokens = (int)job.params.prompt.size();
+  slot.sampler.emplace(job.params.sampler);
+  slot.text.emplace(tokenizer_, job.params.stop);
+  slot.tokens.clear();
+  slot.calls.clear();
+  slot.prefilled = 0;
+  slot.phase = Phase::prefill;
+  metrics_.prompt_tokens += job.params.prompt.size();
+
+  std::shared_ptr<const CachedPrompt> hit;
+  if (options_.cache && backend_.can_snapshot()) hit = options_.cache->lookup(job.params.prompt);
+  Status status = hit ? backend_.restore(slot.id, *hit->state) : backend_.reset(slot.id);
+  if (!status.ok() && hit) {  // fall back to an empty state
+    hit = nullptr;
+    status = backend_.reset(slot.id);
+  }
+  if (!status.ok()) return finish(slot, FinishReason::error, status.error());
+  if (!hit) return;
+  slot.tokens = hit->tokens;
+  slot.calls = hit->calls;
+  slot.prefilled = hit->tokens.size();
+  job.cached_tokens = (int)hit->tokens.size();
+  metrics_.prompt_tokens_cached += hit->tokens.size();
+  if (slot.prefilled == job.params.prompt.size()) on_logits(slot, hit->last_logits.data());
+}
+
+void Scheduler::prefill(Slot& slot, int budget, int* used) {
+  const auto& prompt = slot.job->params.prompt;
+  const int n = (int)std::min<size_t>(budget, prompt.size() - slot.prefilled);
+  Status status = backend_.prefill(slot.id, prompt.data() + slot.prefilled, n, slot.logits.data());
+  if (!status.ok()) return finish(slot, FinishReason::error, status.error());
+  slot.tokens.insert(slot.tokens.end(), prompt.begin() + slot.prefilled,
+                     prompt.begin() + slot.prefilled + n);
+  slot.prefilled += n;
+  slot.calls.push_back(n);
+  *used += n;
+  metrics_.prompt_tokens_prefilled += n;
+  if (slot.prefilled < prompt.size()) return;
+  if (options_.cache && backend_.can_snapshot()) {
+    auto entry = std::make_shared<CachedPrompt>();
+    entry->tokens = prompt;
+    entry->state = backend_.snapshot(slot.id);
+    entry->last_logits = slot.logits;
+    entry->calls = slot.calls;
+    if (entry->state) options_.cache->insert(std::move(entry));
+  }
+  on_logits(slot, slot.logits.data());
+}
+
+namespace {
+
+// log softmax(logits)[id] (model/transformer.h) of the chosen token and of the n most likely.
+TokenLogprob logprobs_of(const float* logits, int V, int32_t id, int n) {
+  TokenLogprob out;
+  out.id = id;
+  out.logprob = log_softmax_at(logits, V, id);
+  n = std::min(n, V);
+  if (n > 0) {
+    std::vector<int32_t> order(V);
+    std::iota(order.begin(), order.end(), 0);
+    std::partial_sort(order.begin(), order.begin() + n, order.end(), [&](int32_t a, int32_t b) {
+      return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+    });
+    for (int i = 0; i < n; ++i)
+      out.top.emplace_back(order[i], log_softmax_at(logits, V, order[i]));
+  }
+  return out;
+}
+
+}  // namespace
+
+void Scheduler::on_logits(Slot& slot, const float* logits) {
+  Job& job = *slot.job;
+  const int V = backend_.vocab_size();
+  const int32_t id = slot.sampler->sample(logits, V);
+  ++job.completion_tokens;
+  ++metrics_.generation_tokens;
+  Delta delta;
+  if (job.params.top_logprobs >= 0)
+    delta.tokens.push_back(logprobs_of(logits, V, id, job.params.top_logprobs));
+  const auto& stop_ids = job.params.stop_ids;
+  if (std::find(stop_ids.begin(), stop_ids.end(), id) != stop_ids.end()) {
+    delta.text = slot.text->finish();
+    job.emit(std::move(delta));
+    return finish(slot, FinishReason::stop);
+  }
+  delta.text = slot.text->push(id);
+  if (slot.text->stopped()) {
+    job.emit(std::move(delta));
+    return finish(slot, FinishReason::stop);
+  }
+  if (job.completion_tokens >= job.params.max_tokens) {
+    delta.text += slot.text->finish();
+    job.emit(std::move(delta));
+    return finish(slot, FinishReason::length);
+  }
+  job.emit(std::move(delta));
+  slot.pending = id;
+  slot.phase = Phase::decode;
+}
+
+void Scheduler::finish(Slot& slot, FinishReason reason, const std::string& error) {
+  metrics_.count_finished(to_string(reason));
+  slot.job->finish(reason, error);
+  slot.job = nullptr;
+  slot.phase = Phase::idle;
+  if (reason == FinishReason::error) {
+    (void)backend_.reset(slot.id);
+    slot.tokens.clear();
+    slot.calls.clear();
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  --active_;
+}
+
+}  // namespace golinear::serve
+
+namespace golinear::serve {
+
+SlotActionResult Scheduler::run_slot_action(int slot,
+                                            std::function<SlotActionResult(Slot&)> action) {
+  if (slot < 0 || slot >= (int)slots_.size())
+    return action_error(400, str_cat("slot ", slot, " does not exist (", slots_.size(), " slots)"));
+  auto task = std::make_shared<SlotTask>();
+  task->slot = slot;
+  task->action = std::move(action);
+  std::future<SlotActionResult> done = task->done.get_future();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (exited_) return action_error(503, "the server is shutting down");
+    tasks_.push_back(task);
+  }
+  wake_.notify_all();
+  return done.get();
+}
+
+SlotActionResult Scheduler::slot_save(int slot) {
+  return run_slot_action(slot, [](Slot& s) -> SlotActionResult {
+    if (s.tokens.empty()) return action_error(400, str_cat("slot ", s.id, " holds no tokens"));
+    return action_done({s.tokens, s.calls});
+  });
+}
+
+SlotActionResult Scheduler::slot_erase(int slot) {
+  return run_slot_action(slot, [this](Slot& s) -> SlotActionResult {
+    SlotActionResult out = action_done({s.tokens, s.calls});
+    Status status = backend_.reset(s.id);
+    s.tokens.clear();
+    s.calls.clear();
+    if (!status.ok()) return action_error(500, status.error());
+    return out;
+  });
+}
+
+SlotActionResult Scheduler::slot_restore(int slot, const SlotRecord& record) {
+  if (!options_.cache || !backend_.can_snapshot())
+    return action_error(400,
+                        "restoring a slot needs the prompt cache (--cache-ram > 0, a backend with "
+                        "snapshots)");
+  long covered = 0;
+  for (int n : record.calls) {
+    if (n < 0) return action_error(400, "the slot file's calls must be ≥ 0");
+    covered += n == 0 ? 1 : n;
+  }
+  if (record.tokens.empty() || covered != (long)record.tokens.size())
+    return action_error(400, str_cat("the slot file's calls cover ", covered, " tokens, it holds ",
+                                     record.tokens.size()));
+  for (int32_t id : record.tokens)
+    if (id < 0 || id >= backend_.vocab_size())
+      return action_error(400,
+                          str_cat("the slot file holds token id ", id, ", outside the vocabulary"));
+  return run_slot_action(slot, [this, &record](Slot& s) -> SlotActionResult {
+    s.tokens.clear();
+    s.calls.clear();
+    Status status = backend_.reset(s.id);
+    size_t at = 0;
+    for (size_t i = 0; status.ok() && i < record.calls.size(); ++i) {
+      const int n = record.calls[i];
+      const int32_t* ids = record.tokens.data() + at;
+      status = n > 0 ? backend_.prefill(s.id, ids, n, s.logits.data())
+                     : backend_.decode(&s.id, ids, 1, s.logits.data());
+      at += n > 0 ? n : 1;
+    }
+    if (!status.ok()) {
+      (void)backend_.reset(s.id);
+      return action_error(500, status.error());
+    }
+    s.tokens = record.tokens;
+    s.calls = record.calls;
+    auto entry = std::make_shared<CachedPrompt>();
+    entry->tokens = s.tokens;
+    entry->calls = s.calls;
+    entry->state = backend_.snapshot(s.id);
+    entry->last_logits = s.logits;
+    if (!entry->state)
+      return action_error(500, "the backend could not snapshot the restored state");
+    options_.cache->insert(std::move(entry));
+    return action_done(record);
+  });
+}
+
+}  // namespace golinear::serve

@@ -1,0 +1,29 @@
+// Per-layer exact budgets at a fixed total (issue 14): the layers where the linear state
+// represents the teacher worst get more window, the others less, the sum unchanged, so the decode
+// memory stays that of the uniform recipe. The signal is measured: the per-layer NMSE of a short
+// uniform attention transfer (a probe run's linearization.json), or the teacher's hardness
+// (analysis::teacher_layer_hardness).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/json.h"
+#include "common/result.h"
+
+namespace golinear::train {
+
+// Windows w_l ∝ signal_l over the layers with signal_l ≥ 0 (the others, e.g. kept as softmax,
+// get `window` and are not counted), with Σ w_l = n·window over those n layers, every w_l a
+// multiple of `quantum` and ≥ min_window: proportional shares floored to the quantum, then the
+// remaining quanta to the largest remainders (lower layer first on ties). Refuses a total that
+// cannot give every layer min_window, and a signal that is all zero.
+Result<std::vector<int>> allocate_windows(const std::vector<double>& signal, int window,
+                                          int quantum = 8, int min_window = 8);
+
+// The per-layer signal named by `source`: "hardness" is not read here (the caller computes it);
+// any other value is a linearized directory whose linearization.json holds
+// training.transfer.layer_nmse (a probe run of the uniform recipe).
+Result<std::vector<double>> probe_layer_nmse(const std::string& dir, int num_layers);
+
+}  // namespace golinear::train

@@ -1,0 +1,94 @@
+// Request parsing (serve/request.h) and the served model's template and stop tokens, on the
+// bundled model's directory.
+#include "serve/request.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+namespace golinear::serve {
+namespace {
+
+const std::string kModel = std::string(GOLINEAR_MODEL_DIR) + "/tiny-llama3-25m";
+
+struct Fixture {
+  Tokenizer tokenizer = std::move(Tokenizer::load(kModel + "/tokenizer.json")).value();
+};
+
+std::string write_temp(const std::string& name, const std::string& text) {
+  const std::string path = (std::filesystem::temp_directory_path() / name).string();
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(ServedModel, TemplateAndStopTokensFromTheDirectoryOrAFile) {
+  Fixture f;
+  auto model = served_model_make(kModel, "tiny", 100, f.tokenizer, {1}, "");
+  ASSERT_TRUE(model.ok()) << model.error();
+  EXPECT_TRUE(model->chat_template.has_value());
+  EXPECT_EQ(model->bos_token, "<|begin_of_text|>");
+  EXPECT_EQ(model->stop_ids, std::vector<int32_t>{1});  // config eos = the template's eos_token
+
+  const std::string path =
+      write_temp("golinear_serve_template.jinja",
+                 "{{ bos_token }}{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}");
+  auto custom = served_model_make(kModel, "tiny", 100, f.tokenizer, {1}, path);
+  ASSERT_TRUE(custom.ok()) << custom.error();
+  CompletionRequest request;
+  auto error = completion_request_parse(R"({"messages": [{"role": "user", "content": "hi"}]})",
+                                        true, *custom, &request);
+  ASSERT_FALSE(error) << error->message;
+  EXPECT_EQ(request.params.prompt, f.tokenizer.encode("<|begin_of_text|><user>hi", false));
+  EXPECT_EQ(request.params.prompt[0], 0);  // BOS once, from the template
+  EXPECT_EQ(request.params.max_tokens, 100 - (int)request.params.prompt.size());  // chat: the rest
+
+  const std::string bad = write_temp("golinear_serve_bad.jinja", "{% for %}");
+  auto broken = served_model_make(kModel, "tiny", 100, f.tokenizer, {1}, bad);
+  ASSERT_FALSE(broken.ok());
+  EXPECT_NE(broken.error().find("golinear_serve_bad.jinja"), std::string::npos) << broken.error();
+  std::remove(path.c_str());
+  std::remove(bad.c_str());
+}
+
+TEST(CompletionRequest, DefaultsRangesAndTheContextLimit) {
+  Fixture f;
+  ServedModel model =
+      std::move(served_model_make(kModel, "tiny", 50, f.tokenizer, {1}, "")).value();
+  CompletionRequest r;
+  ASSERT_FALSE(
+      completion_request_parse(R"({"prompt": "Hello", "top_k": -1, "seed": 3})", false, model, &r));
+  EXPECT_EQ(r.params.max_tokens, 16);
+  EXPECT_EQ(r.params.sampler.top_k, 0);
+  EXPECT_EQ(r.params.sampler.seed, 3u);
+  EXPECT_EQ(r.params.sampler.temperature, 1.0f);
+  EXPECT_EQ(r.params.prompt, f.tokenizer.encode("Hello", true));
+  EXPECT_EQ(r.params.stop_ids, std::vector<int32_t>{1});
+
+  auto e = completion_request_parse(R"({"prompt": "Hello", "max_tokens": 60})", false, model, &r);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->code, "context_length_exceeded");
+  const int P = (int)f.tokenizer.encode("Hello", true).size();
+  EXPECT_EQ(e->message,
+            "This model's maximum context length is 50 tokens. However, you requested " +
+                std::to_string(P + 60) + " tokens (" + std::to_string(P) +
+                " in the prompt, 60 in the completion). Please reduce the length of "
+                "the prompt or completion.");
+  // Defaults are cut to the context: a prompt of 45 tokens leaves 5.
+  std::string ids = "[";
+  for (int i = 0; i < 45; ++i) ids += (i ? ",7" : "7");
+  ASSERT_FALSE(completion_request_parse(R"({"prompt": )" + ids + "]}", false, model, &r));
+  EXPECT_EQ(r.params.max_tokens, 5);
+  for (const char* body : {R"({"prompt": "x", "max_tokens": 0})", R"({"prompt": "x", "top_k": -2})",
+                           R"({"prompt": "x", "min_p": 1.5})", R"({"prompt": "x", "logprobs": 6})",
+                           R"({"prompt": "x", "stream_options": 1})"}) {
+    auto bad = completion_request_parse(body, false, model, &r);
+    ASSERT_TRUE(bad) << body;
+    EXPECT_EQ(bad->status, 400);
+    EXPECT_FALSE(bad->param.empty()) << body;
+  }
+}
+
+}  // namespace
+}  // namespace golinear::serve

@@ -1,0 +1,235 @@
+// The scheduler (serve/scheduler.h) on a fake backend whose logits are a hash of each slot's
+// token history: every decode step advances all generating sequences together, each request
+// gives the tokens it gives alone, the wait queue is bounded, a cancelled request leaves, and
+// the prompt cache restores the longest prefix without changing the output.
+#include "serve/scheduler.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <mutex>
+
+namespace golinear::serve {
+namespace {
+
+constexpr int kVocab = 64;
+
+// logits (V) of a history: a fixed pseudo-random function of the tokens and the candidate.
+void history_logits(const std::vector<int32_t>& history, float* logits) {
+  uint64_t h = 1469598103934665603ull;
+  for (int32_t t : history) h = (h ^ (uint64_t)t) * 1099511628211ull;
+  for (int v = 0; v < kVocab; ++v) {
+    uint64_t z = h + (uint64_t)v * 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z ^= z >> 31;
+    logits[v] = (float)(z >> 40) / (float)(1 << 24) * 4.0f;
+  }
+}
+
+class FakeSnapshot final : public runtime::StateSnapshot {
+ public:
+  explicit FakeSnapshot(std::vector<int32_t> h) : history(std::move(h)) {}
+  size_t bytes() const override { return 100; }
+  long position() const override { return (long)history.size(); }
+  std::vector<int32_t> history;
+};
+
+class FakeBackend final : public runtime::SequenceSlots {
+ public:
+  explicit FakeBackend(int slots) : history_(slots) {}
+  int slots() const override { return (int)history_.size(); }
+  int vocab_size() const override { return kVocab; }
+  const char* device() const override { return "fake"; }
+  bool batched_kernels() const override { return true; }
+  Status reset(int slot) override {
+    history_[slot].clear();
+    return ok_status();
+  }
+  Status prefill(int slot, const int32_t* ids, int T, float* last_logits) override {
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      ++prefills_waiting_;
+      changed_.notify_all();
+      changed_.wait(lock, [&] { return open_; });
+      --prefills_waiting_;
+      prefilled_tokens += T;
+    }
+    history_[slot].insert(history_[slot].end(), ids, ids + T);
+    history_logits(history_[slot], last_logits);
+    return ok_status();
+  }
+  Status decode(const int* slots, const int32_t* ids, int B, float* logits) override {
+    batch_sizes.push_back(B);
+    for (int b = 0; b < B; ++b) {
+      history_[slots[b]].push_back(ids[b]);
+      history_logits(history_[slots[b]], logits + (size_t)b * kVocab);
+    }
+    return ok_status();
+  }
+  size_t slot_bytes(int) const override { return 0; }
+  bool can_snapshot() const override { return true; }
+  std::shared_ptr<const runtime::StateSnapshot> snapshot(int slot) const override {
+    return std::make_shared<FakeSnapshot>(history_[slot]);
+  }
+  Status restore(int slot, const runtime::StateSnapshot& s) override {
+    history_[slot] = dynamic_cast<const FakeSnapshot&>(s).history;
+    return ok_status();
+  }
+
+  // Prefill blocks while the gate is closed; wait_for_prefill returns once one is blocked.
+  void set_open(bool open) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    open_ = open;
+    changed_.notify_all();
+  }
+  void wait_for_prefill() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    changed_.wait(lock, [&] { return prefills_waiting_ > 0; });
+  }
+
+  std::vector<int> batch_sizes;  // written by the scheduler thread only
+  long prefilled_tokens = 0;
+
+ private:
+  std::vector<std::vector<int32_t>> history_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  bool open_ = true;
+  int prefills_waiting_ = 0;
+};
+
+Tokenizer tiny_tokenizer() {
+  auto t = Tokenizer::load(std::string(GOLINEAR_MODEL_DIR) + "/tiny-llama3-25m/tokenizer.json");
+  EXPECT_TRUE(t.ok()) << t.error();
+  return std::move(t).value();
+}
+
+GenerationParams params(std::vector<int32_t> prompt, int max_tokens, uint64_t seed) {
+  GenerationParams p;
+  p.prompt = std::move(prompt);
+  p.max_tokens = max_tokens;
+  p.sampler = {0.8f, 0.95f, seed, 0, 0.0f};
+  p.top_logprobs = 0;  // the deltas then carry the token ids
+  return p;
+}
+
+// The tokens a request gets when it runs alone, by the plain loop.
+std::vector<int32_t> reference_tokens(const GenerationParams& p) {
+  runtime::Sampler sampler(p.sampler);
+  std::vector<int32_t> history = p.prompt, out;
+  std::vector<float> logits(kVocab);
+  for (int i = 0; i < p.max_tokens; ++i) {
+    history_logits(history, logits.data());
+    out.push_back(sampler.sample(logits.data(), kVocab));
+    history.push_back(out.back());
+  }
+  return out;
+}
+
+std::vector<int32_t> wait_tokens(Job& job) {
+  std::vector<Delta> deltas;
+  // Bounded: 1500 × 20 ms = 30 s at most.
+  for (int i = 0; i < 1500 && !job.wait(std::chrono::milliseconds(20), &deltas); ++i) {
+  }
+  EXPECT_NE(job.finish_reason, FinishReason::none) << "the job did not finish within 30 s";
+  std::vector<int32_t> ids;
+  for (const Delta& d : deltas)
+    for (const TokenLogprob& t : d.tokens) ids.push_back(t.id);
+  return ids;
+}
+
+TEST(Scheduler, DecodeStepsAdvanceAllRunningSequencesAndEachGetsItsOwnTokens) {
+  Tokenizer tokenizer = tiny_tokenizer();
+  FakeBackend backend(2);
+  Metrics metrics;
+  std::vector<std::shared_ptr<Job>> jobs;
+  {
+    Scheduler scheduler(backend, tokenizer, metrics, {});
+    for (int i = 0; i < 5; ++i) {
+      jobs.push_back(std::make_shared<Job>(params({1, 2, 3 + i}, 6 + 3 * i, 10 + i)));
+      ASSERT_EQ(scheduler.submit(jobs.back()), Scheduler::Submitted::accepted);
+    }
+    for (size_t i = 0; i < jobs.size(); ++i) {
+      EXPECT_EQ(wait_tokens(*jobs[i]), reference_tokens(jobs[i]->params)) << "job " << i;
+      EXPECT_EQ(jobs[i]->finish_reason, FinishReason::length);
+      EXPECT_EQ(jobs[i]->completion_tokens, jobs[i]->params.max_tokens);
+      EXPECT_EQ(jobs[i]->cached_tokens, 0);
+    }
+  }
+  // Two slots: steps of two sequences happened, never more.
+  EXPECT_EQ(*std::max_element(backend.batch_sizes.begin(), backend.batch_sizes.end()), 2);
+  EXPECT_GT(std::count(backend.batch_sizes.begin(), backend.batch_sizes.end(), 2), 5);
+  EXPECT_EQ(metrics.generation_tokens.load(), 6u + 9 + 12 + 15 + 18);
+}
+
+TEST(Scheduler, BoundedQueueAndCancellation) {
+  Tokenizer tokenizer = tiny_tokenizer();
+  FakeBackend backend(1);
+  Metrics metrics;
+  SchedulerOptions options;
+  options.max_queue = 1;
+  Scheduler scheduler(backend, tokenizer, metrics, options);
+  backend.set_open(false);
+  auto running = std::make_shared<Job>(params({1, 2}, 4, 1));
+  auto waiting = std::make_shared<Job>(params({1, 3}, 4, 1));
+  auto refused = std::make_shared<Job>(params({1, 4}, 4, 1));
+  ASSERT_EQ(scheduler.submit(running), Scheduler::Submitted::accepted);
+  backend.wait_for_prefill();  // `running` holds the slot
+  ASSERT_EQ(scheduler.submit(waiting), Scheduler::Submitted::accepted);
+  EXPECT_EQ(scheduler.submit(refused), Scheduler::Submitted::queue_full);
+  EXPECT_EQ(scheduler.waiting(), 1);
+  waiting->cancel();
+  auto long_job = std::make_shared<Job>(params({1, 5}, 1000000, 1));
+  backend.set_open(true);
+  EXPECT_EQ(wait_tokens(*running).size(), 4u);
+  wait_tokens(*waiting);
+  EXPECT_EQ(waiting->finish_reason, FinishReason::cancelled);
+  // A running request cancelled mid-generation stops and frees the slot.
+  ASSERT_EQ(scheduler.submit(long_job), Scheduler::Submitted::accepted);
+  std::vector<Delta> some;
+  for (int i = 0; i < 1500 && some.empty(); ++i)
+    long_job->wait(std::chrono::milliseconds(20), &some);
+  ASSERT_FALSE(some.empty());
+  long_job->cancel();
+  wait_tokens(*long_job);
+  EXPECT_EQ(long_job->finish_reason, FinishReason::cancelled);
+  EXPECT_LT(long_job->completion_tokens, 1000000);
+  auto after = std::make_shared<Job>(params({1, 6}, 3, 1));
+  ASSERT_EQ(scheduler.submit(after), Scheduler::Submitted::accepted);
+  EXPECT_EQ(wait_tokens(*after), reference_tokens(after->params));
+}
+
+TEST(Scheduler, PromptCacheRestoresTheLongestPrefixAndChangesNothing) {
+  Tokenizer tokenizer = tiny_tokenizer();
+  FakeBackend backend(1);
+  Metrics metrics;
+  PromptCache cache(1 << 20);
+  SchedulerOptions options;
+  options.cache = &cache;
+  options.prefill_chunk = 3;  // prompts longer than this are prefilled over several iterations
+  Scheduler scheduler(backend, tokenizer, metrics, options);
+  const std::vector<int32_t> first = {1, 2, 3, 4, 5, 6, 7};
+  std::vector<int32_t> second = first;
+  second.insert(second.end(), {8, 9, 10, 11});
+  auto a = std::make_shared<Job>(params(first, 5, 3));
+  ASSERT_EQ(scheduler.submit(a), Scheduler::Submitted::accepted);
+  EXPECT_EQ(wait_tokens(*a), reference_tokens(a->params));
+  EXPECT_EQ(a->cached_tokens, 0);
+  const long prefilled = backend.prefilled_tokens;
+  EXPECT_EQ(prefilled, 7);
+  auto b = std::make_shared<Job>(params(second, 5, 3));
+  ASSERT_EQ(scheduler.submit(b), Scheduler::Submitted::accepted);
+  EXPECT_EQ(wait_tokens(*b), reference_tokens(b->params));
+  EXPECT_EQ(b->cached_tokens, 7);
+  EXPECT_EQ(backend.prefilled_tokens - prefilled, 4);
+  // The same prompt again: nothing to prefill, the same tokens.
+  auto c = std::make_shared<Job>(params(second, 5, 3));
+  ASSERT_EQ(scheduler.submit(c), Scheduler::Submitted::accepted);
+  EXPECT_EQ(wait_tokens(*c), reference_tokens(c->params));
+  EXPECT_EQ(c->cached_tokens, (int)second.size());
+  EXPECT_EQ(backend.prefilled_tokens - prefilled, 4);
+}
+
+}  // namespace
+}  // namespace golinear::serve
