@@ -119,6 +119,10 @@ Result<StudentMixers> student_mixers_load(Model& teacher, const std::string& dir
   student.options = recipe.options;
   student.mixers = std::move(teacher.mixers);
   teacher.mixers = std::move(teacher_mixers);
+  // The layerwise analysis runs the student's mixers on the teacher's q/k/v (as attention
+  // transfer does): LoRA adapters of the student, if any, are not part of it, and must not stay
+  // on the teacher.
+  teacher.lora = LoraAdapters{};
   if (!applied.ok()) return std::move(applied).take_error();
   return student;
 }

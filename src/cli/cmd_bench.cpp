@@ -59,10 +59,15 @@ int bench_mixers(const Argv& argv) {
                            {"contexts", true}, {"repeats", true}, {"warmups", true},
                            {"value-block", true}, {"gdn-segments", true}, {"gdn-persistent", true},
                            {"heads", true}, {"kv-heads", true}, {"head-dim", true},
-                           {"hidden", true}},
+                           {"hidden", true}, {"mix", true}},
                           0, 0);
   if (!args.ok()) return fail(args.error());
   bench::cuda::MixerBenchOptions o;
+  if (args->has("mix")) {
+    auto mix = mixers::mix_kind_parse(args->get("mix"));
+    if (!mix.ok()) return fail("golinear bench: " + mix.error());
+    o.mix = *mix;
+  }
   o.json = args->has("json");
   o.backward = !args->has("no-backward");
   if (auto st = parse_list(*args, "seq", 1, 1 << 24, o.seq_lens); !st.ok()) return fail(st.error());

@@ -144,12 +144,28 @@ Result<train::LinearizeOptions> parse_settings(const Args& args, const ModelConf
   if (s.stage == "e2e") s.steps = 0;
   GL_ASSIGN_OR_RETURN(double e2e_lr, args.get_double("e2e-lr", 1e-3, 1e-8, 1.0));
   s.e2e_lr = (float)e2e_lr;
+  // LoRA on q/k/v/o of the linearized layers (model/lora.h), trained by the end-to-end stage.
+  if (!args.has("lora-rank") && (args.has("lora-alpha") || args.has("lora-targets")))
+    return make_error("golinear linearize: --lora-alpha and --lora-targets need --lora-rank R");
+  if (args.has("lora-rank")) {
+    GL_ASSIGN_OR_RETURN(long rank, args.get_int("lora-rank", 0, 1, 64));
+    s.lora.rank = (int)rank;
+    GL_ASSIGN_OR_RETURN(double alpha, args.get_double("lora-alpha", (double)rank, 1e-6, 1e6));
+    s.lora.alpha = (float)alpha;
+    if (args.has("lora-targets")) { GL_ASSIGN_OR_RETURN(s.lora.targets, lora_targets_parse(args.get("lora-targets"))); }
+    if (Status st = lora_options_validate(s.lora); !st.ok()) return make_error("golinear linearize: ", st.error());
+    if (s.e2e_steps == 0)
+      return make_error("golinear linearize: --lora-rank trains LoRA in the end-to-end stage, which this run "
+                        "does not have (--stage ", args.get("stage", "both"), "); use --stage both or e2e "
+                        "with an --e2e-tokens budget of at least one step");
+  }
   s.init = args.get("init");
   if (!s.init.empty() && !file_exists(s.init + "/linearization.json"))
     return make_error("golinear linearize: --init ", s.init, ": not a linearized checkpoint (no linearization.json)");
   if (!s.init.empty())
     for (const char* recipe_option : {"mixer", "mix", "sinks", "window", "window-by", "conv", "no-conv",
-                                      "linear-rope", "keep-full-layers", "keep-full", "select", "sweep"})
+                                      "linear-rope", "keep-full-layers", "keep-full", "select", "sweep",
+                                      "lora-rank", "lora-alpha", "lora-targets"})
       if (args.has(recipe_option))
         return make_error("golinear linearize: --init takes the recipe from ", s.init, "; drop --", recipe_option);
   // The default recipe allocates the windows by a probe (docs/RESULTS.md §2c) when there is a
@@ -192,8 +208,8 @@ Result<train::Trainers> gpu_trainers(LoadedModel& loaded) {
                                                students, data, options);
   };
   t.end_to_end = [gpu](Model& model, MixerStack& students, const PackedDataset& data,
-                       const train::TrainOptions& options) -> Result<train::TrainReport> {
-    return train::cuda::gpu_distill_end_to_end(model, students, data, options, gpu);
+                       const train::TrainOptions& options, LoraAdapters* lora) -> Result<train::TrainReport> {
+    return train::cuda::gpu_distill_end_to_end(model, students, data, options, gpu, lora);
   };
   return t;
 #else
@@ -270,8 +286,8 @@ int cmd_linearize(const Argv& argv) {
                            {"seed", true}, {"device", true}, {"resume", false}, {"stage", true},
                            {"e2e-tokens", true}, {"e2e-lr", true}, {"keep-full", true},
                            {"select", true}, {"sweep", true}, {"init", true}, {"stop-after", true},
-                           {"window-by", true}, {"adapter", false},
-                           {"inject-nan", true}},
+                           {"window-by", true}, {"adapter", false}, {"lora-rank", true},
+                           {"lora-alpha", true}, {"lora-targets", true}, {"inject-nan", true}},
                           1, 1);
   if (!args.ok()) return fail(args.error());
   auto config = load_model_config(args->positional()[0]);

@@ -41,6 +41,8 @@ const std::vector<Command> kCommands = {
                                   --lr LR --seed S --stage transfer|e2e|both --e2e-tokens N
                                   --e2e-lr LR --sweep RECIPES.json --init DIR --device cpu|cuda
                                   --adapter (DIR holds only the new parameters and names MODEL)
+                                  --lora-rank R --lora-alpha A --lora-targets q,k,v,o (LoRA on the
+                                  linearized layers, trained by the end-to-end stage)
                                   (cuda: mixers gdn and none, every mix, conv and window; gla,
                                   kgla, hedgehog and --sweep run on the CPU only)
                                   --resume --stop-after N (stop after N steps of a stage, as an
@@ -82,7 +84,7 @@ an interruption would; --inject-nan STEP,LAYER makes LAYER's gradient NaN at STE
 in detail:
   golinear bench [--mixers] [--json --seq 2048,... --contexts 4096,... --repeats N --warmups N
                  --value-block V --gdn-segments N --gdn-persistent auto|never|always
-                 --no-backward --heads H --kv-heads G --head-dim D --hidden C]
+                 --no-backward --heads H --kv-heads G --head-dim D --hidden C --mix M]
       per-layer mixer table: prefill, forward+backward, decode step and cache bytes for full
       attention, Gated DeltaNet and the hybrid mixer (Llama-3.1-8B attention shapes by default);
       --gdn-segments and --gdn-persistent schedule the Gated DeltaNet row's forward (0 and auto:

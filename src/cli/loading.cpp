@@ -43,6 +43,10 @@ Result<LoadedModel> load_model_and_tokenizer(const std::string& dir, const std::
   GL_ASSIGN_OR_RETURN(Tokenizer tokenizer, Tokenizer::load(where.base + "/tokenizer.json"));
   const ModelLoadParts parts = device == "cuda" ? ModelLoadParts::without_backbone : ModelLoadParts::all;
   GL_ASSIGN_OR_RETURN(std::unique_ptr<Model> model, model_load(dir, parts));
+  // LoRA adapters (model/lora.h): folded into the fp32 weights for the CPU (W + s·B A, exact to
+  // fp32 rounding, no cost per token); kept unmerged for the GPU, whose bf16 weights would round
+  // away most of a small s·B A.
+  if (parts == ModelLoadParts::all) lora_merge_into_weights(*model);
   if (tokenizer.vocab_size() > model->config.vocab_size)
     return make_error(where.base, "/tokenizer.json: ", tokenizer.vocab_size(),
                       " tokens do not fit the model's vocab_size ", model->config.vocab_size);

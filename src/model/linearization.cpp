@@ -81,6 +81,7 @@ LinearizationRecipe linearization_recipe_of(const Model& model, const mixers::Mi
   recipe.options = options;
   recipe.budgets = budgets;
   for (const auto& mixer : model.mixers) recipe.layer_mixers.push_back(mixer->kind());
+  if (model.lora.enabled()) recipe.lora = model.lora.options;
   return recipe;
 }
 
@@ -109,6 +110,16 @@ Status linearization_save(const Model& model, const LinearizationRecipe& recipe,
   for (size_t l = 0; l < model.mixers.size(); ++l)
     for (mixers::Parameter* p : model.mixers[l]->parameters())
       tensors.push_back({str_cat("layers.", l, ".", p->name), p->shape, p->value.data()});
+  if (recipe.lora.enabled()) {
+    const LoraOptions& lo = recipe.lora;
+    if (!model.lora.enabled() || model.lora.options.rank != lo.rank)
+      return make_error(dir, ": the recipe has LoRA of rank ", lo.rank, " but the model has no such adapters");
+    json["lora"] = {{"rank", lo.rank}, {"alpha", lo.alpha}, {"scale", lo.scale()},
+                    {"targets", lo.target_names()}};
+    for (size_t l = 0; l < model.lora.layers.size(); ++l)
+      for (const mixers::Parameter* p : model.lora.layers[l].parameters())
+        tensors.push_back({str_cat("layers.", l, ".", p->name), p->shape, p->value.data()});
+  }
   // Weights first, the JSON last: a directory with linearization.json is complete.
   GL_TRY(safetensors_write(dir + "/linearization.safetensors", tensors,
                            {{"format", kFormat}}));
@@ -158,6 +169,20 @@ Result<LinearizationRecipe> linearization_recipe_parse(const Json& json, const M
     if (m != "softmax" && m != kind)
       return make_error(what, ": layer mixer '", m, "' is neither 'softmax' nor the recipe's '", kind, "'");
   if (json.contains("training")) recipe.training = json["training"];
+  if (json.contains("lora")) {
+    const Json& lj = json["lora"];
+    const std::string lwhat = what + " lora";
+    GL_ASSIGN_OR_RETURN(recipe.lora.rank, json_get<int>(lj, "rank", lwhat));
+    GL_ASSIGN_OR_RETURN(double alpha, json_get<double>(lj, "alpha", lwhat));
+    recipe.lora.alpha = (float)alpha;
+    GL_ASSIGN_OR_RETURN(std::vector<std::string> targets, json_get<std::vector<std::string>>(lj, "targets", lwhat));
+    std::string list;
+    for (const std::string& t : targets) list += (list.empty() ? "" : ",") + t;
+    auto parsed = lora_targets_parse(list);
+    if (!parsed.ok()) return make_error(lwhat, ": ", parsed.error());
+    recipe.lora.targets = *parsed;
+    if (Status st = lora_options_validate(recipe.lora); !st.ok()) return make_error(lwhat, ": ", st.error());
+  }
   GL_ASSIGN_OR_RETURN(recipe.base, base_reference_parse(base, what));
   return recipe;
 }
@@ -173,6 +198,12 @@ Status linearization_apply(Model& model, const std::string& dir) {
     if (recipe.layer_mixers[l] == "softmax") keep_full.push_back(l);
   GL_ASSIGN_OR_RETURN(model.mixers,
                       linearized_mixers(model, recipe.options, keep_full, 0, recipe.budgets));
+  model.lora = LoraAdapters{};
+  if (recipe.lora.enabled()) {
+    std::vector<bool> adapted;
+    for (const std::string& m : recipe.layer_mixers) adapted.push_back(m != "softmax");
+    GL_ASSIGN_OR_RETURN(model.lora, lora_create(model, recipe.lora, adapted, 0));
+  }
   GL_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> file, SafetensorsFile::open(weights_path));
   size_t expected = 0;
   for (size_t l = 0; l < model.mixers.size(); ++l) {
@@ -186,6 +217,15 @@ Status linearization_apply(Model& model, const std::string& dir) {
                           shape_string(t->shape), ", the recipe needs ", shape_string(p->shape));
       GL_TRY(tensor_to_f32(*t, p->value.data(), weights_path));
     }
+  }
+  for (auto& [name, p] : model.lora.named_parameters()) {
+    ++expected;
+    const TensorView* t = file->find(name);
+    if (!t) return make_error(weights_path, ": missing LoRA parameter '", name, "'");
+    if (t->shape != p->shape)
+      return make_error(weights_path, ": LoRA parameter '", name, "' has shape ",
+                        shape_string(t->shape), ", the recipe needs ", shape_string(p->shape));
+    GL_TRY(tensor_to_f32(*t, p->value.data(), weights_path));
   }
   if (file->tensors().size() != expected)
     return make_error(weights_path, ": holds ", file->tensors().size(),

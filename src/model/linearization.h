@@ -1,7 +1,9 @@
 // A linearized checkpoint is the base checkpoint directory plus two files (DESIGN.md §4):
 //   linearization.json         the recipe (mixer options), the mixer of every layer ("softmax" for
 //                              layers kept full), the base shapes it was made for, training notes;
-//   linearization.safetensors  the new parameters, "layers.<l>.<name>" (fp32).
+//   linearization.safetensors  the new parameters, "layers.<l>.<name>" (fp32): the mixers', and
+//                              the LoRA adapters' "layers.<l>.lora_<q|k|v|o>_<A|B>" when the
+//                              recipe has LoRA (json "lora": rank, alpha, scale, targets).
 // model_load() applies them when present; a recipe that does not fit the base model, or a file
 // that lacks, adds or misshapes a parameter, is refused with the reason.
 //
@@ -48,6 +50,7 @@ struct LinearizationRecipe {
   mixers::MixerOptions options;
   LayerBudgets budgets;
   std::vector<std::string> layer_mixers;  // per layer: to_string(options.kind) or "softmax"
+  LoraOptions lora;                       // rank 0: none; else on every non-softmax layer
   Json training = Json::object();         // free-form notes written by `linearize`
   std::optional<BaseReference> base;      // an adapter's base; none when the directory holds it
 };
@@ -59,7 +62,7 @@ Result<MixerStack> linearized_mixers(const Model& model, const mixers::MixerOpti
                                      const std::vector<int>& keep_full, uint64_t seed,
                                      const LayerBudgets& budgets = {});
 
-// The recipe of a model's current mixers.
+// The recipe of a model's current mixers and LoRA adapters.
 LinearizationRecipe linearization_recipe_of(const Model& model, const mixers::MixerOptions& options,
                                             const LayerBudgets& budgets = {});
 
@@ -67,7 +70,8 @@ LinearizationRecipe linearization_recipe_of(const Model& model, const mixers::Mi
 Status linearization_save(const Model& model, const LinearizationRecipe& recipe,
                           const std::string& dir);
 
-// Reads dir/linearization.{json,safetensors} and installs the mixers into `model`.
+// Reads dir/linearization.{json,safetensors} and installs the mixers and the LoRA adapters
+// (unmerged, model.lora) into `model`.
 Status linearization_apply(Model& model, const std::string& dir);
 
 // Parses the recipe part of linearization.json (`what` names the file).

@@ -122,6 +122,15 @@ void forward_tokens(const Model& model, const int32_t* ids, int T, long pos0, Se
     cpu::linear_forward(q.data(), xn.data(), w.q_proj.data(), w.q_bias.empty() ? nullptr : w.q_bias.data(), T, C, H * D);
     cpu::linear_forward(k.data(), xn.data(), w.k_proj.data(), w.k_bias.empty() ? nullptr : w.k_bias.data(), T, C, G * D);
     cpu::linear_forward(v.data(), xn.data(), w.v_proj.data(), w.v_bias.empty() ? nullptr : w.v_bias.data(), T, C, G * D);
+    const LoraLayer* lora = model.lora.enabled() && model.lora.layers[l].adapted ? &model.lora.layers[l] : nullptr;
+    const float lora_scale = model.lora.enabled() ? model.lora.options.scale() : 0.0f;
+    if (lora) {  // LoRA deltas of q, k, v (before the Qwen3 q/k norm)
+      float* outputs[3] = {q.data(), k.data(), v.data()};
+      for (LoraTarget t : {LoraTarget::q, LoraTarget::k, LoraTarget::v})
+        if (lora->has(t))
+          lora_forward(outputs[(int)t], xn.data(), lora->a(t), lora->b(t), lora_scale, T, C,
+                       lora_out_features(model, t));
+    }
     if (!w.q_norm.empty()) {  // Qwen3: RMSNorm over each head's D channels, before RoPE
       if (keep_acts) {
         trace->activations[l].q_raw = q;
@@ -156,6 +165,8 @@ void forward_tokens(const Model& model, const int32_t* ids, int T, long pos0, Se
     }
     if (keep_io) trace->layers[l] = {xn, q, k, v, y};
     cpu::linear_forward(proj.data(), y.data(), w.o_proj.data(), w.o_bias.empty() ? nullptr : w.o_bias.data(), T, H * D, C);
+    if (lora && lora->has(LoraTarget::o))
+      lora_forward(proj.data(), y.data(), lora->a(LoraTarget::o), lora->b(LoraTarget::o), lora_scale, T, H * D, C);
     add_in_place(h.data(), proj.data(), (long)T * C);
     if (keep_acts) trace->activations[l].h_mid = h;
 

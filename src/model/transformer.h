@@ -12,6 +12,7 @@
 #include "io/checkpoint.h"
 #include "io/config.h"
 #include "mixers/mixer.h"
+#include "model/lora.h"
 
 namespace golinear {
 
@@ -44,6 +45,7 @@ struct Model {
   std::vector<float> lm_head;     // (V, C); empty when tied to embed
   std::vector<float> inv_freq;    // (D/2) RoPE inverse frequencies, scaling applied
   MixerStack mixers;              // one per layer
+  LoraAdapters lora;              // LoRA on q/k/v/o (model/lora.h), or none
 
   bool has_backbone() const { return !embed.empty(); }
   const float* lm_head_weights() const { return lm_head.empty() ? embed.data() : lm_head.data(); }
@@ -62,7 +64,9 @@ enum class ModelLoadParts { all, without_backbone };
 
 // Loads config.json and the weights of a checkpoint directory (fp32 in memory). Every layer
 // has softmax attention, unless the directory holds a linearization (model/linearization.h),
-// which is then applied. An adapter directory loads its base (model_directory_resolve).
+// which is then applied (its LoRA adapters, if any, unmerged in model.lora; a CPU inference
+// may fold them into the weights with lora_merge_into_weights). An adapter directory loads its
+// base (model_directory_resolve).
 Result<std::unique_ptr<Model>> model_load(const std::string& dir,
                                           ModelLoadParts parts = ModelLoadParts::all);
 

@@ -10,7 +10,7 @@ namespace golinear {
 
 namespace cpu = kernels::cpu;
 
-void model_backward(const Model& model, int T, const ForwardTrace& trace, const float* dlogits) {
+void model_backward(Model& model, int T, const ForwardTrace& trace, const float* dlogits) {
   const ModelConfig& c = model.config;
   const int C = c.hidden_size, F = c.intermediate_size, V = c.vocab_size;
   const int H = c.num_heads, G = c.num_kv_heads, D = c.head_dim;
@@ -44,6 +44,14 @@ void model_backward(const Model& model, int T, const ForwardTrace& trace, const 
     // Attention block: h_mid = h_in + o_proj(mixer(xn, q, k, v)), xn = rmsnorm(h_in).
     std::fill(dy.begin(), dy.end(), 0.0f);
     cpu::linear_backward(dy.data(), nullptr, nullptr, dh.data(), nullptr, w.o_proj.data(), T, H * D, C);
+    LoraLayer* lora = model.lora.enabled() && model.lora.layers[l].adapted ? &model.lora.layers[l] : nullptr;
+    const float lora_scale = model.lora.enabled() ? model.lora.options.scale() : 0.0f;
+    auto lora_backward_of = [&](LoraTarget t, float* dx, const float* x, const float* dout) {
+      if (lora && lora->has(t))
+        lora_backward(dx, x, dout, lora->A[(int)t], lora->B[(int)t], lora_scale, T,
+                      lora_in_features(model, t), lora_out_features(model, t));
+    };
+    lora_backward_of(LoraTarget::o, dy.data(), io.y.data(), dh.data());
     std::fill(dxn.begin(), dxn.end(), 0.0f);
     std::fill(dq.begin(), dq.end(), 0.0f);
     std::fill(dk.begin(), dk.end(), 0.0f);
@@ -58,6 +66,9 @@ void model_backward(const Model& model, int T, const ForwardTrace& trace, const 
       cpu::rmsnorm_backward(draw.data(), nullptr, dk.data(), a.k_raw.data(), w.k_norm.data(), T * G, D, eps);
       std::copy(draw.begin(), draw.begin() + TK, dk.begin());
     }
+    lora_backward_of(LoraTarget::q, dxn.data(), io.x.data(), dq.data());
+    lora_backward_of(LoraTarget::k, dxn.data(), io.x.data(), dk.data());
+    lora_backward_of(LoraTarget::v, dxn.data(), io.x.data(), dv.data());
     cpu::linear_backward(dxn.data(), nullptr, nullptr, dq.data(), nullptr, w.q_proj.data(), T, C, H * D);
     cpu::linear_backward(dxn.data(), nullptr, nullptr, dk.data(), nullptr, w.k_proj.data(), T, C, G * D);
     cpu::linear_backward(dxn.data(), nullptr, nullptr, dv.data(), nullptr, w.v_proj.data(), T, C, G * D);

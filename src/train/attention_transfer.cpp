@@ -30,11 +30,14 @@ std::vector<mixers::Parameter*> trainable_parameters(MixerStack& students) {
   return params;
 }
 
-Status train_state_save(const std::string& path, MixerStack& students, AdamW& optimizer, long step) {
+Status train_state_save(const std::string& path, MixerStack& students, AdamW& optimizer, long step,
+                        LoraAdapters* lora) {
   std::vector<TensorToWrite> tensors;
   for (size_t l = 0; l < students.size(); ++l)
     for (mixers::Parameter* p : students[l]->parameters())
       tensors.push_back({str_cat("layers.", l, ".", p->name), p->shape, p->value.data()});
+  if (lora)
+    for (auto& [name, p] : lora->named_parameters()) tensors.push_back({name, p->shape, p->value.data()});
   const int64_t n = (int64_t)optimizer.first_moments().size();
   tensors.push_back({"adam.m", {n}, optimizer.first_moments().data()});
   tensors.push_back({"adam.v", {n}, optimizer.second_moments().data()});
@@ -43,16 +46,20 @@ Status train_state_save(const std::string& path, MixerStack& students, AdamW& op
                             {"adam_t", std::to_string(optimizer.steps_taken())}});
 }
 
-Result<long> train_state_load(const std::string& path, MixerStack& students, AdamW& optimizer) {
+Result<long> train_state_load(const std::string& path, MixerStack& students, AdamW& optimizer,
+                              LoraAdapters* lora) {
   GL_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> file, SafetensorsFile::open(path));
-  for (size_t l = 0; l < students.size(); ++l) {
-    for (mixers::Parameter* p : students[l]->parameters()) {
-      const std::string name = str_cat("layers.", l, ".", p->name);
-      const TensorView* t = file->find(name);
-      if (!t || t->shape != p->shape)
-        return make_error(path, ": resume state does not match this run (parameter '", name, "')");
-      GL_TRY(tensor_to_f32(*t, p->value.data(), path));
-    }
+  std::vector<std::pair<std::string, mixers::Parameter*>> named;
+  for (size_t l = 0; l < students.size(); ++l)
+    for (mixers::Parameter* p : students[l]->parameters())
+      named.emplace_back(str_cat("layers.", l, ".", p->name), p);
+  if (lora)
+    for (auto& entry : lora->named_parameters()) named.push_back(entry);
+  for (auto& [name, p] : named) {
+    const TensorView* t = file->find(name);
+    if (!t || t->shape != p->shape)
+      return make_error(path, ": resume state does not match this run (parameter '", name, "')");
+    GL_TRY(tensor_to_f32(*t, p->value.data(), path));
   }
   const TensorView* m = file->find("adam.m");
   const TensorView* v = file->find("adam.v");

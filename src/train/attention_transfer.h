@@ -31,9 +31,12 @@ Result<std::vector<TrainReport>> attention_transfer_many(
     const Model& teacher, const std::vector<MixerStack*>& stacks, const PackedDataset& data,
     const TrainOptions& options, const std::vector<std::string>& state_paths);
 
-// Resume checkpoints: every mixer parameter, the optimizer moments and the step.
-Status train_state_save(const std::string& path, MixerStack& students, AdamW& optimizer, long step);
-Result<long> train_state_load(const std::string& path, MixerStack& students, AdamW& optimizer);
+// Resume checkpoints: every mixer parameter (and LoRA parameter, when `lora` is given), the
+// optimizer moments and the step.
+Status train_state_save(const std::string& path, MixerStack& students, AdamW& optimizer, long step,
+                        LoraAdapters* lora = nullptr);
+Result<long> train_state_load(const std::string& path, MixerStack& students, AdamW& optimizer,
+                              LoraAdapters* lora = nullptr);
 
 std::vector<mixers::Parameter*> trainable_parameters(MixerStack& students);
 

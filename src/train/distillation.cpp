@@ -37,28 +37,39 @@ double kl_distillation_loss(const float* teacher_logits, const float* student_lo
   return total / T;
 }
 
+std::vector<mixers::Parameter*> distillation_parameters(MixerStack& students, LoraAdapters* lora) {
+  std::vector<mixers::Parameter*> params = trainable_parameters(students);
+  if (lora)
+    for (mixers::Parameter* p : lora->parameters()) params.push_back(p);
+  return params;
+}
+
 double distill_sequence_gradient(Model& model, MixerStack& students, const int32_t* ids, int T,
-                                 float scale) {
+                                 float scale, LoraAdapters* lora) {
   const int V = model.config.vocab_size;
   std::vector<float> teacher_logits((long)T * V), student_logits((long)T * V), dlogits((long)T * V);
   model_forward(model, ids, T, teacher_logits.data());
+  // The student: same backbone, new mixers (and LoRA adapters).
   std::swap(model.mixers, students);
+  if (lora) std::swap(model.lora, *lora);
   ForwardTrace trace;
   trace.capture_activations = true;
   model_forward(model, ids, T, student_logits.data(), false, &trace);
   const double loss = kl_distillation_loss(teacher_logits.data(), student_logits.data(), T, V, dlogits.data());
   for (float& g : dlogits) g *= scale;
   model_backward(model, T, trace, dlogits.data());
+  if (lora) std::swap(model.lora, *lora);
   std::swap(model.mixers, students);
   return loss;
 }
 
 Result<TrainReport> distill_end_to_end(Model& model, MixerStack& students, const PackedDataset& data,
-                                       const TrainOptions& options) {
-  const int T = data.seq_len, V = model.config.vocab_size;
+                                       const TrainOptions& options, LoraAdapters* lora) {
+  const int T = data.seq_len;
   if (data.size() == 0) return make_error("distillation: no training sequences");
-  AdamW optimizer(trainable_parameters(students), options.adam);
-  std::vector<float> teacher_logits((long)T * V), student_logits((long)T * V), dlogits((long)T * V);
+  if (model.lora.enabled()) return make_error("distillation: the teacher model carries LoRA adapters");
+  if (lora && !lora->enabled()) lora = nullptr;
+  AdamW optimizer(distillation_parameters(students, lora), options.adam);
   TrainLoop loop;
   loop.label = "distill";
   loop.loss_name = "kl";
@@ -66,7 +77,7 @@ Result<TrainReport> distill_end_to_end(Model& model, MixerStack& students, const
   loop.resume = [&]() -> Result<long> {
     long start = 0;
     if (options.resume && file_exists(options.state_path)) {
-      GL_ASSIGN_OR_RETURN(start, train_state_load(options.state_path, students, optimizer));
+      GL_ASSIGN_OR_RETURN(start, train_state_load(options.state_path, students, optimizer, lora));
       if (start > options.steps)
         return make_error(options.state_path, ": resume state is at step ", start, " of a ", options.steps, "-step run");
     }
@@ -76,15 +87,7 @@ Result<TrainReport> distill_end_to_end(Model& model, MixerStack& students, const
     double loss = 0.0;
     for (int b = 0; b < options.batch; ++b) {
       const int32_t* ids = data.sequence((step * options.batch + b) % data.size());
-      model_forward(model, ids, T, teacher_logits.data());
-      std::swap(model.mixers, students);  // the student: same backbone, new mixers
-      ForwardTrace trace;
-      trace.capture_activations = true;
-      model_forward(model, ids, T, student_logits.data(), false, &trace);
-      loss += kl_distillation_loss(teacher_logits.data(), student_logits.data(), T, V, dlogits.data());
-      for (float& g : dlogits) g /= options.batch;
-      model_backward(model, T, trace, dlogits.data());
-      std::swap(model.mixers, students);
+      loss += distill_sequence_gradient(model, students, ids, T, 1.0f / options.batch, lora);
     }
     loss /= options.batch;
     StepLoss out{loss, {}};
@@ -94,7 +97,7 @@ Result<TrainReport> distill_end_to_end(Model& model, MixerStack& students, const
   };
   loop.save = [&](long steps_done) -> Status {
     if (options.state_path.empty()) return ok_status();
-    return train_state_save(options.state_path, students, optimizer, steps_done);
+    return train_state_save(options.state_path, students, optimizer, steps_done, lora);
   };
   GL_ASSIGN_OR_RETURN(std::vector<TrainReport> reports, train_loop_run(options, loop));
   return std::move(reports[0]);

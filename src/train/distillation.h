@@ -13,15 +13,23 @@ namespace golinear::train {
 double kl_distillation_loss(const float* teacher_logits, const float* student_logits, int T, int V,
                             float* dlogits);
 
+// The student is the backbone with the `students` mixers and, when `lora` is given, its LoRA
+// adapters on q/k/v/o (model/lora.h), trained together; the teacher is `model` as it is (its
+// mixers, no LoRA: model.lora must be empty).
+
 // One sequence of distill_end_to_end's step: teacher and student logits for ids (T), the KL
-// (returned, mean over tokens) and the student mixers' parameter gradients += scale · ∂KL/∂θ
+// (returned, mean over tokens) and the student's parameter gradients += scale · ∂KL/∂θ
 // (scale = 1/batch in training). `model` holds the teacher's mixers (restored on return). The
 // reference of the GPU trainer's gradient (train/cuda/gpu_distillation.h).
 double distill_sequence_gradient(Model& model, MixerStack& students, const int32_t* ids, int T,
-                                 float scale);
+                                 float scale, LoraAdapters* lora = nullptr);
 
-// Trains `students` end to end; `model` holds the teacher's mixers (restored on return).
+// Trains `students` (and `lora`) end to end; `model` holds the teacher's mixers (restored on
+// return).
 Result<TrainReport> distill_end_to_end(Model& model, MixerStack& students, const PackedDataset& data,
-                                       const TrainOptions& options);
+                                       const TrainOptions& options, LoraAdapters* lora = nullptr);
+
+// The parameters the end-to-end stage trains: the mixers', then the LoRA adapters' (if any).
+std::vector<mixers::Parameter*> distillation_parameters(MixerStack& students, LoraAdapters* lora);
 
 }  // namespace golinear::train

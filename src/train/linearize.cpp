@@ -155,6 +155,7 @@ Result<Json> allocate_layer_windows(const LinearizeOptions& s, Model& model, Laz
 // to a finished run. `model` must hold the teacher's mixers; they are back in place on return.
 struct InitialStudents {
   MixerStack mixers;
+  LoraAdapters lora;
   mixers::MixerOptions options;
   LayerBudgets budgets;
   Json selection;
@@ -175,7 +176,9 @@ Result<InitialStudents> initial_students(Model& model, const std::string& dir, c
   MixerStack teacher = std::move(model.mixers);
   Status applied = linearization_apply(model, dir);
   out.mixers = std::move(model.mixers);
+  out.lora = std::move(model.lora);
   model.mixers = std::move(teacher);
+  model.lora = LoraAdapters{};
   if (!applied.ok()) return make_error("golinear linearize: --init: ", applied.error());
   std::fprintf(stderr, "golinear linearize: starting from the new parameters of %s\n", dir.c_str());
   return out;
@@ -307,7 +310,9 @@ Result<LinearizeOutcome> run_sweep(const LinearizeOptions& s, Model& model, Lazy
 }  // namespace
 
 Trainers cpu_trainers() {
-  return {attention_transfer, distill_end_to_end};
+  return {attention_transfer,
+          [](Model& model, MixerStack& students, const PackedDataset& data, const TrainOptions& options,
+             LoraAdapters* lora) { return distill_end_to_end(model, students, data, options, lora); }};
 }
 
 Status linearize_check_output(const LinearizeOptions& options) {
@@ -352,7 +357,13 @@ Result<LinearizeOutcome> linearize(const LinearizeOptions& s, Model& model, cons
     return outcome;
   }
 
+  if (s.lora.enabled() && s.e2e_steps <= 0)
+    return make_error("golinear linearize: LoRA is trained by the end-to-end stage only; the run has no "
+                      "end-to-end steps (use --stage e2e or both with an --e2e-tokens budget)");
+  if (s.lora.enabled() && !s.init.empty())
+    return make_error("golinear linearize: --init takes the LoRA recipe from ", s.init, "; drop the LoRA options");
   MixerStack students;
+  LoraAdapters lora;
   Json selection = Json::object();
   mixers::MixerOptions mixer_options = s.mixer;
   LayerBudgets budgets = s.budgets;
@@ -362,6 +373,7 @@ Result<LinearizeOutcome> linearize(const LinearizeOptions& s, Model& model, cons
     budgets = init.budgets;
     selection = init.selection;
     students = std::move(init.mixers);
+    lora = std::move(init.lora);
   } else {
     GL_ASSIGN_OR_RETURN(FullLayers keep, choose_full_layers(model, data, s.keep_full, s.keep_full_count, s.select));
     selection = keep.selection;
@@ -372,10 +384,15 @@ Result<LinearizeOutcome> linearize(const LinearizeOptions& s, Model& model, cons
     }
     GL_ASSIGN_OR_RETURN(students, linearized_mixers(model, s.mixer, keep.layers, s.seed, budgets));
   }
+  if (s.lora.enabled()) {  // on the linearized layers; layers kept full stay the base model's
+    std::vector<bool> adapted;
+    for (const auto& mixer : students) adapted.push_back(mixer->kind() != "softmax");
+    GL_ASSIGN_OR_RETURN(lora, lora_create(model, s.lora, adapted, s.seed));
+  }
   // A recipe without parameters (--mixer none --no-conv: no linear branch, no gate, no
   // convolution) has nothing to train: no teacher or student runs, the stages report 0 steps.
   long trainable = 0;
-  for (mixers::Parameter* p : trainable_parameters(students)) trainable += (long)p->value.size();
+  for (mixers::Parameter* p : distillation_parameters(students, &lora)) trainable += (long)p->value.size();
   const bool train = trainable > 0;
   if (!train)
     std::fprintf(stderr, "golinear linearize: the recipe has no trainable parameters; writing it without training\n");
@@ -414,14 +431,21 @@ Result<LinearizeOutcome> linearize(const LinearizeOptions& s, Model& model, cons
     e2e_options.checkpoint_every = std::max(1L, s.e2e_steps / 10);
     e2e_options.state_path = partial + "/e2e_state.safetensors";
     GL_ASSIGN_OR_RETURN(const PackedDataset* sequences, data.get());
-    GL_ASSIGN_OR_RETURN(TrainReport report, trainers.end_to_end(model, students, *sequences, e2e_options));
+    GL_ASSIGN_OR_RETURN(TrainReport report, trainers.end_to_end(model, students, *sequences, e2e_options,
+                                                                lora.enabled() ? &lora : nullptr));
     if (report.steps_done < s.e2e_steps) return stopped_at("distillation step ", report.steps_done, s.e2e_steps);
     e2e = {{"steps", s.e2e_steps}, {"tokens", s.e2e_steps * s.batch * (long)s.seq_len},
            {"lr", s.e2e_lr}, {"final_kl", report.final_loss}, {"tokens_per_s", report.tokens_per_s}, {"device", s.device}};
+    if (lora.enabled()) {
+      long lora_parameters = 0;
+      for (mixers::Parameter* p : lora.parameters()) lora_parameters += (long)p->value.size();
+      e2e["lora_parameters"] = lora_parameters;
+    }
   }
 
   MixerStack teacher_mixers = std::move(model.mixers);
   model.mixers = std::move(students);
+  model.lora = std::move(lora);
   LinearizationRecipe recipe = linearization_recipe_of(model, mixer_options, budgets);
   recipe.training = {{"stage", s.stage}, {"base", s.base}, {"data", s.data}, {"batch", s.batch},
                      {"seq_len", s.seq_len}, {"seed", s.seed}, {"init", s.init},
@@ -430,6 +454,7 @@ Result<LinearizeOutcome> linearize(const LinearizeOptions& s, Model& model, cons
   recipe.base = base_reference;
   Status saved = linearization_save(model, recipe, partial);
   model.mixers = std::move(teacher_mixers);
+  model.lora = LoraAdapters{};
   GL_TRY(saved);
   GL_TRY(finish_run(partial, s.out));
   LinearizeOutcome outcome;

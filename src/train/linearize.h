@@ -56,6 +56,8 @@ struct LinearizeOptions {
   long e2e_steps = 0;             // end-to-end distillation steps (0: no distillation stage)
   float e2e_lr = 1e-3f;
   std::string init;               // start from the new parameters of this linearized directory
+  LoraOptions lora;               // LoRA on q/k/v/o of the linearized layers, trained by the
+                                  // end-to-end stage only (rank 0: none)
   std::string device = "cpu";     // recorded in the report; the trainers decide where they run
   bool adapter = false;           // OUT holds only linearization.{json,safetensors} and names
                                   // the base (model/linearization.h), no copy of its files
@@ -70,9 +72,10 @@ struct Trainers {
   std::function<Result<TrainReport>(const Model& teacher, MixerStack& students, const PackedDataset& data,
                                     const TrainOptions& options)>
       transfer;
-  // `model` holds the teacher's mixers (restored on return).
+  // `model` holds the teacher's mixers (restored on return); `lora`: the student's LoRA
+  // adapters, trained with the mixers, or null.
   std::function<Result<TrainReport>(Model& model, MixerStack& students, const PackedDataset& data,
-                                    const TrainOptions& options)>
+                                    const TrainOptions& options, LoraAdapters* lora)>
       end_to_end;
 };
 Trainers cpu_trainers();

@@ -277,6 +277,49 @@ TEST_F(Cli, BothStagesResumeAcrossTheStageBoundary) {
   EXPECT_GT(recipe["training"]["transfer"]["final_nmse"].get<double>(), 0.0);
 }
 
+// --lora-rank: LoRA adapters on q/k/v/o trained by the end-to-end stage, recorded in
+// linearization.json, saved with the mixers, resumed across an interruption, loaded (and merged)
+// by the other commands; runs without an end-to-end stage, or with bad LoRA options, are refused.
+TEST_F(Cli, LinearizeWithLoraTrainsSavesAndLoadsTheAdapters) {
+  std::string data = write("data.jsonl", [] {
+    std::string s;
+    for (int i = 0; i < 40; ++i) s += "{\"text\": \"Line " + std::to_string(i) + " of a small corpus about the grass, the sky and the sun.\"}\n";
+    return s;
+  }());
+  const std::string common = "linearize " + kLlama + " --data " + data +
+                             " --steps 2 --e2e-tokens 128 --seq-len 32 --sinks 2 --window 6 --lora-rank 4 --lora-alpha 8 --lora-targets q,v,o";
+  const std::string out = (dir_ / "lora").string(), straight = (dir_ / "straight").string();
+  CliRun stopped = run(common + " --out " + out + " --stop-after 3");
+  EXPECT_EQ(stopped.status, 3) << stopped.err;
+  CliRun resumed = run(common + " --out " + out + " --resume");
+  ASSERT_EQ(resumed.status, 0) << resumed.err;
+  ASSERT_EQ(run(common + " --out " + straight).status, 0);
+  EXPECT_EQ(slurp(out + "/linearization.safetensors"), slurp(straight + "/linearization.safetensors"));
+  auto recipe = golinear::Json::parse(slurp(out + "/linearization.json"));
+  EXPECT_EQ(recipe["lora"]["rank"], 4);
+  EXPECT_EQ(recipe["lora"]["scale"], 2.0);
+  EXPECT_EQ(recipe["lora"]["targets"], golinear::Json({"q", "v", "o"}));
+  EXPECT_EQ(recipe["training"]["e2e"]["lora_parameters"], 2 * (4 * 64 + 64 * 4 + 4 * 64 + 32 * 4 + 4 * 64 + 64 * 4));
+  CliRun ppl = run("eval ppl " + out + " --input " + data + " --seq-len 32 --json");
+  ASSERT_EQ(ppl.status, 0) << ppl.err;
+  const double full_ppl = golinear::Json::parse(ppl.out)["ppl"].get<double>();
+  EXPECT_GT(full_ppl, 1.0);
+  // An adapter directory (--adapter) carries the LoRA tensors too and evaluates the same.
+  const std::string adapter = (dir_ / "adapter").string();
+  ASSERT_EQ(run(common + " --adapter --out " + adapter).status, 0);
+  EXPECT_EQ(slurp(adapter + "/linearization.safetensors"), slurp(straight + "/linearization.safetensors"));
+  CliRun adapter_ppl = run("eval ppl " + adapter + " --input " + data + " --seq-len 32 --json");
+  ASSERT_EQ(adapter_ppl.status, 0) << adapter_ppl.err;
+  EXPECT_EQ(golinear::Json::parse(adapter_ppl.out)["ppl"].get<double>(), full_ppl);
+
+  const std::string base = "linearize " + kLlama + " --data " + data + " --seq-len 32 --out x";
+  expect_one_line_error(run(base + " --steps 1 --stage transfer --lora-rank 4"), "end-to-end stage");
+  expect_one_line_error(run(base + " --steps 1 --lora-alpha 4"), "need --lora-rank");
+  expect_one_line_error(run(base + " --steps 1 --stage e2e --lora-rank 4 --lora-targets q,x"), "'q,x'");
+  expect_one_line_error(run(base + " --steps 1 --stage e2e --lora-rank 0"), "lora-rank");
+  expect_one_line_error(run(base + " --steps 1 --stage e2e --lora-rank 4 --init " + out), "--init takes the recipe");
+}
+
 // --mixer none --no-conv has no parameters: the recipe is written at once, with no teacher or
 // student forward (a training loop of a million steps would take hours), and it loads and
 // evaluates like any linearized checkpoint.

@@ -86,6 +86,7 @@ Result<std::string> mixer_bench_run(const MixerBenchOptions& o) {
   mixers::MixerOptions recipe;
   recipe.sinks = o.sinks;
   recipe.window = o.window;
+  recipe.mix = o.mix;
   const mixers::AttentionShape ashape{C, H, G, D};
   std::vector<float> inv_freq_host(D / 2);
   for (int i = 0; i < D / 2; ++i) inv_freq_host[i] = (float)std::pow(500000.0, -2.0 * i / D);

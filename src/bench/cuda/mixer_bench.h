@@ -10,12 +10,14 @@
 
 #include "common/result.h"
 #include "kernels/cuda/gated_delta.h"
+#include "mixers/mixer_factory.h"
 
 namespace golinear::bench::cuda {
 
 struct MixerBenchOptions {
   int C = 4096, H = 32, G = 8, D = 128;  // Llama-3.1-8B attention shapes
   int sinks = 8, window = 56;
+  mixers::MixKind mix = mixers::MixerOptions{}.mix;  // the hybrid row's mixing (default recipe's)
   std::vector<int> seq_lens = {2048, 4096, 8192, 16384, 32768};
   std::vector<long> contexts = {4096, 32768, 131072, 1048576};
   int warmups = 3, repeats = 10;

@@ -26,6 +26,22 @@ __global__ void add_f32_kernel(float* a, const float* b, long n) {
     a[i] += b[i];
 }
 
+__global__ void scaled_block_to_bf16_kernel(bf16* dst, int ld_dst, const float* src, int R, int N,
+                                            float scale) {
+  const long n = (long)R * N;
+  for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n;
+       i += (long)gridDim.x * blockDim.x)
+    dst[(i / N) * ld_dst + i % N] = __float2bfloat16(scale * src[i]);
+}
+
+__global__ void add_scaled_block_f32_kernel(float* dst, const float* src, int ld_src, int R, int N,
+                                            float scale) {
+  const long n = (long)R * N;
+  for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n;
+       i += (long)gridDim.x * blockDim.x)
+    dst[i] += scale * src[(i / N) * ld_src + i % N];
+}
+
 __global__ void split_bf16_pair_kernel(bf16* hi, bf16* lo, const float* x, long n) {
   for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n;
        i += (long)gridDim.x * blockDim.x) {
@@ -141,6 +157,24 @@ Status convert_f32_to_bf16(bf16* out, const float* in, long n, cudaStream_t stre
 
 Status add_f32(float* a, const float* b, long n, cudaStream_t stream) {
   add_f32_kernel<<<grid_for(n, 256), 256, 0, stream>>>(a, b, n);
+  GL_CUDA_CHECK_LAUNCH();
+  return ok_status();
+}
+
+Status scaled_block_to_bf16(bf16* dst, int ld_dst, const float* src, int R, int N, float scale,
+                            cudaStream_t stream) {
+  const long n = (long)R * N;
+  if (n == 0) return ok_status();
+  scaled_block_to_bf16_kernel<<<grid_for(n, 256), 256, 0, stream>>>(dst, ld_dst, src, R, N, scale);
+  GL_CUDA_CHECK_LAUNCH();
+  return ok_status();
+}
+
+Status add_scaled_block_f32(float* dst, const float* src, int ld_src, int R, int N, float scale,
+                            cudaStream_t stream) {
+  const long n = (long)R * N;
+  if (n == 0) return ok_status();
+  add_scaled_block_f32_kernel<<<grid_for(n, 256), 256, 0, stream>>>(dst, src, ld_src, R, N, scale);
   GL_CUDA_CHECK_LAUNCH();
   return ok_status();
 }

@@ -34,6 +34,14 @@ Status qkv_split(bf16* q, bf16* k, bf16* v, const float* qkv, const float* bias,
 Status pack_qkv_grad_bf16(bf16* dqkv, const float* dq, const float* dk, const float* dv, int T,
                           int HD, int GD, cudaStream_t stream);
 
+// Sub-matrix copies with a scale (LoRA's operands and gradients, model/cuda/lora.h):
+// dst rows [0, R) × cols [0, N) with row stride ld_dst (bf16) = bf16(scale · src (R, N) fp32);
+Status scaled_block_to_bf16(bf16* dst, int ld_dst, const float* src, int R, int N, float scale,
+                            cudaStream_t stream);
+// dst (R, N) fp32 += scale · src rows [0, R) × cols [0, N) with row stride ld_src (fp32).
+Status add_scaled_block_f32(float* dst, const float* src, int ld_src, int R, int N, float scale,
+                            cudaStream_t stream);
+
 // out[r] = argmax of row r of x (R, V) fp32 (the first maximum).
 Status argmax_rows(int32_t* out, const float* x, int R, int V, cudaStream_t stream);
 

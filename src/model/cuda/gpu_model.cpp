@@ -72,6 +72,7 @@ GpuModel::~GpuModel() {
   trace_alt_memory_.clear();
   scratch_.clear();
   layers_.clear();
+  own_lora_.reset();
   if (cublas_) {
     kc::gemm_release_workspace(cublas_);
     cublasDestroy(cublas_);
@@ -106,6 +107,7 @@ Status GpuModel::init(const ModelConfig& config) {
 size_t GpuModel::weight_bytes() const {
   size_t total = weights_.bytes() - kc::kCublasWorkspaceBytes;
   for (const GpuLayer& l : layers_) total += l.mixer_values.bytes();
+  if (own_lora_) total += own_lora_->bytes();
   return total;
 }
 
@@ -130,6 +132,23 @@ void GpuModel::attach_mixer(int layer, mixers::cuda::GpuHybridMixer* mixer) {
   L.own_mixer.reset();
   (void)L.mixer_values.allocate(0);  // freeing cannot fail
   L.hybrid = mixer;
+}
+
+Status GpuModel::set_lora(const LoraAdapters& host) {
+  release_scratch();  // the scratch holds the adapters' working rows
+  lora_ = nullptr;
+  own_lora_.reset();
+  if (!host.enabled()) return ok_status();
+  GL_ASSIGN_OR_RETURN(own_lora_, GpuLora::create(config_, host, nullptr, nullptr));
+  GL_TRY(own_lora_->upload(host, stream_));
+  lora_ = own_lora_.get();
+  return ok_status();
+}
+
+void GpuModel::attach_lora(GpuLora* lora) {
+  if (lora != lora_) release_scratch();
+  own_lora_.reset();
+  lora_ = lora;
 }
 
 Status GpuModel::set_layer_mixer(int layer, mixers::Mixer& mixer) {
@@ -213,6 +232,7 @@ Result<std::unique_ptr<GpuModel>> gpu_model_upload(const Model& model) {
     GL_TRY(upload_layer_weights(a, model.layers[l], c, s, &L));
     GL_TRY(gm->set_layer_mixer(l, *model.mixers[l]));
   }
+  GL_TRY(gm->set_lora(model.lora));
   return gm;
 }
 
@@ -328,6 +348,8 @@ Status GpuModel::ensure_scratch(int T, bool trace, bool whole_rows, bool softmax
   GL_ASSIGN_OR_RETURN(xn2_, a.alloc<bf16>(chunk * C));
   GL_ASSIGN_OR_RETURN(gu_, a.alloc<bf16>(chunk * 2 * F));
   GL_ASSIGN_OR_RETURN(act_, a.alloc<bf16>(chunk * F));
+  lora_u_ = nullptr;
+  if (lora_) { GL_ASSIGN_OR_RETURN(lora_u_, a.alloc<bf16>(chunk * 3 * lora_->rank())); }
   scratch_T_ = T;
   scratch_trace_ = trace;
   scratch_whole_ = whole_rows;
@@ -336,13 +358,14 @@ Status GpuModel::ensure_scratch(int T, bool trace, bool whole_rows, bool softmax
 
 Status GpuModel::block_input(const GpuLayer& L, const float* h, int n, bf16* xn, bf16* q,
                              bf16* k, bf16* v, float* qkv32, cudaStream_t s, float* q_raw,
-                             float* k_raw) const {
+                             float* k_raw, bf16* lora_u) const {
   const ModelConfig& c = config_;
   const int C = c.hidden_size, H = c.num_heads, G = c.num_kv_heads, D = c.head_dim;
   const int HD = H * D, GD = G * D, QKV = HD + 2 * GD;
   const float eps = (float)c.rms_norm_eps;
   GL_TRY(kc::rmsnorm_f32_forward(xn, h, L.input_norm, n, C, eps, s));
   GL_TRY(kc::gemm_nt(cublas_, qkv32, false, xn, L.w_qkv, n, QKV, C, 0.0f, s));
+  if (lora_u && lora_) GL_TRY(lora_->forward_qkv((int)(&L - layers_.data()), qkv32, xn, lora_u, n, cublas_, s));
   if (!q_raw || !L.q_norm)
     return kc::qkv_split(q, k, v, qkv32, L.b_qkv, L.q_norm, L.k_norm, n, H, G, D, eps, s);
   // Keep q, k before their per-head norm (the norm's backward reads them): the bias first.
@@ -355,11 +378,13 @@ Status GpuModel::block_input(const GpuLayer& L, const float* h, int n, bf16* xn,
 }
 
 Status GpuModel::block_output(const GpuLayer& L, float* h, const bf16* y, int n, bf16* xn2,
-                              bf16* gu, bf16* act, cudaStream_t s, float* h_mid) const {
+                              bf16* gu, bf16* act, cudaStream_t s, float* h_mid,
+                              bf16* lora_u) const {
   const ModelConfig& c = config_;
   const int C = c.hidden_size, HD = c.num_heads * c.head_dim, F = c.intermediate_size;
   const float eps = (float)c.rms_norm_eps;
   GL_TRY(kc::gemm_nt(cublas_, h, false, y, L.w_o, n, C, HD, 1.0f, s));
+  if (lora_u && lora_) GL_TRY(lora_->forward_o((int)(&L - layers_.data()), h, y, lora_u, n, cublas_, s));
   if (L.b_o) GL_TRY(kc::add_bias_rows(h, L.b_o, n, C, s));
   if (h_mid)
     GL_CUDA_CHECK(cudaMemcpyAsync(h_mid, h, (size_t)n * C * 4, cudaMemcpyDeviceToDevice, s));
@@ -395,6 +420,7 @@ Status GpuModel::forward_device(const int32_t* ids, int T, const GpuForwardOptio
   if (keep && trace) return make_error("gpu forward: keep activations or trace, not both");
   GL_TRY(ensure_scratch(T, trace != nullptr, keep != nullptr, o.all_softmax));
   cudaStream_t s = stream_;
+  bf16* lora_u = o.all_softmax ? nullptr : lora_u_;  // the teacher pass runs without adapters
   // Rows per pass of the per-token stages; whole sequences when activations are kept.
   const int chunk = keep ? T : kRowChunk;
   GL_TRY(kc::embed_gather(h_, embed_, ids, T, C, s));
@@ -412,7 +438,7 @@ Status GpuModel::forward_device(const int32_t* ids, int T, const GpuForwardOptio
       const int n = std::min(chunk, T - r0);
       GL_TRY(block_input(L, h_ + (size_t)r0 * C, n, X + (size_t)r0 * C, Q + (size_t)r0 * HD,
                          K + (size_t)r0 * GD, Vv + (size_t)r0 * GD, qkv32_, s,
-                         A ? A->q_raw : nullptr, A ? A->k_raw : nullptr));
+                         A ? A->q_raw : nullptr, A ? A->k_raw : nullptr, lora_u));
     }
     if (hybrid) {
       // With a cache: the prefill, which leaves the cache as T decode steps would.
@@ -444,7 +470,7 @@ Status GpuModel::forward_device(const int32_t* ids, int T, const GpuForwardOptio
       const int n = std::min(chunk, T - r0);
       GL_TRY(block_output(L, h_ + (size_t)r0 * C, Y + (size_t)r0 * HD, n, xn2_,
                           A ? A->gu + (size_t)r0 * 2 * F : gu_, act_, s,
-                          A ? A->h_mid + (size_t)r0 * C : nullptr));
+                          A ? A->h_mid + (size_t)r0 * C : nullptr, lora_u));
     }
   }
   if (keep)
@@ -615,6 +641,7 @@ Result<std::unique_ptr<GpuSequenceCache>> GpuSequenceCache::create(GpuModel& mod
   GL_ASSIGN_OR_RETURN(cache->act_, a.alloc<bf16>(F));
   GL_ASSIGN_OR_RETURN(cache->qkv32_, a.alloc<float>((H + 2 * G) * D));
   GL_ASSIGN_OR_RETURN(cache->logits_, a.alloc<float>(V));
+  if (model.lora_) { GL_ASSIGN_OR_RETURN(cache->lora_u_, a.alloc<bf16>(3 * (size_t)model.lora_->rank())); }
   GL_CUDA_CHECK(cudaMemsetAsync(cache->token_, 0, 4, s));
   GL_CUDA_CHECK(cudaStreamSynchronize(s));
   return cache;
@@ -649,7 +676,7 @@ Status GpuSequenceCache::enqueue_step(long pos) {
   GL_TRY(kc::embed_gather(h_, M.embed_, token_, 1, C, s));
   for (int l = 0; l < c.num_layers; ++l) {
     const GpuLayer& L = M.layers_[l];
-    GL_TRY(M.block_input(L, h_, 1, xn_, q_, k1_, v1_, qkv32_, s));
+    GL_TRY(M.block_input(L, h_, 1, xn_, q_, k1_, v1_, qkv32_, s, nullptr, nullptr, lora_u_));
     if (L.hybrid) {
       GL_TRY(L.hybrid->decode_step(y_, hybrid_[l], xn_, q_, k1_, v1_, s));
     } else {
@@ -663,7 +690,7 @@ Status GpuSequenceCache::enqueue_step(long pos) {
       GL_TRY(kc::attention_decode(y_, qr_, k_[l], v_[l], pos + 1, H, G, D, attn_ws_,
                                   attn_ws_bytes_, s));
     }
-    GL_TRY(M.block_output(L, h_, y_, 1, xn2_, gu_, act_, s));
+    GL_TRY(M.block_output(L, h_, y_, 1, xn2_, gu_, act_, s, nullptr, lora_u_));
   }
   GL_TRY(M.head_logits(h_, 1, logits_, xn2_, s));
   GL_TRY(kc::argmax_rows(next_, logits_, 1, V, s));

@@ -47,6 +47,7 @@ Status gpu_model_trace(GpuModel& model, const int32_t* tokens, int T,
 #include "kernels/cuda/hybrid.h"
 #include "mixers/cuda/hybrid_mixer.h"
 #include "mixers/mixer_factory.h"
+#include "model/cuda/lora.h"
 
 namespace golinear::model::cuda {
 
@@ -142,7 +143,7 @@ class GpuModel {
 
   const ModelConfig& config() const { return config_; }
   cudaStream_t stream() const { return stream_; }
-  // Bytes of the weights on the device (base model + mixer parameters).
+  // Bytes of the weights on the device (base model + mixer parameters + own LoRA adapters).
   size_t weight_bytes() const;
   bool has_hybrid_layers() const;
   bool has_softmax_layers() const;
@@ -154,6 +155,12 @@ class GpuModel {
   Status set_layer_mixer(int layer, mixers::Mixer& mixer);
   // A trainer's GPU mixer as layer `layer`'s (not owned; null: softmax attention again).
   void attach_mixer(int layer, mixers::cuda::GpuHybridMixer* mixer);
+  // LoRA adapters on q/k/v/o (model/cuda/lora.h), applied unmerged by every forward but the
+  // all-softmax teacher pass: the model's own (uploaded from host adapters, for inference) or a
+  // trainer's (attached, not owned; null: none).
+  Status set_lora(const LoraAdapters& host);
+  void attach_lora(GpuLora* lora);
+  GpuLora* lora() const { return lora_; }
 
   // The parts the backward of the network reads (model/cuda/transformer_backward.h).
   const GpuLayer& layer(int l) const { return layers_[l]; }
@@ -202,11 +209,13 @@ class GpuModel {
   // act (n, F): working rows.
   // q_raw, k_raw (n, H·D), (n, G·D) or null: q, k before their per-head norm (kept for the
   // backward); h_mid (n, C) or null: h after the attention block.
+  // lora_u (n, 3r) or null: working rows of the layer's LoRA adapters, which run when given.
   Status block_input(const GpuLayer& L, const float* h, int n, bf16* xn, bf16* q, bf16* k,
                      bf16* v, float* qkv32, cudaStream_t s, float* q_raw = nullptr,
-                     float* k_raw = nullptr) const;
+                     float* k_raw = nullptr, bf16* lora_u = nullptr) const;
   Status block_output(const GpuLayer& L, float* h, const bf16* y, int n, bf16* xn2, bf16* gu,
-                      bf16* act, cudaStream_t s, float* h_mid = nullptr) const;
+                      bf16* act, cudaStream_t s, float* h_mid = nullptr,
+                      bf16* lora_u = nullptr) const;
   // The final norm and the LM head over n rows of h.
   Status head_logits(const float* h, int n, float* logits, bf16* xn2, cudaStream_t s) const;
 
@@ -219,6 +228,8 @@ class GpuModel {
   float* final_norm_ = nullptr; // (C)
   float* inv_freq_ = nullptr;   // (D/2)
   std::vector<GpuLayer> layers_;
+  GpuLora* lora_ = nullptr;              // the adapters in use, or null
+  std::unique_ptr<GpuLora> own_lora_;    // set_lora's
 
   // Activations of forward_device, for up to scratch_T_ tokens.
   DeviceArena scratch_;
@@ -230,6 +241,7 @@ class GpuModel {
   bf16 *qr_ = nullptr, *kr_ = nullptr;        // RoPE'd copies (softmax layers)
   float* qkv32_ = nullptr;                    // (chunk, H·D + 2·G·D)
   bf16 *xn2_ = nullptr, *gu_ = nullptr, *act_ = nullptr;  // (chunk, C), (chunk, 2F), (chunk, F)
+  bf16* lora_u_ = nullptr;                    // (chunk, 3r) when LoRA adapters are in use
   // forward()'s device logits, grown to the most rows asked for (no allocation per call).
   DeviceArena logits_memory_;
   float* logits_ = nullptr;
@@ -296,6 +308,7 @@ class GpuSequenceCache {
   bf16 *xn_ = nullptr, *q_ = nullptr, *k1_ = nullptr, *v1_ = nullptr, *qr_ = nullptr,
        *y_ = nullptr, *xn2_ = nullptr, *gu_ = nullptr, *act_ = nullptr;
   float* qkv32_ = nullptr;
+  bf16* lora_u_ = nullptr;                    // (3r) when the model has LoRA adapters
   float* logits_ = nullptr;                   // (V)
   cudaGraphExec_t graph_ = nullptr;
 };

@@ -197,6 +197,7 @@ Result<std::unique_ptr<GpuModel>> gpu_model_load(const std::string& dir, const M
   }
   GL_CUDA_CHECK(cudaStreamSynchronize(s));
   for (int l = 0; l < c.num_layers; ++l) GL_TRY(gm->set_layer_mixer(l, *skeleton.mixers[l]));
+  GL_TRY(gm->set_lora(skeleton.lora));  // unmerged (model/cuda/lora.h)
   stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (stats_out) *stats_out = stats;
   return gm;

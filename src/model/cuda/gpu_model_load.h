@@ -23,9 +23,9 @@ struct GpuLoadStats {
 };
 
 // The backbone of the checkpoint in `dir` (an adapter's base, model_directory_resolve) onto the
-// current GPU. `skeleton` is model_load(dir, ModelLoadParts::without_backbone): its config, and
-// its mixers (uploaded by GpuModel::set_layer_mixer, as gpu_model_upload does). Errors name the
-// file and tensor.
+// current GPU. `skeleton` is model_load(dir, ModelLoadParts::without_backbone): its config, its
+// mixers (uploaded by GpuModel::set_layer_mixer, as gpu_model_upload does) and its LoRA adapters
+// (unmerged, GpuModel::set_lora). Errors name the file and tensor.
 Result<std::unique_ptr<GpuModel>> gpu_model_load(const std::string& dir, const Model& skeleton,
                                                  GpuLoadStats* stats = nullptr);
 

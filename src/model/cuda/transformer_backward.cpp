@@ -42,6 +42,10 @@ Result<std::unique_ptr<GpuBackwardScratch>> GpuBackwardScratch::create(const Gpu
   GL_ASSIGN_OR_RETURN(s->dqkv, a.alloc<bf16>(t * QKV));
   s->attn_ws_bytes = kc::attention_backward_workspace_bytes(T, (int)H, (int)G, (int)D);
   GL_ASSIGN_OR_RETURN(s->attn_ws, a.alloc_bytes(s->attn_ws_bytes));
+  if (model.lora()) {
+    GL_ASSIGN_OR_RETURN(s->lora, model.lora()->scratch_allocate(a, T));
+    s->lora_rank = model.lora()->rank();
+  }
   return s;
 }
 
@@ -53,6 +57,9 @@ Status gpu_model_backward(GpuModel& model, const GpuActivations& acts, const flo
   const int HD = H * D, GD = G * D, QKV = HD + 2 * GD;
   const float eps = (float)c.rms_norm_eps;
   if (w.T() != T) return make_error("gpu backward: scratch for ", w.T(), " tokens, activations for ", T);
+  GpuLora* lora = model.lora();
+  if (lora && (w.lora.T != T || w.lora_rank != lora->rank()))
+    return make_error("gpu backward: the scratch was made without room for the model's LoRA adapters");
   cudaStream_t s = model.stream();
   cublasHandle_t cb = model.cublas();
   GL_TRY(kc::gemm_bind_stream(cb, s));
@@ -72,6 +79,7 @@ Status gpu_model_backward(GpuModel& model, const GpuActivations& acts, const flo
     // Attention block: h_mid = h_in + o_proj(mixer(xn, q, k, v)), xn = rmsnorm(h_in).
     GL_TRY(kc::convert_f32_to_bf16(w.dh_bf, w.dh, (long)T * C, s));
     GL_TRY(kc::gemm_bf16_nn(cb, w.dy, 0.0f, w.dh_bf, L.w_o, T, HD, C, s));
+    if (lora) GL_TRY(lora->backward_o(l, w.dy, w.dh_bf, A.y, w.lora, cb, s));
     if (L.hybrid) {
       GL_TRY(mixer_backward(l, w.dy, w.dx_mix, w.dq, w.dk, w.dv));
       GL_TRY(kc::gemm_bind_stream(cb, s));
@@ -92,6 +100,7 @@ Status gpu_model_backward(GpuModel& model, const GpuActivations& acts, const flo
     }
     GL_TRY(kc::pack_qkv_grad_bf16(w.dqkv, dq, dk, w.dv, T, HD, GD, s));
     GL_TRY(kc::gemm_bf16_nn(cb, w.dtmp, 0.0f, w.dqkv, L.w_qkv, T, C, QKV, s));
+    if (lora) GL_TRY(lora->backward_qkv(l, w.dtmp, w.dqkv, A.xn, w.lora, cb, s));
     if (L.hybrid) GL_TRY(kc::add_f32(w.dtmp, w.dx_mix, (long)T * C, s));
     if (l > 0)  // below layer 0 is the frozen embedding: nothing to propagate
       GL_TRY(kc::rmsnorm_backward_f32(w.dh, true, w.dtmp, A.h_in, L.input_norm, T, C, eps, s));

@@ -5,7 +5,9 @@
 // GpuModel::forward_device with `keep`) is read; the mixers of linearized layers are the
 // caller's (a callback: e.g. the distillation trainer's GPU hybrid mixers, which accumulate
 // their parameter gradients); softmax layers (teacher layers kept full) backpropagate through
-// attention_backward and RoPE's transpose here.
+// attention_backward and RoPE's transpose here. LoRA adapters attached to the model
+// (GpuModel::lora, a trainer's with gradients) add their input gradients and accumulate their
+// parameter gradients (+=) on the way.
 //
 // Gradient convention as kernels/cuda: WRITTEN (=). The frozen weights' input-gradient GEMMs take
 // bf16 operands (the gradient rounded to bf16) with fp32 accumulation.
@@ -26,6 +28,7 @@ using GpuMixerBackward = std::function<Status(int layer, const float* dy, float*
 // Working memory of the backward for T tokens (independent of the layer count).
 class GpuBackwardScratch {
  public:
+  // With room for the model's LoRA adapters when it has them (attached before).
   static Result<std::unique_ptr<GpuBackwardScratch>> create(const GpuModel& model, int T);
   int T() const { return T_; }
 
@@ -40,6 +43,8 @@ class GpuBackwardScratch {
   bf16 *dlogits_bf = nullptr, *dh_bf = nullptr, *dgu = nullptr, *dqkv = nullptr;
   void* attn_ws = nullptr;
   size_t attn_ws_bytes = 0;
+  GpuLoraScratch lora;  // empty (T = 0) without adapters
+  int lora_rank = 0;
 };
 
 // dlogits (T, V) fp32: the gradient of the loss with respect to the logits of the forward that

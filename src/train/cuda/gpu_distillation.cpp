@@ -12,6 +12,7 @@
 #include "model/cuda/gpu_model.h"
 #include "model/cuda/transformer_backward.h"
 #include "train/cuda/gpu_train_util.h"
+#include "train/distillation.h"
 #include "train/optimizer.h"
 
 namespace golinear::train::cuda {
@@ -30,16 +31,22 @@ namespace {
 // the mixers' forward and backward mixers/cuda.
 class Distiller {
  public:
+  ~Distiller() {
+    if (gm_ && lora_) gm_->attach_lora(nullptr);  // the backbone may outlive the trainer
+  }
+  // `lora`: the student's LoRA adapters (model/lora.h), trained with the mixers, or null.
   Status init(const Model& model, MixerStack& students, int T,
-              std::shared_ptr<golinear::model::cuda::GpuModel> backbone);
+              std::shared_ptr<golinear::model::cuda::GpuModel> backbone, const LoraAdapters* lora);
   // Uploads the students' parameters (after a resume, before training).
-  Status upload(MixerStack& students);
+  Status upload(MixerStack& students, const LoraAdapters* lora);
   // One sequence: KL (mean over tokens) returned; parameter gradients += scale · ∂KL/∂θ.
   Result<double> accumulate(const int32_t* host_ids, float scale);
 
   const std::vector<int>& trained() const { return trained_; }
   std::vector<GpuHybridMixer>& layers() { return hybrid_; }
   long parameter_count() const { return P_; }
+  long mixer_parameter_count() const { return P_mixers_; }
+  golinear::model::cuda::GpuLora* lora() const { return lora_.get(); }
   float* value() const { return value_.get(); }
   float* grad() const { return grad_.get(); }
   cudaStream_t stream() const { return gm_->stream(); }
@@ -54,7 +61,10 @@ class Distiller {
   mixers::MixerOptions recipe_;
   std::vector<GpuHybridMixer> hybrid_;
   HybridScratch scratch_;  // the mixers' training forward and backward, layer by layer
-  long P_ = 0;
+  // The LoRA adapters, their values and gradients after the mixers' in the flat buffers; attached
+  // to the backbone for the whole run (the teacher pass, all softmax, runs without them).
+  std::unique_ptr<golinear::model::cuda::GpuLora> lora_;
+  long P_ = 0, P_mixers_ = 0;
   kc::DeviceBuffer<float> value_, grad_;
   std::unique_ptr<golinear::model::cuda::GpuActivations> acts_;
   std::unique_ptr<golinear::model::cuda::GpuBackwardScratch> backward_scratch_;
@@ -65,7 +75,8 @@ class Distiller {
 };
 
 Status Distiller::init(const Model& model, MixerStack& students, int T,
-                       std::shared_ptr<golinear::model::cuda::GpuModel> backbone) {
+                       std::shared_ptr<golinear::model::cuda::GpuModel> backbone,
+                       const LoraAdapters* lora) {
   const ModelConfig& c = model.config;
   const int L = c.num_layers;
   T_ = T;
@@ -82,15 +93,17 @@ Status Distiller::init(const Model& model, MixerStack& students, int T,
   recipe_ = selected.recipe;
   if (backbone) {
     gm_ = std::move(backbone);
-    if (gm_->has_hybrid_layers())
-      return make_error("GPU distillation: the teacher on the GPU has linearized layers");
+    if (gm_->has_hybrid_layers() || gm_->lora())
+      return make_error("GPU distillation: the teacher on the GPU has linearized layers or LoRA adapters");
   } else {
     GL_ASSIGN_OR_RETURN(gm_, golinear::model::cuda::gpu_model_upload(model));
   }
 
   // The trained layers: one flat parameter / gradient buffer.
   const long per_layer = mixers::cuda::hybrid_parameter_count(recipe_, shape);
-  P_ = per_layer * (long)trained_.size();
+  P_mixers_ = per_layer * (long)trained_.size();
+  const bool with_lora = lora && lora->enabled();
+  P_ = P_mixers_ + (with_lora ? golinear::model::cuda::GpuLora::parameter_count(*lora) : 0);
   GL_TRY(value_.allocate(P_));
   GL_TRY(grad_.allocate(P_));
   GL_CUDA_CHECK(cudaMemset(grad_.get(), 0, P_ * 4));
@@ -99,6 +112,11 @@ Status Distiller::init(const Model& model, MixerStack& students, int T,
                         GpuHybridMixer::create(selected.options[i], shape, model.inv_freq, value_.get() + i * per_layer,
                                                grad_.get() + i * per_layer));
     hybrid_.push_back(std::move(layer));
+  }
+  if (with_lora) {
+    GL_ASSIGN_OR_RETURN(lora_, golinear::model::cuda::GpuLora::create(c, *lora, value_.get() + P_mixers_,
+                                                                      grad_.get() + P_mixers_));
+    gm_->attach_lora(lora_.get());  // before the backward scratch, which makes room for it
   }
   GL_TRY(scratch_.reserve(selected.scratch_bytes(shape, T)));
   GL_ASSIGN_OR_RETURN(acts_, golinear::model::cuda::gpu_activations_allocate(*gm_, T));
@@ -113,8 +131,9 @@ Status Distiller::init(const Model& model, MixerStack& students, int T,
   return ok_status();
 }
 
-Status Distiller::upload(MixerStack& students) {
+Status Distiller::upload(MixerStack& students, const LoraAdapters* lora) {
   for (size_t i = 0; i < trained_.size(); ++i) GL_TRY(hybrid_[i].upload(*students[trained_[i]], stream()));
+  if (lora_) GL_TRY(lora_->upload(*lora, stream()));
   return ok_status();
 }
 
@@ -165,23 +184,27 @@ Result<double> Distiller::accumulate(const int32_t* host_ids, float scale) {
 }  // namespace
 
 Result<double> gpu_distill_sequence_gradient(const Model& model, MixerStack& students,
-                                             const int32_t* ids, int T, float scale) {
+                                             const int32_t* ids, int T, float scale,
+                                             LoraAdapters* lora) {
   Distiller d;
-  GL_TRY(d.init(model, students, T, nullptr));
-  GL_TRY(d.upload(students));
+  GL_TRY(d.init(model, students, T, nullptr, lora));
+  GL_TRY(d.upload(students, lora));
   GL_ASSIGN_OR_RETURN(double kl, d.accumulate(ids, scale));
   for (size_t i = 0; i < d.trained().size(); ++i)
     GL_TRY(d.layers()[i].download_grads(*students[d.trained()[i]], d.stream()));
+  if (d.lora()) GL_TRY(d.lora()->download_grads(*lora, d.stream()));
   return kl;
 }
 
 Result<TrainReport> gpu_distill_end_to_end(const Model& model, MixerStack& students,
                                            const PackedDataset& data, const TrainOptions& options,
-                                           std::shared_ptr<golinear::model::cuda::GpuModel> backbone) {
+                                           std::shared_ptr<golinear::model::cuda::GpuModel> backbone,
+                                           LoraAdapters* lora) {
   const int T = data.seq_len;
   if (data.size() == 0) return make_error("distillation: no training sequences");
+  if (lora && !lora->enabled()) lora = nullptr;
   Distiller d;
-  GL_TRY(d.init(model, students, T, std::move(backbone)));
+  GL_TRY(d.init(model, students, T, std::move(backbone), lora));
   const long P = d.parameter_count();
   const std::vector<int>& trained = d.trained();
   GpuAdamW adamw;
@@ -189,17 +212,24 @@ Result<TrainReport> gpu_distill_end_to_end(const Model& model, MixerStack& stude
   cudaStream_t stream = d.stream();
 
   // The CPU optimizer only carries the moments for checkpoints (the CPU trainer's format).
-  AdamW cpu_optimizer(trainable_parameters(students), options.adam);
-  GL_ASSIGN_OR_RETURN(std::vector<FlatPiece> pieces, flat_pieces(students, trained, P / (long)trained.size(), "GPU distillation"));
+  AdamW cpu_optimizer(distillation_parameters(students, lora), options.adam);
+  GL_ASSIGN_OR_RETURN(std::vector<FlatPiece> pieces,
+                      flat_pieces(students, trained, d.mixer_parameter_count() / (long)trained.size(), "GPU distillation"));
+  if (d.lora()) {  // the adapters follow the mixers in both orders, in the same order
+    long cpu_mixers = 0;
+    for (mixers::Parameter* p : trainable_parameters(students)) cpu_mixers += (long)p->value.size();
+    pieces.push_back({cpu_mixers, d.mixer_parameter_count(), P - d.mixer_parameter_count()});
+  }
   long adam_t = 0;
 
   auto download = [&]() -> Status {
     for (size_t i = 0; i < trained.size(); ++i) GL_TRY(d.layers()[i].download(*students[trained[i]], stream));
+    if (d.lora()) GL_TRY(d.lora()->download(*lora, stream));
     return ok_status();
   };
   auto save_state = [&](long step) -> Status {
     GL_TRY(download());
-    return gpu_train_save(options, students, cpu_optimizer, pieces, P, adamw.m(), adamw.v(), adam_t, step);
+    return gpu_train_save(options, students, cpu_optimizer, pieces, P, adamw.m(), adamw.v(), adam_t, step, lora);
   };
 
   const float scale = 1.0f / (float)options.batch;
@@ -208,9 +238,9 @@ Result<TrainReport> gpu_distill_end_to_end(const Model& model, MixerStack& stude
   loop.loss_name = "kl";
   loop.tokens_per_step = (long)options.batch * T;
   loop.resume = [&]() -> Result<long> {
-    GL_ASSIGN_OR_RETURN(const long start, gpu_train_resume(options, students, cpu_optimizer, pieces, P, adamw.m(), adamw.v()));
+    GL_ASSIGN_OR_RETURN(const long start, gpu_train_resume(options, students, cpu_optimizer, pieces, P, adamw.m(), adamw.v(), lora));
     adam_t = cpu_optimizer.steps_taken();
-    GL_TRY(d.upload(students));
+    GL_TRY(d.upload(students, lora));
     return start;
   };
   loop.step = [&](long step, float lr) -> Result<std::vector<StepLoss>> {
@@ -222,6 +252,7 @@ Result<TrainReport> gpu_distill_end_to_end(const Model& model, MixerStack& stude
     }
     loss /= options.batch;
     GL_TRY(adamw.step(d.value(), d.grad(), lr, options.adam, ++adam_t, d.layers(), stream));
+    if (d.lora()) GL_TRY(d.lora()->refresh(stream));  // the bf16 operands of the new values
     return std::vector<StepLoss>{{loss, {}}};
   };
   loop.save = [&](long steps_done) -> Status {

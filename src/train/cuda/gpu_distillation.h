@@ -32,19 +32,22 @@
 
 namespace golinear::train::cuda {
 
-// Trains `students` end to end against `model` (the teacher: its own mixers, all softmax).
-// The trained parameters are written back into the students' CPU mixers.
+// Trains `students` (and `lora`, the student's LoRA adapters on q/k/v/o, or null) end to end
+// against `model` (the teacher: its own mixers, all softmax, no adapters). The trained parameters
+// are written back into the students' CPU mixers (and `lora`).
 // `backbone`: the teacher already on the GPU (e.g. loaded by gpu_model_load, shared with the
 // attention-transfer stage; every layer softmax), or null: `model`'s weights are uploaded (the
 // host model must then hold them).
 Result<TrainReport> gpu_distill_end_to_end(const Model& model, MixerStack& students,
                                            const PackedDataset& data, const TrainOptions& options,
-                                           std::shared_ptr<golinear::model::cuda::GpuModel> backbone = nullptr);
+                                           std::shared_ptr<golinear::model::cuda::GpuModel> backbone = nullptr,
+                                           LoraAdapters* lora = nullptr);
 
 // One sequence of the step above without the optimizer (the GPU counterpart of
 // train::distill_sequence_gradient, for tests): returns the KL (mean over the T tokens) and sets
-// (=) every trained student parameter's CPU .grad to scale · ∂KL/∂θ.
+// (=) every trained student parameter's CPU .grad (and `lora`'s) to scale · ∂KL/∂θ.
 Result<double> gpu_distill_sequence_gradient(const Model& model, MixerStack& students,
-                                             const int32_t* ids, int T, float scale);
+                                             const int32_t* ids, int T, float scale,
+                                             LoraAdapters* lora = nullptr);
 
 }  // namespace golinear::train::cuda

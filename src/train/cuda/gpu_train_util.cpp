@@ -96,9 +96,10 @@ Result<std::vector<FlatPiece>> flat_pieces(MixerStack& students, const std::vect
 }
 
 Result<long> gpu_train_resume(const TrainOptions& options, MixerStack& students, AdamW& cpu_optimizer,
-                              const std::vector<FlatPiece>& pieces, long P, float* m, float* v) {
+                              const std::vector<FlatPiece>& pieces, long P, float* m, float* v,
+                              LoraAdapters* lora) {
   if (!options.resume || options.state_path.empty() || !file_exists(options.state_path)) return 0L;
-  GL_ASSIGN_OR_RETURN(long start, train_state_load(options.state_path, students, cpu_optimizer));
+  GL_ASSIGN_OR_RETURN(long start, train_state_load(options.state_path, students, cpu_optimizer, lora));
   if (start > options.steps)
     return make_error(options.state_path, ": resume state is at step ", start, " of a ", options.steps, "-step run");
   std::vector<float> host_m(P), host_v(P);
@@ -113,7 +114,7 @@ Result<long> gpu_train_resume(const TrainOptions& options, MixerStack& students,
 
 Status gpu_train_save(const TrainOptions& options, MixerStack& students, AdamW& cpu_optimizer,
                       const std::vector<FlatPiece>& pieces, long P, const float* m, const float* v,
-                      long adam_t, long step) {
+                      long adam_t, long step, LoraAdapters* lora) {
   std::vector<float> host_m(P), host_v(P);
   GL_CUDA_CHECK(cudaMemcpy(host_m.data(), m, P * 4, cudaMemcpyDeviceToHost));
   GL_CUDA_CHECK(cudaMemcpy(host_v.data(), v, P * 4, cudaMemcpyDeviceToHost));
@@ -122,7 +123,7 @@ Status gpu_train_save(const TrainOptions& options, MixerStack& students, AdamW& 
     std::copy_n(host_v.begin() + p.gpu_offset, p.count, cpu_optimizer.second_moments().begin() + p.cpu_offset);
   }
   cpu_optimizer.steps_taken() = adam_t;
-  return train_state_save(options.state_path, students, cpu_optimizer, step);
+  return train_state_save(options.state_path, students, cpu_optimizer, step, lora);
 }
 
 }  // namespace golinear::train::cuda

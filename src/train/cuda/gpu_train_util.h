@@ -63,16 +63,17 @@ struct FlatPiece {
 Result<std::vector<FlatPiece>> flat_pieces(MixerStack& students, const std::vector<int>& trained,
                                            long per_layer, const std::string& what);
 
-// --resume: when options.state_path holds a state, loads it into `students` and `cpu_optimizer`
+// --resume: when options.state_path holds a state, loads it into `students` (and `lora`) and `cpu_optimizer`
 // (the CPU trainer's format) and copies its AdamW moments into the device buffers m, v (P floats
 // each, the GPU layout); returns the step to continue from (0 without a state).
 Result<long> gpu_train_resume(const TrainOptions& options, MixerStack& students, AdamW& cpu_optimizer,
-                              const std::vector<FlatPiece>& pieces, long P, float* m, float* v);
+                              const std::vector<FlatPiece>& pieces, long P, float* m, float* v,
+                              LoraAdapters* lora = nullptr);
 
-// Writes the resume state at `step`: the students must hold the current values (downloaded);
+// Writes the resume state at `step`: the students (and `lora`) must hold the current values (downloaded);
 // the AdamW moments come from the device buffers m, v and its step count is adam_t.
 Status gpu_train_save(const TrainOptions& options, MixerStack& students, AdamW& cpu_optimizer,
                       const std::vector<FlatPiece>& pieces, long P, const float* m, const float* v,
-                      long adam_t, long step);
+                      long adam_t, long step, LoraAdapters* lora = nullptr);
 
 }  // namespace golinear::train::cuda

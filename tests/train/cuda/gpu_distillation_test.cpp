@@ -415,5 +415,112 @@ TEST(GpuDistillation, RefusesATeacherThatIsNotSoftmax) {
   EXPECT_NE(r.error().find("not softmax"), std::string::npos) << r.error();
 }
 
+// LoRA on q/k/v/o (model/lora.h) trained with the mixers: the KL and every adapter's gradient of
+// one sequence against the CPU (distill_sequence_gradient with the same adapters), B moved off 0
+// so that A receives a gradient; tolerances as expect_gradients_match's. Then a few GPU steps
+// with adapters stop, and the resume state (mixers + adapters + moments) continues on the CPU.
+LoraAdapters lora_of(const Model& model, const std::vector<int>& keep_full, bool move_b) {
+  std::vector<bool> adapted(model.config.num_layers, true);
+  for (int l : keep_full) adapted[l] = false;
+  LoraOptions o;
+  o.rank = 8;
+  o.alpha = 16.0f;  // s = 2
+  auto lora = lora_create(model, o, adapted, 5);
+  EXPECT_TRUE(lora.ok()) << lora.error();
+  if (move_b) {
+    std::mt19937_64 rng(6);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    for (mixers::Parameter* p : lora->parameters())
+      if (p->name.back() == 'B')
+        for (float& x : p->value) x = 0.02f * normal(rng);
+  }
+  return std::move(*lora);
+}
+
+TEST(GpuDistillation, LoraGradientsMatchTheCpu) {
+  REQUIRE_GPU();
+  for (bool qwen3 : {false, true}) {
+    auto model = random_model(qwen3);
+    const int T = 128;
+    const std::vector<int> keep_full = qwen3 ? std::vector<int>{1} : std::vector<int>{};
+    PackedDataset data = random_sequences(1, T, model->config.vocab_size);
+    MixerStack cpu = students_of(*model, keep_full), gpu = students_of(*model, keep_full);
+    LoraAdapters cpu_lora = lora_of(*model, keep_full, true), gpu_lora = lora_of(*model, keep_full, true);
+    zero_grads(cpu);
+    zero_grads(gpu);
+    const double kl_cpu = distill_sequence_gradient(*model, cpu, data.sequence(0), T, 0.5f, &cpu_lora);
+    auto kl_gpu = gpu_distill_sequence_gradient(*model, gpu, data.sequence(0), T, 0.5f, &gpu_lora);
+    ASSERT_OK(kl_gpu);
+    std::printf("%s with LoRA: KL cpu %.6f gpu %.6f\n", qwen3 ? "qwen3" : "llama", kl_cpu, *kl_gpu);
+    EXPECT_NEAR(*kl_gpu, kl_cpu, 0.05 * kl_cpu);
+    const auto pc = cpu_lora.named_parameters(), pg = gpu_lora.named_parameters();
+    ASSERT_EQ(pc.size(), pg.size());
+    ASSERT_EQ(pc.size(), 8u * (2 - keep_full.size()));
+    std::vector<float> all_cpu, all_gpu;
+    for (size_t i = 0; i < pc.size(); ++i) {
+      double norm = 0;
+      for (float g : pc[i].second->grad) norm += (double)g * g;
+      const double e = nmse(pg[i].second->grad, pc[i].second->grad);
+      std::printf("  %-18s |grad| %.3e  nmse %.3e\n", pc[i].first.c_str(), std::sqrt(norm), e);
+      EXPECT_GT(norm, 0.0) << pc[i].first;
+      EXPECT_LT(e, 0.05) << pc[i].first;
+      all_cpu.insert(all_cpu.end(), pc[i].second->grad.begin(), pc[i].second->grad.end());
+      all_gpu.insert(all_gpu.end(), pg[i].second->grad.begin(), pg[i].second->grad.end());
+    }
+    EXPECT_LT(nmse(all_gpu, all_cpu), 1e-2);
+    const auto mc = trainable_parameters(cpu), mg = trainable_parameters(gpu);
+    std::vector<float> mix_cpu, mix_gpu;
+    for (size_t i = 0; i < mc.size(); ++i) {
+      mix_cpu.insert(mix_cpu.end(), mc[i]->grad.begin(), mc[i]->grad.end());
+      mix_gpu.insert(mix_gpu.end(), mg[i]->grad.begin(), mg[i]->grad.end());
+    }
+    EXPECT_LT(nmse(mix_gpu, mix_cpu), 1e-2);  // the mixers' gradients with the adapters on
+  }
+}
+
+TEST(GpuDistillation, LoraStepsLowerTheKlAndResumeOnTheCpu) {
+  REQUIRE_GPU();
+  auto model = random_model(false);
+  PackedDataset data = random_sequences(4, 128, model->config.vocab_size);
+  MixerStack students = students_of(*model, {1});
+  LoraAdapters lora = lora_of(*model, {1}, false);
+  TrainOptions o;
+  o.steps = 24;
+  o.lr = 5e-3f;
+  o.warmup = 2;
+  auto report = gpu_distill_end_to_end(*model, students, data, o, nullptr, &lora);
+  ASSERT_OK(report);
+  const auto& c = report->loss_curve;
+  const double first = (c[0] + c[1] + c[2] + c[3]) / 4, last = (c[20] + c[21] + c[22] + c[23]) / 4;
+  std::printf("KL with LoRA: first 4 steps %.5f, last 4 %.5f\n", first, last);
+  EXPECT_LT(last, 0.85 * first);
+  double b_norm = 0;
+  for (mixers::Parameter* p : lora.parameters())
+    if (p->name.back() == 'B')
+      for (float x : p->value) b_norm += (double)x * x;
+  EXPECT_GT(b_norm, 0.0);  // the trained adapters came back to the host
+
+  const std::string state = (fs::temp_directory_path() / ("golinear_gpu_lora_" + std::to_string(::getpid()) + ".safetensors")).string();
+  MixerStack interrupted = students_of(*model, {1});
+  LoraAdapters interrupted_lora = lora_of(*model, {1}, false);
+  TrainOptions first_half = o;
+  first_half.steps = 6;
+  first_half.state_path = state;
+  first_half.stop_after = 3;
+  auto partial = gpu_distill_end_to_end(*model, interrupted, data, first_half, nullptr, &interrupted_lora);
+  ASSERT_OK(partial);
+  EXPECT_EQ(partial->steps_done, 3);
+  MixerStack on_cpu = students_of(*model, {1});
+  LoraAdapters on_cpu_lora = lora_of(*model, {1}, false);
+  TrainOptions rest = first_half;
+  rest.stop_after = 0;
+  rest.resume = true;
+  auto resumed = distill_end_to_end(*model, on_cpu, data, rest, &on_cpu_lora);
+  ASSERT_OK(resumed);
+  EXPECT_EQ(resumed->steps_done, 6);
+  EXPECT_EQ(resumed->loss_curve.size(), 3u);
+  fs::remove(state);
+}
+
 }  // namespace
 }  // namespace golinear::train::cuda
