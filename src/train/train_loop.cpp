@@ -7,16 +7,23 @@
 
 namespace golinear::train {
 
-int gradients_first_nonfinite_layer(MixerStack& students, const TrainOptions& options, long step) {
+int gradients_first_nonfinite_layer(MixerStack& students, const TrainOptions& options, long step,
+                                    LoraAdapters* lora) {
   const NanFault& fault = options.nan_fault;
   if (fault.step == step + 1 && fault.layer >= 0 && fault.layer < (int)students.size()) {
     std::vector<mixers::Parameter*> params = students[fault.layer]->parameters();
     if (!params.empty() && !params[0]->grad.empty()) params[0]->grad[0] = std::nanf("");
   }
-  for (size_t l = 0; l < students.size(); ++l)
-    for (const mixers::Parameter* p : students[l]->parameters())
+  auto finite = [](const std::vector<mixers::Parameter*>& params) {
+    for (const mixers::Parameter* p : params)
       for (float g : p->grad)
-        if (!std::isfinite(g)) return (int)l;
+        if (!std::isfinite(g)) return false;
+    return true;
+  };
+  for (size_t l = 0; l < students.size(); ++l) {
+    if (!finite(students[l]->parameters())) return (int)l;
+    if (lora && l < lora->layers.size() && !finite(lora->layers[l].parameters())) return (int)l;
+  }
   return -1;
 }
 

@@ -42,10 +42,12 @@ struct TrainOptions {
   NanFault nan_fault;         // tests: a NaN gradient at a chosen step and layer
 };
 
-// The first layer of `students` whose mixer parameters hold a non-finite gradient (−1: none),
-// after applying options.nan_fault at step `step` (0-based). Trainers call it between the
-// backward and the optimizer update, and skip the update when it is ≥ 0 (StepLoss below).
-int gradients_first_nonfinite_layer(MixerStack& students, const TrainOptions& options, long step);
+// The first layer whose mixer parameters in `students` (or LoRA adapters in `lora`, when given)
+// hold a non-finite gradient (−1: none), after applying options.nan_fault at step `step`
+// (0-based). Trainers call it between the backward and the optimizer update, and skip the update
+// when it is ≥ 0 (StepLoss below).
+int gradients_first_nonfinite_layer(MixerStack& students, const TrainOptions& options, long step,
+                                    LoraAdapters* lora = nullptr);
 
 // What a trainer does after step `step` (0-based) of a run that began at step `start`: write the
 // resume state (every checkpoint_every steps, and always after the last step, so that a resumed
