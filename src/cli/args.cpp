@@ -23,7 +23,7 @@ Result<Args> Args::parse(const std::string& command, const std::vector<std::stri
       const OptionSpec* spec = nullptr;
       for (const auto& o : options)
         if (o.name == name) spec = &o;
-      if (!spec) return make_error("golinear ", command, ": unknown option --", name);
+      if (!spec) return make_error("golinear ", command, ": unknown option --", name, " (golinear ", command, " --help)");
       if (spec->takes_value && !inline_value) {
         if (i + 1 >= argv.size()) return make_error("golinear ", command, ": option --", name, " needs a value");
         value = argv[++i];
@@ -36,7 +36,7 @@ Result<Args> Args::parse(const std::string& command, const std::vector<std::stri
     }
   }
   if ((int)args.positional_.size() < min_positional)
-    return make_error("golinear ", command, ": missing argument (see golinear --help)");
+    return make_error("golinear ", command, ": missing argument (golinear ", command, " --help)");
   if ((int)args.positional_.size() > max_positional)
     return make_error("golinear ", command, ": unexpected argument '",
                       args.positional_[max_positional], "'");

@@ -24,30 +24,6 @@ namespace golinear::cli {
 
 namespace {
 
-constexpr const char* kUsage = R"(usage:
-  golinear bench [--mixers] [--json --seq 2048,... --contexts 4096,... --repeats N --warmups N
-                 --value-block V --gdn-segments N --gdn-persistent auto|never|always
-                 --no-backward --heads H --kv-heads G --head-dim D --hidden C --mix M]
-      per-layer mixer table: prefill, forward+backward, decode step and cache bytes for full
-      attention, Gated DeltaNet and the hybrid mixer (Llama-3.1-8B attention shapes by default);
-      --gdn-segments and --gdn-persistent schedule the Gated DeltaNet row's forward (0 and auto:
-      the default)
-  golinear bench --config FILE.json | --model DIR [--contexts 4096,32768,131072,1048576
-                 --variants hybrid,full --full-prefill-max 131072 --prefill-max N --repeats N
-                 --warmups N --decode-repeats N --sinks S --window W --seed S --json --json-file F]
-      whole-model table: prefill tokens/s, batch-1 decode tokens/s (one CUDA graph per token)
-      and GPU memory against context, for the model with every layer linearized (default
-      hybrid recipe, fresh parameters) and with full attention (KV cache). --config builds
-      random bf16 weights of that Hugging Face config.json on the GPU (e.g.
-      bench/configs/llama-3.1-8b.json); --model loads a checkpoint.
-  golinear bench --transfer --config FILE.json [--seq-len 4096 --batch 1 --steps 20 --sinks 8
-                 --window 56 --seed 0 --json --profile --no-pipeline]
-      attention-transfer throughput of that shape with random weights and random tokens, every
-      layer a fresh default-recipe hybrid, trained as `linearize --device cuda` trains (tokens/s,
-      minutes per 10 M tokens); --profile prints per-stage milliseconds of the hybrid layers
-      on stderr (synchronizing: slower), --no-pipeline runs the teacher's next layer after the
-      students instead of beside them
-)";
 
 #ifdef GOLINEAR_HAVE_CUDA
 std::vector<std::string> split_commas(const std::string& s) {
@@ -219,10 +195,6 @@ int bench_transfer(const Argv& argv) {
 }  // namespace
 
 int cmd_bench(const Argv& argv) {
-  if (std::find(argv.begin(), argv.end(), "--help") != argv.end()) {
-    std::fputs(kUsage, stdout);
-    return 0;
-  }
 #ifdef GOLINEAR_HAVE_CUDA
   if (std::find(argv.begin(), argv.end(), "--transfer") != argv.end()) return bench_transfer(argv);
   const bool model_table = std::find(argv.begin(), argv.end(), "--config") != argv.end() ||

@@ -35,10 +35,9 @@ int eval_ppl(const Argv& argv) {
   auto device_value = device_option(*args, "eval ppl");
   if (!device_value.ok()) return fail(device_value.error());
   const std::string device = *device_value;
-  auto config = load_model_config(args->positional()[0]);
-  if (!config.ok()) return fail(config.error());
-  auto seq_len = args->get_int("seq-len", std::min(2048, config->max_position_embeddings), 2,
-                               config->max_position_embeddings);
+  auto context = context_limit_of(args->positional()[0]);
+  if (!context.ok()) return fail(context.error());
+  auto seq_len = context_option(*args, "eval ppl", "seq-len", 2048, 2, *context);
   if (!seq_len.ok()) return fail(seq_len.error());
   auto limit = args->get_int("limit", 0, 1, 1L << 40);  // --limit N: the first N windows only
   if (!limit.ok()) return fail(limit.error());
@@ -200,18 +199,15 @@ int eval_synthetic(const std::string& task, const Argv& argv) {
   if (task == "niah" && args->has("subtask")) return fail("golinear eval niah: --subtask is for ruler (use --variant)");
   if (task == "ruler" && (args->has("variant") || args->has("depths")))
     return fail("golinear eval ruler: --variant and --depths are for niah (use --subtask)");
-  auto config = load_model_config(model_dir);
-  if (!config.ok()) return fail(config.error());
-  auto length = args->get_int("length", std::min(4096, config->max_position_embeddings), 64, 1L << 30);
+  auto context = context_limit_of(model_dir);
+  if (!context.ok()) return fail(context.error());
+  auto length = context_option(*args, command, "length", 4096, 64, *context);
   auto samples = args->get_int("samples", task == "niah" ? 10 : 5, 1, 1 << 20);
   auto seed = args->get_int("seed", 0, 0, 1L << 62);
   auto variant = args->get_int("variant", 1, 1, 3);
   auto batch = args->get_int("batch", 1, 1, 1 << 20);
   for (const Result<long>* value : {&length, &samples, &seed, &variant, &batch})
     if (!value->ok()) return fail(value->error());
-  if (*length > config->max_position_embeddings)
-    return fail(command + ": --length " + std::to_string(*length) + " exceeds the model's " +
-                std::to_string(config->max_position_embeddings) + " positions (max_position_embeddings)");
   auto depths = depths_parse(args->get("depths", "0,25,50,75,100"));
   if (!depths.ok()) return fail(depths.error());
 
@@ -277,6 +273,7 @@ int eval_synthetic(const std::string& task, const Argv& argv) {
   }
   eval::GenerationEvalOptions options;
   options.add_special = add_special;
+  options.max_tokens = context->tokens;
   options.show_progress = true;
   // Greedy generation on the CPU model, or on the GPU (bf16 prefill, then the decode step).
   const Model& model = *loaded->model;

@@ -54,10 +54,11 @@ int cmd_generate(const Argv& argv) {
   const Tokenizer& tokenizer = loaded->tokenizer;
   options.stop_ids = model.config.eos_token_ids;
   std::vector<int32_t> prompt = tokenizer.encode(args->get("prompt"), true);
-  if ((long)prompt.size() + options.max_new_tokens > model.config.max_position_embeddings)
-    std::fprintf(stderr, "golinear generate: warning: %zu + %d tokens exceed the model's "
-                 "max_position_embeddings (%d)\n", prompt.size(), options.max_new_tokens,
-                 model.config.max_position_embeddings);
+  auto limit = context_limit_of(args->positional()[0]);
+  if (!limit.ok()) return fail(limit.error());
+  if ((long)prompt.size() + options.max_new_tokens > limit->tokens)
+    std::fprintf(stderr, "golinear generate: warning: %zu + %d tokens exceed the limit of %ld (%s)\n",
+                 prompt.size(), options.max_new_tokens, limit->tokens, limit->reason.c_str());
 
   // The sequence: the CPU model's cache, or the GPU model's (bf16 prefill, then the decode step).
   runtime::NewSequence sequences = runtime::cpu_sequences(model);

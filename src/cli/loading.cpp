@@ -1,6 +1,7 @@
 #include "cli/loading.h"
 
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -116,6 +117,21 @@ Result<std::string> device_option(const Args& args, const std::string& command) 
   if (device == "cuda") return make_error("golinear ", command, ": --device cuda needs the CUDA build");
 #endif
   return device;
+}
+
+Result<ContextLimit> context_limit_of(const std::string& dir) {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page_size = ::sysconf(_SC_PAGE_SIZE);
+  const size_t host_memory = pages > 0 && page_size > 0 ? (size_t)pages * (size_t)page_size : (size_t)1 << 34;
+  return context_limit_read(dir, host_memory);
+}
+
+Result<long> context_option(const Args& args, const std::string& command, const std::string& name,
+                            long fallback, long min_value, const ContextLimit& limit) {
+  GL_ASSIGN_OR_RETURN(long value, args.get_int(name, std::min(fallback, limit.tokens), min_value, 1L << 62));
+  if (value > limit.tokens)
+    return make_error("golinear ", command, ": --", name, " ", value, " exceeds the limit of ",
+                      limit.tokens, " tokens (", limit.reason, ")");
+  return value;
 }
 
 }  // namespace golinear::cli

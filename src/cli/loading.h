@@ -6,6 +6,7 @@
 
 #include "cli/args.h"
 #include "common/json.h"
+#include "model/context_limit.h"
 #include "model/transformer.h"
 #include "tokenizer/tokenizer.h"
 #ifdef GOLINEAR_HAVE_CUDA
@@ -52,5 +53,14 @@ Json memory_report(LoadedModel& loaded, const std::string& command);
 // --device cpu|cuda of `command` (e.g. "eval ppl"), "cpu" when absent; an error line for any
 // other value, and for cuda in a build without CUDA.
 Result<std::string> device_option(const Args& args, const std::string& command);
+
+// The context limit of the checkpoint in `dir` (model/context_limit.h) with the host's physical
+// memory as the bound of a linear model.
+Result<ContextLimit> context_limit_of(const std::string& dir);
+
+// Option --NAME, a number of tokens in [min_value, limit.tokens] (`fallback`, capped at the limit,
+// when absent); past the limit, one line naming it and why.
+Result<long> context_option(const Args& args, const std::string& command, const std::string& name,
+                            long fallback, long min_value, const ContextLimit& limit);
 
 }  // namespace golinear::cli

@@ -11,7 +11,7 @@ Result<Json> json_parse(const std::string& text, const std::string& what) {
     try {
       Json reparsed = Json::parse(text);  // throws with the position of the fault
       (void)reparsed;
-    } catch (const Json::parse_error& e) {
+    } catch (const Json::exception& e) {  // parse_error, or out_of_range for a number like 1e999
       return make_error(what, ": malformed JSON (", e.what(), ")");
     }
     return make_error(what, ": malformed JSON");

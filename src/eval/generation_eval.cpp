@@ -81,14 +81,15 @@ Result<TaskReport> synthetic_evaluate(const NewSequence& new_sequence, const Mod
                                       const std::vector<SyntheticSample>& samples,
                                       const GenerationEvalOptions& options) {
   std::vector<std::string> generations;
+  const long max_tokens = options.max_tokens > 0 ? options.max_tokens : config.max_position_embeddings;
   ProgressBar bar(name, (long)samples.size());
   double tokens = 0;
   for (size_t i = 0; i < samples.size(); ++i) {
     const std::vector<int32_t> prompt = tokenizer.encode(samples[i].prompt, options.add_special);
-    if ((long)prompt.size() + samples[i].max_new_tokens > config.max_position_embeddings)
+    if ((long)prompt.size() + samples[i].max_new_tokens > max_tokens)
       return make_error(samples[i].task, ": a prompt of ", prompt.size(), " tokens plus ",
-                        samples[i].max_new_tokens, " generated exceeds the model's ",
-                        config.max_position_embeddings, " positions");
+                        samples[i].max_new_tokens, " generated exceeds the model's limit of ",
+                        max_tokens, " tokens");
     GL_ASSIGN_OR_RETURN(const std::vector<int32_t> generated,
                         greedy_generate(new_sequence, config.vocab_size, prompt,
                                         samples[i].max_new_tokens, config.eos_token_ids));

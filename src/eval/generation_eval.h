@@ -30,6 +30,7 @@ std::vector<int32_t> greedy_generate(const Model& model, const std::vector<int32
 struct GenerationEvalOptions {
   bool add_special = true;  // BOS before the prompt when the tokenizer has one
   bool show_progress = false;
+  long max_tokens = 0;      // prompt + generated at most (model/context_limit.h); 0: max_position_embeddings
 };
 
 // Rows: string_match_all (× 100) per task, per needle depth for single-needle tasks
@@ -38,8 +39,8 @@ struct GenerationEvalOptions {
 TaskReport synthetic_report(const std::string& name, const std::vector<SyntheticSample>& samples,
                             const std::vector<std::string>& generations);
 
-// Greedy generation from each sample with sequences of new_sequence; `config` gives the vocabulary,
-// the positions and the stop tokens (EOS).
+// Greedy generation from each sample with sequences of new_sequence; `config` gives the vocabulary
+// and the stop tokens (EOS), options.max_tokens the longest sequence.
 Result<TaskReport> synthetic_evaluate(const NewSequence& new_sequence, const ModelConfig& config,
                                       const Tokenizer& tokenizer, const std::string& name,
                                       const std::vector<SyntheticSample>& samples,

@@ -73,11 +73,16 @@ Result<WeightsLayout> checkpoint_weights_layout(const std::string& dir) {
     for (const auto& [name, file] : index["weight_map"].items()) {
       if (!file.is_string())
         return make_error(index_path, ": weight_map entry '", name, "' is not a file name");
+      // Shards are files of the checkpoint directory, never a path elsewhere.
       const std::string shard = file.get<std::string>();
+      if (shard.empty() || shard.find('/') != std::string::npos || shard == "." || shard == "..")
+        return make_error(index_path, ": weight_map entry '", name, "' names '", shard,
+                          "', not a file name of the checkpoint directory");
       layout.weight_map[name] = shard;
       if (std::find(layout.files.begin(), layout.files.end(), shard) == layout.files.end())
         layout.files.push_back(shard);
     }
+    if (layout.weight_map.empty()) return make_error(index_path, ": weight_map lists no tensors");
     for (const std::string& shard : layout.files)
       if (!file_exists(dir + "/" + shard))
         return make_error(index_path, ": shard '", shard, "' listed in weight_map does not exist");
@@ -153,7 +158,11 @@ size_t CheckpointWeights::storage_bytes() const {
 
 }  // namespace golinear
 
+#include <unistd.h>
+
 #include <filesystem>
+
+#include "common/file.h"
 
 namespace golinear {
 
@@ -171,15 +180,32 @@ Status checkpoint_copy_base(const std::string& src, const std::string& dst) {
                         (name.rfind("model", 0) == 0 && entry.path().extension() == ".safetensors");
     if (!wanted || !entry.is_regular_file()) continue;
     const fs::path target = fs::path(dst) / name;
-    fs::remove(target, ec);
-    ec.clear();
+    const bool weights = entry.path().extension() == ".safetensors";
+    if (fs::exists(target, ec)) {
+      if (fs::equivalent(entry.path(), target, ec)) continue;
+      ec.clear();
+      auto same_text = [&] {
+        Result<std::string> a = file_read_text(target.string()), b = file_read_text(entry.path().string());
+        return a.ok() && b.ok() && *a == *b;
+      };
+      if (weights ? fs::file_size(target, ec) == entry.file_size() : same_text()) continue;
+      ec.clear();
+      fs::remove(target, ec);
+      ec.clear();
+    }
     // Weights are hard-linked (they are large and never written in place); the small JSON files
     // are copied, so editing the output can never change the base checkpoint.
-    if (entry.path().extension() == ".safetensors") fs::create_hard_link(entry.path(), target, ec);
-    if (entry.path().extension() != ".safetensors" || ec) {
+    if (weights) fs::create_hard_link(entry.path(), target, ec);
+    if (!weights || ec) {
       ec.clear();
-      fs::copy_file(entry.path(), target, fs::copy_options::overwrite_existing, ec);
-      if (ec) return make_error(target.string(), ": cannot copy (", ec.message(), ")");
+      const fs::path temporary = target.string() + ".tmp." + std::to_string(::getpid());
+      fs::copy_file(entry.path(), temporary, fs::copy_options::overwrite_existing, ec);
+      if (!ec) fs::rename(temporary, target, ec);
+      if (ec) {
+        std::error_code ignored;
+        fs::remove(temporary, ignored);
+        return make_error(target.string(), ": cannot copy (", ec.message(), ")");
+      }
     }
   }
   if (ec) return make_error(src, ": cannot list (", ec.message(), ")");

@@ -70,7 +70,9 @@ namespace golinear {
 
 // Copies the files of a base checkpoint (config, tokenizer, generation config, weights and their
 // shard index) from `src` into `dst`: the safetensors hard-linked when both sit on one
-// filesystem, the small JSON files copied.
+// filesystem, the small JSON files copied. Each copy goes to a temporary name, then is renamed,
+// so a file under its own name is complete; files already there (a resumed run: the same link,
+// the same bytes, or a weights copy of the same size) are kept.
 Status checkpoint_copy_base(const std::string& src, const std::string& dst);
 
 // The weights files of the checkpoint in `dir`, as CheckpointWeights::open reads them: the

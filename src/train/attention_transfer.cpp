@@ -168,7 +168,8 @@ Result<std::vector<TrainReport>> attention_transfer_many(
     }
     std::vector<StepLoss> losses(R);
     for (size_t r = 0; r < R; ++r) {
-      optimizers[r]->step(lr);
+      losses[r].nonfinite_gradient_layer = gradients_first_nonfinite_layer(*stacks[r], options, step);
+      if (losses[r].nonfinite_gradient_layer < 0) optimizers[r]->step(lr);
       losses[r].layer_loss.assign(L, 0.0);
       double loss = 0.0;
       for (int l : trained[r]) {

@@ -90,8 +90,10 @@ Result<TrainReport> distill_end_to_end(Model& model, MixerStack& students, const
       loss += distill_sequence_gradient(model, students, ids, T, 1.0f / options.batch, lora);
     }
     loss /= options.batch;
-    optimizer.step(lr);
-    return std::vector<StepLoss>{{loss, {}}};
+    StepLoss out{loss, {}};
+    out.nonfinite_gradient_layer = gradients_first_nonfinite_layer(students, options, step, lora);
+    if (out.nonfinite_gradient_layer < 0) optimizer.step(lr);
+    return std::vector<StepLoss>{out};
   };
   loop.save = [&](long steps_done) -> Status {
     if (options.state_path.empty()) return ok_status();

@@ -31,6 +31,7 @@ TrainOptions transfer_options(const LinearizeOptions& s) {
   options.checkpoint_every = std::max(1L, s.steps / 10);
   options.resume = s.resume;
   options.stop_after = s.stop_after;
+  options.nan_fault = s.nan_fault;
   return options;
 }
 
@@ -209,6 +210,26 @@ Status move_into_place(const std::string& partial, const std::string& out) {
   return ok_status();
 }
 
+// Temporaries of writes a killed run left behind (file_write_atomic's PATH.tmp.PID), which must
+// not end up in OUT.
+void remove_stale_temporaries(const std::string& partial) {
+  std::error_code ec;
+  std::vector<fs::path> stale;
+  for (auto it = fs::recursive_directory_iterator(partial, ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec))
+    if (it->path().filename().string().find(".tmp.") != std::string::npos) stale.push_back(it->path());
+  for (const fs::path& path : stale) fs::remove(path, ec);
+}
+
+// The last steps of a run: its resume files go, OUT.partial becomes OUT.
+Status finish_run(const std::string& partial, const std::string& out) {
+  std::error_code ec;
+  for (const char* name : {"transfer_state.safetensors", "e2e_state.safetensors", "transfer_report.json"})
+    fs::remove(partial + "/" + name, ec);
+  remove_stale_temporaries(partial);
+  return move_into_place(partial, out);
+}
+
 LinearizeOutcome stopped_at(const std::string& what, long done, long total) {
   LinearizeOutcome outcome;
   outcome.stopped = str_cat("stopped after ", what, done, " of ", total, "; resume with --resume");
@@ -320,7 +341,21 @@ Result<LinearizeOutcome> linearize(const LinearizeOptions& s, Model& model, cons
   for (const auto& mixer : model.mixers)
     if (mixer->kind() != "softmax") return make_error(s.base, ": already linearized; linearize its base checkpoint instead");
   LazyData data(s, model, tokenizer);
+  if (s.resume && fs::exists(partial)) remove_stale_temporaries(partial);
   if (!s.sweep.empty()) return run_sweep(s, model, data, partial);
+  // Killed after the result was written (linearization.json is written last) but before the
+  // rename: only the last steps remain.
+  if (s.resume && file_exists(partial + "/linearization.json")) {
+    GL_ASSIGN_OR_RETURN(Json written, json_read_file(partial + "/linearization.json"));
+    GL_TRY(finish_run(partial, s.out));
+    LinearizeOutcome outcome;
+    outcome.finished = true;
+    const Json training = written.value("training", Json::object());
+    outcome.summary = {{"out", s.out},
+                       {"transfer", training.value("transfer", Json::object())},
+                       {"e2e", training.value("e2e", Json::object())}};
+    return outcome;
+  }
 
   if (s.lora.enabled() && s.e2e_steps <= 0)
     return make_error("golinear linearize: LoRA is trained by the end-to-end stage only; the run has no "
@@ -421,10 +456,7 @@ Result<LinearizeOutcome> linearize(const LinearizeOptions& s, Model& model, cons
   model.mixers = std::move(teacher_mixers);
   model.lora = LoraAdapters{};
   GL_TRY(saved);
-  std::error_code ec;
-  for (const char* name : {"transfer_state.safetensors", "e2e_state.safetensors", "transfer_report.json"})
-    fs::remove(partial + "/" + name, ec);
-  GL_TRY(move_into_place(partial, s.out));
+  GL_TRY(finish_run(partial, s.out));
   LinearizeOutcome outcome;
   outcome.finished = true;
   outcome.summary = {{"out", s.out}, {"transfer", transfer}, {"e2e", e2e}};

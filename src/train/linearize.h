@@ -62,6 +62,7 @@ struct LinearizeOptions {
   bool adapter = false;           // OUT holds only linearization.{json,safetensors} and names
                                   // the base (model/linearization.h), no copy of its files
   long stop_after = 0;            // stop after this many steps as an interruption would (tests; 0: off)
+  NanFault nan_fault;             // tests: a NaN gradient at a step and layer of each stage
   std::string sweep_path;         // the sweep file (recorded in the reports), with
   std::vector<SweepRecipe> sweep; // its recipes (empty: one run of the recipe above)
 };

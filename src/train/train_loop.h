@@ -12,9 +12,17 @@
 #include <vector>
 
 #include "common/result.h"
+#include "model/transformer.h"
 #include "train/optimizer.h"
 
 namespace golinear::train {
+
+// For tests: at step `step` (1-based; 0: never) the gradient of layer `layer`'s first mixer
+// parameter becomes NaN, as a numeric blow-up would (CPU trainers).
+struct NanFault {
+  long step = 0;
+  int layer = -1;
+};
 
 struct TrainOptions {
   long steps = 100;
@@ -31,7 +39,15 @@ struct TrainOptions {
   std::string state_path;     // where resume checkpoints go (train_state.safetensors)
   bool resume = false;
   long stop_after = 0;        // stop (as if interrupted) after this many steps (tests; 0: off)
+  NanFault nan_fault;         // tests: a NaN gradient at a chosen step and layer
 };
+
+// The first layer whose mixer parameters in `students` (or LoRA adapters in `lora`, when given)
+// hold a non-finite gradient (−1: none), after applying options.nan_fault at step `step`
+// (0-based). Trainers call it between the backward and the optimizer update, and skip the update
+// when it is ≥ 0 (StepLoss below).
+int gradients_first_nonfinite_layer(MixerStack& students, const TrainOptions& options, long step,
+                                    LoraAdapters* lora = nullptr);
 
 // What a trainer does after step `step` (0-based) of a run that began at step `start`: write the
 // resume state (every checkpoint_every steps, and always after the last step, so that a resumed
@@ -64,6 +80,7 @@ struct TrainReport {
 struct StepLoss {
   double loss = 0;                 // mean over the batch
   std::vector<double> layer_loss;  // (L) per layer, mean over the batch (read for trained layers)
+  int nonfinite_gradient_layer = -1;  // ≥ 0: that layer's gradient was not finite, no update made
 };
 
 // What a trainer fills in. Several recipes may train in one loop (attention_transfer_many):
@@ -90,7 +107,9 @@ struct TrainLoop {
 };
 
 // Runs steps start … options.steps − 1 (or until options.stop_after), one report per recipe. A
-// step whose loss is not finite ends the run with an error naming the step (no save after it).
+// step whose gradient or loss is not finite ends the run with one line naming the step, the
+// layer (the first with a non-finite gradient, or loss when per-layer losses exist) and the last
+// good checkpoint, which stays as it is (nothing is saved after that step).
 Result<std::vector<TrainReport>> train_loop_run(const TrainOptions& options, const TrainLoop& loop);
 
 }  // namespace golinear::train

@@ -474,6 +474,63 @@ TEST_F(Cli, DeviceOptionOfEveryCommandFailsInOneLine) {
   }
 }
 
+// Every command of src/cli/cmd_*.cpp answers --help and -h with its usage on stdout and exit 0,
+// and `golinear --help` lists it: a new command file without an entry in the table fails here.
+TEST_F(Cli, EveryCommandAnswersHelp) {
+  const fs::path cli_sources = fs::path(GOLINEAR_TEST_DATA) / ".." / ".." / "src" / "cli";
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(cli_sources)) {
+    const std::string file = e.path().filename().string();
+    if (file.rfind("cmd_", 0) != 0 || e.path().extension() != ".cpp") continue;
+    std::string name = file.substr(4, file.size() - 8);
+    std::replace(name.begin(), name.end(), '_', '-');
+    names.push_back(name);
+  }
+  ASSERT_GE(names.size(), 9u);
+  const CliRun overview = run("--help");
+  ASSERT_EQ(overview.status, 0) << overview.err;
+  EXPECT_EQ(run("-h").out, overview.out);
+  for (const std::string& name : names) {
+    SCOPED_TRACE(name);
+    EXPECT_NE(overview.out.find("\n  " + name + " "), std::string::npos) << overview.out;
+    const CliRun help = run(name + " --help");
+    EXPECT_EQ(help.status, 0) << help.err;
+    EXPECT_TRUE(help.err.empty()) << help.err;
+    EXPECT_EQ(help.out.rfind("usage: golinear " + name + " ", 0), 0u) << help.out;
+    EXPECT_NE(help.out.find("\n  " + name + " "), std::string::npos) << help.out;
+    EXPECT_EQ(run(name + " -h").out, help.out);
+    // After other arguments too, and the usage error points at the same text.
+    EXPECT_EQ(run(name + " " + kLlama + " --help").out, help.out);
+  }
+  EXPECT_EQ(run("eval ppl --help").out, run("eval --help").out);
+  const CliRun bad = run("linearize " + kLlama + " --frobnicate");
+  expect_one_line_error(bad, "unknown option --frobnicate (golinear linearize --help)");
+  expect_one_line_error(run("eval ppl"), "missing argument (golinear eval ppl --help)");
+}
+
+// Context limits come from the model: max_position_embeddings (4096 for random-llama) while a
+// softmax layer remains; past it for a model whose every layer is linear.
+TEST_F(Cli, ContextLimitsFollowTheModel) {
+  std::string data = write("data.jsonl", "{\"text\": \"" + std::string(300, 'c') + " and a line of text.\"}\n");
+  const std::string common = "linearize " + kLlama + " --data " + data +
+                             " --mixer none --no-conv --sinks 2 --window 6 --steps 1 --seq-len 32";
+  const std::string linear = (dir_ / "linear").string(), hybrid = (dir_ / "hybrid").string();
+  ASSERT_EQ(run(common + " --out " + linear).status, 0);
+  ASSERT_EQ(run(common + " --keep-full-layers 1 --out " + hybrid).status, 0);
+  const std::string ppl = "eval ppl %s --input " + data + " --seq-len 5000 --json";
+  auto with = [](std::string text, const std::string& dir) { return text.replace(text.find("%s"), 2, dir); };
+  expect_one_line_error(run(with(ppl, kLlama)),
+                        "--seq-len 5000 exceeds the limit of 4096 tokens (the model's max_position_embeddings");
+  expect_one_line_error(run(with(ppl, hybrid)), "a layer kept as softmax attention");
+  CliRun long_window = run(with(ppl, linear));
+  ASSERT_EQ(long_window.status, 0) << long_window.err;
+  EXPECT_GT(golinear::Json::parse(long_window.out)["ppl"].get<double>(), 1.0);
+  // Still bounded: a forward of 2^40 tokens fits no host.
+  expect_one_line_error(run("eval ppl " + linear + " --input " + data + " --seq-len 1099511627776"),
+                        "every layer is linear");
+  expect_one_line_error(run("eval niah " + kLlama + " --length 5000"), "--length 5000 exceeds the limit of 4096");
+}
+
 namespace {
 
 // linearize --adapter: OUT holds only the two linearization files and names the base (as given,

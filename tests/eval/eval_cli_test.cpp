@@ -130,7 +130,7 @@ TEST(EvalCli, ErrorsAreOneLineAndNonZero) {
       {"eval bogus " + kModel, "unknown task 'bogus'"},
       {"eval piqa " + kModel + " --data " + kData + "piqa_malformed.jsonl", "piqa_malformed.jsonl line 3: missing field 'sol2'"},
       {"eval piqa " + kModel, "--data FILE is required"},
-      {"eval niah " + kModel + " --length 100000", "exceeds the model's 4096 positions"},
+      {"eval niah " + kModel + " --length 100000", "exceeds the limit of 4096 tokens (the model's max_position_embeddings"},
       {"eval niah " + kModel + " --variant 2 --length 512", "--haystack FILE"},
       {"eval ruler " + kModel + " --subtask nope", "unknown --subtask 'nope'"},
       {"eval mmlu " + kModel + " --data " + kData + "mmlu_test.jsonl", "--dev FILE"},

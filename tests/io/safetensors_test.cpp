@@ -168,6 +168,25 @@ TEST(Checkpoint, ReportsMissingShard) {
   EXPECT_NE(weights.error().find("model-00001-of-00002.safetensors"), std::string::npos);
 }
 
+// Found by fuzz/checkpoint_index (corpus/checkpoint_index/crash_empty_weight_map): an empty
+// weight_map read the first of no shards.
+TEST(Checkpoint, RefusesAnEmptyWeightMapAndShardsOutsideTheDirectory) {
+  TempDir dir;
+  write_bytes(dir.file("model.safetensors.index.json"), R"({"weight_map": {}})");
+  auto empty = CheckpointWeights::open(dir.file(""));
+  ASSERT_FALSE(empty.ok());
+  EXPECT_NE(empty.error().find("weight_map lists no tensors"), std::string::npos) << empty.error();
+  std::vector<float> a = {1};
+  ASSERT_TRUE(safetensors_write(dir.file("elsewhere.safetensors"), {{"a", {1}, a.data()}}).ok());
+  fs::create_directories(dir.file("ckpt"));
+  write_bytes(dir.file("ckpt/model.safetensors.index.json"),
+              R"({"weight_map": {"a": "../elsewhere.safetensors"}})");
+  auto outside = CheckpointWeights::open(dir.file("ckpt"));
+  ASSERT_FALSE(outside.ok());
+  EXPECT_NE(outside.error().find("names '../elsewhere.safetensors', not a file name of the checkpoint directory"),
+            std::string::npos) << outside.error();
+}
+
 TEST(Checkpoint, ReportsTensorAbsentFromItsShard) {
   TempDir dir;
   std::vector<float> a = {1};

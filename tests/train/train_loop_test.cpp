@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "train/train_loop.h"
 
@@ -102,6 +103,44 @@ TEST(TrainLoop, ANonFiniteLossEndsTheRunBeforeItIsSaved) {
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().find("became nan at step 2"), std::string::npos) << r.error();
   EXPECT_EQ(fake.saves, (std::vector<long>{1}));  // step 1 saved, step 2 never
+}
+
+}  // namespace
+}  // namespace golinear::train
+
+namespace golinear::train {
+namespace {
+
+// A non-finite gradient (reported by the trainer, which skipped the update) or a non-finite
+// per-layer loss ends the run with one message naming step, layer and the checkpoint kept.
+TEST(TrainLoop, ANonFiniteGradientNamesStepLayerAndTheKeptCheckpoint) {
+  TrainOptions options;
+  options.steps = 6;
+  options.checkpoint_every = 2;
+  options.state_path = "/runs/out.partial/transfer_state.safetensors";
+  FakeTrainer fake;
+  TrainLoop loop = fake.loop();
+  loop.step = [](long step, float) -> Result<std::vector<StepLoss>> {
+    StepLoss loss{1.0, {1.0, 1.0, 1.0}};
+    if (step == 4) loss.nonfinite_gradient_layer = 2;
+    return std::vector<StepLoss>{loss};
+  };
+  auto r = train_loop_run(options, loop);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error(), "fake: the gradient of layer 2 became non-finite at step 5 (loss 1); the last "
+                       "good checkpoint, step 4, is kept in /runs/out.partial/transfer_state.safetensors");
+  EXPECT_EQ(fake.saves, (std::vector<long>{2, 4}));
+
+  FakeTrainer per_layer;
+  loop = per_layer.loop();
+  loop.step = [](long step, float) -> Result<std::vector<StepLoss>> {
+    const double bad = step == 0 ? std::numeric_limits<double>::infinity() : 1.0;
+    return std::vector<StepLoss>{{bad, {1.0, 1.0, bad}}};
+  };
+  r = train_loop_run(options, loop);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error(), "fake: the loss of layer 2 became inf at step 1; no checkpoint was written before it");
+  EXPECT_TRUE(per_layer.saves.empty());
 }
 
 }  // namespace
