@@ -42,7 +42,8 @@ const std::vector<Command> kCommands = {
                                   --e2e-lr LR --sweep RECIPES.json --init DIR --device cpu|cuda
                                   --adapter (DIR holds only the new parameters and names MODEL)
                                   --lora-rank R --lora-alpha A --lora-targets q,k,v,o (LoRA on the
-                                  linearized layers, trained by the end-to-end stage)
+                                  linearized layers, trained by the end-to-end stage; default
+                                  R = 8 with an end-to-end stage, 0: none)
                                   (cuda: mixers gdn and none, every mix, conv and window; gla,
                                   kgla, hedgehog and --sweep run on the CPU only)
                                   --resume --stop-after N (stop after N steps of a stage, as an
