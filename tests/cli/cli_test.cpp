@@ -312,7 +312,8 @@ TEST_F(Cli, LinearizeWithLoraTrainsSavesAndLoadsTheAdapters) {
   ASSERT_EQ(adapter_ppl.status, 0) << adapter_ppl.err;
   EXPECT_EQ(golinear::Json::parse(adapter_ppl.out)["ppl"].get<double>(), full_ppl);
 
-  const std::string base = "linearize " + kLlama + " --data " + data + " --seq-len 32 --out x";
+  const std::string base = "linearize " + kLlama + " --data " + data + " --seq-len 32 --out " +
+                           (dir_ / "refused").string();
   expect_one_line_error(run(base + " --steps 1 --stage transfer --lora-rank 4"), "end-to-end stage");
   expect_one_line_error(run(base + " --steps 1 --lora-alpha 4"), "need --lora-rank");
   expect_one_line_error(run(base + " --steps 1 --stage e2e --lora-rank 4 --lora-targets q,x"), "'q,x'");
