@@ -12,11 +12,11 @@
 #include "mixers/hybrid_mixer.h"
 #include "model/linearization.h"
 #include "model/transformer.h"
+#include "trained_student.h"
 
 namespace golinear {
 namespace {
 
-const std::string kStudent = std::string(GOLINEAR_MODEL_DIR) + "/tiny-llama3-25m-linear";
 
 std::vector<float> normal(size_t n, uint64_t seed) {
   std::mt19937_64 engine(seed);
@@ -27,7 +27,7 @@ std::vector<float> normal(size_t n, uint64_t seed) {
 }
 
 TEST(TrainedStudent, OutputIsTheExactBranchUntilATokenLeavesTheExactSet) {
-  auto model = model_load(kStudent);
+  auto model = model_load(test::kShippedStudent);
   ASSERT_TRUE(model.ok()) << model.error();
   const mixers::AttentionShape shape = (*model)->attention_shape();
   int checked = 0;
@@ -36,12 +36,8 @@ TEST(TrainedStudent, OutputIsTheExactBranchUntilATokenLeavesTheExactSet) {
     if (!student) continue;
     const mixers::MixerOptions& o = student->options();
     EXPECT_EQ(o.mix, mixers::MixKind::split) << "layer " << l << ": not the default recipe";
-    mixers::MixerOptions exact_options = o;
-    exact_options.kind = mixers::MixerKind::none;
-    mixers::HybridMixer exact(exact_options, shape, 0);
-    for (mixers::Parameter* p : exact.parameters())
-      for (mixers::Parameter* q : student->parameters())
-        if (q->name == p->name) p->value = q->value;
+    auto exact_mixer = test::exact_branch_of(*student);
+    mixers::HybridMixer& exact = *exact_mixer;
     const int n_exact = o.sinks + o.window, T = n_exact + 40;
     const long row = (long)shape.H * shape.D;
     const auto x = normal((size_t)T * shape.C, 10 + l), q = normal((size_t)T * row, 20 + l),

@@ -13,6 +13,7 @@
 #include "mixers/hybrid_mixer.h"
 #include "model/linearization.h"
 #include "model/transformer.h"
+#include "../trained_student.h"
 
 namespace golinear {
 namespace {
@@ -23,7 +24,6 @@ using mixers::cuda::GpuHybridMixer;
 using mixers::cuda::HybridIO;
 using mixers::cuda::HybridScratch;
 
-const std::string kStudent = std::string(GOLINEAR_MODEL_DIR) + "/tiny-llama3-25m-linear";
 
 template <class T>
 T* device_copy(const std::vector<T>& host) {
@@ -71,7 +71,7 @@ void run_on_gpu(mixers::HybridMixer& cpu, const std::vector<float>& inv_freq, in
 
 TEST(GpuTrainedStudent, OutputIsTheExactBranchUntilATokenLeavesTheExactSet) {
   REQUIRE_GPU();
-  auto model = model_load(kStudent, ModelLoadParts::without_backbone);
+  auto model = model_load(test::kShippedStudent, ModelLoadParts::without_backbone);
   ASSERT_TRUE(model.ok()) << model.error();
   const mixers::AttentionShape shape = (*model)->attention_shape();
   int checked = 0;
@@ -79,12 +79,8 @@ TEST(GpuTrainedStudent, OutputIsTheExactBranchUntilATokenLeavesTheExactSet) {
     auto* student = dynamic_cast<mixers::HybridMixer*>((*model)->mixers[l].get());
     if (!student) continue;
     const mixers::MixerOptions& o = student->options();
-    mixers::MixerOptions exact_options = o;
-    exact_options.kind = mixers::MixerKind::none;
-    mixers::HybridMixer exact(exact_options, shape, 0);
-    for (mixers::Parameter* p : exact.parameters())
-      for (mixers::Parameter* q : student->parameters())
-        if (q->name == p->name) p->value = q->value;
+    auto exact_mixer = test::exact_branch_of(*student);
+    mixers::HybridMixer& exact = *exact_mixer;
     const int n_exact = o.sinks + o.window, T = n_exact + 40;
     const long row = (long)shape.H * shape.D, kv = (long)shape.G * shape.D;
     std::mt19937_64 engine(100 + l);
