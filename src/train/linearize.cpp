@@ -102,8 +102,8 @@ Result<FullLayers> choose_full_layers(const Model& model, LazyData& data, const 
 
 // --window-by SIGNAL: per-layer windows with the uniform recipe's total (train/exact_budget.h),
 // from the per-layer transfer NMSE of a probe (`probe`: a short attention transfer of the
-// uniform recipe run here, an eighth of the transfer steps; deterministic, so a resumed run
-// finds the same windows; or a finished run's directory) or the teacher's hardness; layers kept
+// uniform recipe run here, an eighth of the transfer steps; a resumed run reads the windows its
+// first run wrote to OUT.partial/window_allocation.json; or a finished run's directory) or the teacher's hardness; layers kept
 // as softmax take no part. Returns what the report records.
 Result<Json> allocate_layer_windows(const LinearizeOptions& s, Model& model, LazyData& data,
                                     const Trainers& trainers, const std::vector<int>& full_layers,
@@ -224,7 +224,8 @@ void remove_stale_temporaries(const std::string& partial) {
 // The last steps of a run: its resume files go, OUT.partial becomes OUT.
 Status finish_run(const std::string& partial, const std::string& out) {
   std::error_code ec;
-  for (const char* name : {"transfer_state.safetensors", "e2e_state.safetensors", "transfer_report.json"})
+  for (const char* name : {"transfer_state.safetensors", "e2e_state.safetensors", "transfer_report.json",
+                           "window_allocation.json"})
     fs::remove(partial + "/" + name, ec);
   remove_stale_temporaries(partial);
   return move_into_place(partial, out);
@@ -377,7 +378,13 @@ Result<LinearizeOutcome> linearize(const LinearizeOptions& s, Model& model, cons
   } else {
     GL_ASSIGN_OR_RETURN(FullLayers keep, choose_full_layers(model, data, s.keep_full, s.keep_full_count, s.select));
     selection = keep.selection;
-    if (!s.window_signal.empty()) {
+    // The windows of a resumed run are the ones its first run allocated (OUT.partial keeps them).
+    const std::string allocation_path = partial + "/window_allocation.json";
+    if (!s.window_signal.empty() && s.resume && file_exists(allocation_path)) {
+      GL_ASSIGN_OR_RETURN(Json allocation, json_read_file(allocation_path));
+      GL_ASSIGN_OR_RETURN(budgets.windows, json_get<std::vector<int>>(allocation, "windows", allocation_path));
+      selection["window_allocation"] = allocation;
+    } else if (!s.window_signal.empty()) {
       GL_ASSIGN_OR_RETURN(Json allocation,
                           allocate_layer_windows(s, model, data, trainers, keep.layers, budgets));
       selection["window_allocation"] = allocation;
@@ -400,6 +407,8 @@ Result<LinearizeOutcome> linearize(const LinearizeOptions& s, Model& model, cons
   if (train) GL_TRY(data.get());  // bad data fails before OUT.partial exists
   GL_ASSIGN_OR_RETURN(const std::optional<BaseReference> base_reference, base_reference_for(s, s.out));
   GL_TRY(output_prepare(s, partial));
+  if (selection.contains("window_allocation"))
+    GL_TRY(file_write_atomic(partial + "/window_allocation.json", selection["window_allocation"].dump()));
   TrainOptions options = transfer_options(s);
   options.state_path = partial + "/transfer_state.safetensors";
   const std::string transfer_report_path = partial + "/transfer_report.json";
