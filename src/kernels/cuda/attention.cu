@@ -131,6 +131,7 @@ struct ForwardArgs {
   // t ≥ lin_from (0 before), λ = lambda[t·H + h].
   const float* lambda;
   int lin_from;
+  AttentionMixGate gate;  // λ from the row's lse (gate.c_lse set), else lambda holds λ
 };
 
 template <int D>
@@ -311,7 +312,13 @@ __global__ void __launch_bounds__(kThreads, 2) flash_forward_kernel(ForwardArgs 
     uint4 val = *reinterpret_cast<const uint4*>(Qs + (warp * 16 + r) * LD + c * 8);
     bf16* dst = a.y + ((long)t * a.H + h) * D + c * 8;
     if constexpr (kMix) {
-      const float lam = a.lambda[(long)t * a.H + h];
+      float lam = a.lambda[(long)t * a.H + h];
+      if (a.gate.c_lse) {  // lambda holds the λ-logit; the lse of this row was stored above
+        const long n_far = a.gate.far_start >= 0 ? t - a.gate.far_start + 1 : 1;
+        float z = lam - a.gate.c_lse[h] * a.lse[(long)t * a.H + h];
+        if (a.gate.far_start >= 0 && n_far > 0) z += a.gate.a_far[h] * logf((float)n_far);
+        lam = n_far > 0 ? device::sigmoidf_(z) : 0.0f;
+      }
       uint4 lin = make_uint4(0, 0, 0, 0);
       if (t >= a.lin_from) lin = *reinterpret_cast<const uint4*>(dst);
       const __nv_bfloat162* pa = reinterpret_cast<const __nv_bfloat162*>(&val);
@@ -815,7 +822,7 @@ Status attention_forward(bf16* y, float* lse, const bf16* q, const bf16* k, cons
                          int H, int G, int D, AttentionMaskSpec mask, cudaStream_t stream) {
   if (T <= 0 || H <= 0 || G <= 0 || H % G != 0)
     return make_error("attention_forward: bad shape T=", T, " H=", H, " G=", G);
-  const ForwardArgs args{y, lse, q, k, v, T, H, G, std::max(0, mask.sinks), mask.window, nullptr, 0};
+  const ForwardArgs args{y, lse, q, k, v, T, H, G, std::max(0, mask.sinks), mask.window, nullptr, 0, {}};
   return dispatch_head_dim(D, [&](auto d) -> Status {
     return launch_forward<decltype(d)::value, false>(args, stream);
   });
@@ -823,11 +830,14 @@ Status attention_forward(bf16* y, float* lse, const bf16* q, const bf16* k, cons
 
 Status attention_forward_mixed(bf16* y, const float* lambda, int lin_from, const bf16* q,
                                const bf16* k, const bf16* v, int T, int H, int G, int D,
-                               AttentionMaskSpec mask, cudaStream_t stream) {
+                               AttentionMaskSpec mask, cudaStream_t stream,
+                               const AttentionMixGate& gate) {
   if (T <= 0 || H <= 0 || G <= 0 || H % G != 0)
     return make_error("attention_forward_mixed: bad shape T=", T, " H=", H, " G=", G);
-  const ForwardArgs args{y, nullptr, q, k, v, T, H, G, std::max(0, mask.sinks), mask.window,
-                         lambda, lin_from};
+  if (gate.c_lse && (!gate.lse || (gate.far_start >= 0 && !gate.a_far)))
+    return make_error("attention_forward_mixed: an lse gate needs the lse buffer (and a_far)");
+  const ForwardArgs args{y, gate.c_lse ? gate.lse : nullptr, q, k, v, T, H, G,
+                         std::max(0, mask.sinks), mask.window, lambda, lin_from, gate};
   return dispatch_head_dim(D, [&](auto d) -> Status {
     return launch_forward<decltype(d)::value, true>(args, stream);
   });

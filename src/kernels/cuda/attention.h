@@ -26,13 +26,26 @@ struct AttentionMaskSpec {
 Status attention_forward(bf16* y, float* lse, const bf16* q, const bf16* k, const bf16* v, int T,
                          int H, int G, int D, AttentionMaskSpec mask, cudaStream_t stream);
 
+// A gate that needs the attention's own lse (the hybrid's gate-lse and split mixes): λ =
+// σ(z − c_lse[h]·lse_t,h [+ a_far[h]·log n_far(t)]) with z the λ-logit (+ b_λ) given per row,
+// n_far(t) = t − far_start + 1 and λ = 0 where that is ≤ 0 (far_start < 0: no far term). The
+// lse goes to `lse` (T, H) too.
+struct AttentionMixGate {
+  const float* c_lse = nullptr;  // (H); null: the rows hold λ itself
+  const float* a_far = nullptr;  // (H), with far_start ≥ 0
+  int far_start = -1;
+  float* lse = nullptr;          // (T, H) scratch for the rows' lse
+};
+
 // The hybrid's exact branch with its mix gate fused into the epilogue: y (T, H, D) bf16 holds
 // y_lin on entry for rows t ≥ lin_from (rows before are not read: y_lin = 0 there) and leaves
-// with (1 − λ) · attn + λ · y_lin, λ = lambda (T, H) fp32; attn rounded to bf16 before the mix
-// (the arithmetic of the unfused exact branch → mix gate). In place, row by row.
+// with (1 − λ) · attn + λ · y_lin, λ = lambda (T, H) fp32 (or computed from it as `gate` says);
+// attn rounded to bf16 before the mix (the arithmetic of the unfused exact branch → mix gate).
+// In place, row by row.
 Status attention_forward_mixed(bf16* y, const float* lambda, int lin_from, const bf16* q,
                                const bf16* k, const bf16* v, int T, int H, int G, int D,
-                               AttentionMaskSpec mask, cudaStream_t stream);
+                               AttentionMaskSpec mask, cudaStream_t stream,
+                               const AttentionMixGate& gate = {});
 
 // The backward of attention_forward with the same mask. dy (T, H, D) fp32 is the gradient of y; y and
 // lse are what the forward returned. dq (T, H, D), dk, dv (T, G, D) fp32 are WRITTEN (=), dk/dv

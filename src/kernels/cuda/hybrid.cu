@@ -27,7 +27,8 @@ constexpr int kConvWidth = 4;
 __global__ void gates_kernel(float* g, float* beta, float* lambda, const float* logits, int R,
                              int lambda_row, const float* A_log, const float* dt_bias,
                              const float* b_beta, const float* b_lambda, const float* c_lse,
-                             const float* lse, const float* a_far, int far_start, int T, int H) {
+                             const float* lse, const float* a_far, int far_start, int T, int H,
+                             bool lambda_logit) {
   const long total = (long)T * H;
   for (long idx = blockIdx.x * (long)blockDim.x + threadIdx.x; idx < total;
        idx += (long)gridDim.x * blockDim.x) {
@@ -38,6 +39,10 @@ __global__ void gates_kernel(float* g, float* beta, float* lambda, const float* 
     if (beta) beta[idx] = device::sigmoidf_(row[H + h] + b_beta[h]);
     if (lambda) {
       float z = row[lambda_row + h] + b_lambda[h];
+      if (lambda_logit) {
+        lambda[idx] = z;
+        continue;
+      }
       if (c_lse) z -= c_lse[h] * lse[idx];
       const long n_far = far_start >= 0 ? t - far_start + 1 : 1;
       if (far_start >= 0 && n_far > 0) z += a_far[h] * logf((float)n_far);
@@ -544,14 +549,15 @@ Status hybrid_gates_forward(float* g, float* beta, float* lambda, const float* l
                             int lambda_row, const float* A_log, const float* dt_bias,
                             const float* b_beta, const float* b_lambda, const float* c_lse,
                             const float* lse, const float* a_far, int far_start, int T, int H,
-                            cudaStream_t stream) {
+                            cudaStream_t stream, bool lambda_logit) {
   if (lambda && lambda_row < 0) return make_error("hybrid_gates_forward: λ without a λ row");
-  if (lambda && far_start >= 0 && !a_far) return make_error("hybrid_gates_forward: far count without a_far");
+  if (lambda && !lambda_logit && far_start >= 0 && !a_far)
+    return make_error("hybrid_gates_forward: far count without a_far");
   if (T <= 0 || (!g && !beta && !lambda)) return ok_status();
   gates_kernel<<<grid_for((long)T * H, 256), 256, 0, stream>>>(g, beta, lambda, logits, R,
                                                                lambda_row, A_log, dt_bias, b_beta,
                                                                b_lambda, c_lse, lse, a_far,
-                                                               far_start, T, H);
+                                                               far_start, T, H, lambda_logit);
   GL_CUDA_CHECK_LAUNCH();
   return ok_status();
 }

@@ -57,12 +57,13 @@ struct HybridParams {
 //   λ = σ(λ-logit + b_lambda − c_lse·lse [+ a_far·log n_far(t)])        (column lambda_row)
 // c_lse and lse (T, H) null: no lse term. far_start ≥ 0 (mix split, = sinks + window; a_far
 // (H) given): row t is position t and n_far(t) = t − far_start + 1, λ = 0 exactly where that is
-// ≤ 0; < 0: no such term.
+// ≤ 0; < 0: no such term. lambda_logit: λ receives the logit λ-logit + b_lambda alone (no lse or
+// far term, no σ), for attention_forward_mixed to finish with the lse (AttentionMixGate).
 Status hybrid_gates_forward(float* g, float* beta, float* lambda, const float* logits, int R,
                             int lambda_row, const float* A_log, const float* dt_bias,
                             const float* b_beta, const float* b_lambda, const float* c_lse,
                             const float* lse, const float* a_far, int far_start, int T, int H,
-                            cudaStream_t stream);
+                            cudaStream_t stream, bool lambda_logit = false);
 
 // y (T, H, D) = a·y_exact + b·y_lin (see HybridMix), into y32 (fp32) and/or y16 (bf16), either
 // may be null. lambda (T, H) for the gate mix, gamma (H) for scale; y_lin unread for exact,

@@ -202,7 +202,7 @@ void carve_into(GpuHybridMixer::Buffers& b, char* base, const MixerOptions& o, c
   const size_t tq = (size_t)T * sh.H * sh.D, tk = (size_t)T * sh.G * sh.D, th = (size_t)T * sh.H;
   const int R = gate_rows(o, sh.H);
   const bool exact = has_exact(o), linear = has_linear(o);
-  const bool fused = !keep && kernel_mix(o) == HybridMix::gate && !with_lse(o);
+  const bool fused = !keep && kernel_mix(o) == HybridMix::gate;
   const int N = std::max(1, T - o.sinks - o.window);
   size_t used = 0;
   auto take = [&](size_t bytes) -> void* {
@@ -404,7 +404,9 @@ Status GpuHybridMixer::forward_impl(HybridScratch& s, const HybridIO& in, bf16* 
   const int sinks = options_.sinks, window = options_.window, shift = sinks + window;
   const bool exact = has_exact(options_), linear = has_linear(options_);
   const HybridMix mix = kernel_mix(options_);
-  const bool fused = !keep && mix == HybridMix::gate && !with_lse(options_);
+  // Inference with a gate mix: the mix runs in the attention's epilogue (for gate-lse and split
+  // the epilogue also finishes λ from the row's lse).
+  const bool fused = !keep && mix == HybridMix::gate;
   if (T <= 0) return make_error("GPU hybrid mixer: no tokens");
   if (s.capacity() < HybridScratch::bytes(options_, shape_, T, keep))
     return make_error("GPU hybrid mixer: scratch too small for ", T, " tokens");
@@ -433,10 +435,13 @@ Status GpuHybridMixer::forward_impl(HybridScratch& s, const HybridIO& in, bf16* 
   if (gate_rows_ > 0) {
     GL_TRY(kc::gemm_bf16_nt(cublas, b.logits, false, in.x, w_gates_.get(), T, gate_rows_, C, stream));
     mark("fwd gate GEMM");
-    GL_TRY(kc::hybrid_gates_forward(b.g, b.beta, with_lse(options_) ? nullptr : b.lambda, b.logits,
-                                    gate_rows_, kparams_.lambda_row, kparams_.A_log,
+    // λ now, unless it needs the lse: then after the attention, or its logit now for the fused mix.
+    const bool logit_only = fused && with_lse(options_);
+    GL_TRY(kc::hybrid_gates_forward(b.g, b.beta, with_lse(options_) && !fused ? nullptr : b.lambda,
+                                    b.logits, gate_rows_, kparams_.lambda_row, kparams_.A_log,
                                     kparams_.dt_bias, kparams_.b_beta, kparams_.b_lambda, nullptr,
-                                    nullptr, kparams_.a_far, far_start(options_), T, H, stream));
+                                    nullptr, kparams_.a_far, far_start(options_), T, H, stream,
+                                    logit_only));
     mark("fwd gates");
   }
   // 3 linear branch: GDN with the delayed read (keys from row s, queries from row s + w; queries
@@ -456,8 +461,11 @@ Status GpuHybridMixer::forward_impl(HybridScratch& s, const HybridIO& in, bf16* 
   // 4 exact branch and the mixing.
   const kc::AttentionMaskSpec mask{sinks, window};
   if (fused) {  // y = (1 − λ) y_exact + λ y_lin in the attention epilogue, y_lin read from y
+    kc::AttentionMixGate gate;
+    if (with_lse(options_))
+      gate = {kparams_.c_lse, kparams_.a_far, far_start(options_), b.lse};
     GL_TRY(kc::attention_forward_mixed(y16, b.lambda, shift, b.qr, b.kr, b.vc, T, H, G, D, mask,
-                                       stream));
+                                       stream, gate));
     mark("fwd attention (sink+window) + mix");
     return ok_status();
   }
