@@ -143,6 +143,8 @@ void allowed_interval(AttentionMask mask, const KeySpan& span, int r, long t, lo
 // Keys per sgemm call: blocks of ≤ 64·64·64 multiply-adds stay on the calling thread.
 int key_block(int D) { return std::max(16, 64 * 64 / std::max(D, 1)); }
 
+// (The clones' attribute is on this first declaration too: clang wants it before the first use.)
+__attribute__((target_clones("arch=x86-64-v3", "default")))
 void softmax_masked_rows(float* probs, int ldp, int nq, long p0, AttentionMask mask,
                          const KeySpan& span, float* lse, long lse_stride);
 
