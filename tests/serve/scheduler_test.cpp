@@ -145,11 +145,15 @@ TEST(Scheduler, DecodeStepsAdvanceAllRunningSequencesAndEachGetsItsOwnTokens) {
   Metrics metrics;
   std::vector<std::shared_ptr<Job>> jobs;
   {
+    // Every job is queued before the first prefill ends (the gate): on a loaded machine the
+    // first job could otherwise finish before the next one arrives, and no step would batch.
+    backend.set_open(false);
     Scheduler scheduler(backend, tokenizer, metrics, {});
     for (int i = 0; i < 5; ++i) {
       jobs.push_back(std::make_shared<Job>(params({1, 2, 3 + i}, 6 + 3 * i, 10 + i)));
       ASSERT_EQ(scheduler.submit(jobs.back()), Scheduler::Submitted::accepted);
     }
+    backend.set_open(true);
     for (size_t i = 0; i < jobs.size(); ++i) {
       EXPECT_EQ(wait_tokens(*jobs[i]), reference_tokens(jobs[i]->params)) << "job " << i;
       EXPECT_EQ(jobs[i]->finish_reason, FinishReason::length);
