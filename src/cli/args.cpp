@@ -1,5 +1,6 @@
 #include "cli/args.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 
@@ -62,6 +63,27 @@ Result<long> Args::get_int(const std::string& name, long fallback, long min_valu
     return make_error("golinear ", command_, ": option --", name, " must be in [", min_value, ", ",
                       max_value, "], got ", value);
   return value;
+}
+
+Result<std::vector<long>> Args::get_int_list(const std::string& name, long min_value,
+                                             long max_value) const {
+  std::vector<long> out;
+  auto it = values_.find(name);
+  if (it == values_.end()) return out;
+  const std::string& text = it->second;
+  for (size_t begin = 0; begin <= text.size();) {
+    const size_t end = std::min(text.find(',', begin), text.size());
+    const std::string item = text.substr(begin, end - begin);
+    errno = 0;
+    char* stop = nullptr;
+    const long value = std::strtol(item.c_str(), &stop, 10);
+    if (item.empty() || *stop != '\0' || errno == ERANGE || value < min_value || value > max_value)
+      return make_error("golinear ", command_, ": option --", name, " expects integers in [",
+                        min_value, ", ", max_value, "] separated by commas, got '", text, "'");
+    out.push_back(value);
+    begin = end + 1;
+  }
+  return out;
 }
 
 Result<double> Args::get_double(const std::string& name, double fallback, double min_value,

@@ -27,6 +27,10 @@ class Args {
   Result<long> get_int(const std::string& name, long fallback, long min_value, long max_value) const;
   Result<double> get_double(const std::string& name, double fallback, double min_value,
                             double max_value) const;
+  // The comma-separated integers of option `name` ("8,16,8"), each in [min_value, max_value]; an
+  // absent option gives an empty list, an empty item or list is refused.
+  Result<std::vector<long>> get_int_list(const std::string& name, long min_value,
+                                         long max_value) const;
 
  private:
   std::string command_;

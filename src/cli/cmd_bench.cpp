@@ -39,17 +39,8 @@ template <class T>
 Status parse_list(const Args& args, const std::string& name, long lo, long hi,
                   std::vector<T>& out) {
   if (!args.has(name)) return ok_status();
-  out.clear();
-  for (const std::string& item : split_commas(args.get(name))) {
-    errno = 0;
-    char* end = nullptr;
-    const long value = std::strtol(item.c_str(), &end, 10);
-    if (item.empty() || *end != '\0' || errno == ERANGE || value < lo || value > hi)
-      return make_error("golinear bench: option --", name, " expects integers in [", lo, ", ", hi,
-                        "], got '", item, "'");
-    out.push_back((T)value);
-  }
-  if (out.empty()) return make_error("golinear bench: option --", name, " needs a list of values");
+  GL_ASSIGN_OR_RETURN(std::vector<long> values, args.get_int_list(name, lo, hi));
+  out.assign(values.begin(), values.end());
   return ok_status();
 }
 

@@ -18,46 +18,26 @@ namespace golinear::cli {
 
 namespace {
 
-// "3,5,7" → {3, 5, 7}.
-Result<std::vector<int>> parse_layer_list(const std::string& text) {
-  std::vector<int> layers;
-  std::stringstream in(text);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    char* end = nullptr;
-    long v = std::strtol(item.c_str(), &end, 10);
-    if (item.empty() || *end != '\0' || v < 0)
-      return make_error("golinear linearize: --keep-full-layers expects layer numbers like 0,3,7; got '", text, "'");
-    layers.push_back((int)v);
-  }
-  return layers;
+// The integers of a list option as ints.
+Result<std::vector<int>> int_list(const Args& args, const std::string& name, long lo, long hi) {
+  GL_ASSIGN_OR_RETURN(std::vector<long> values, args.get_int_list(name, lo, hi));
+  return std::vector<int>(values.begin(), values.end());
 }
 
 // --sinks / --window: one number for every layer, or one per layer ("72,8,48,…": per-layer
 // budgets into `per_layer`, the recipe's uniform value then their mean, rounded down).
 Result<int> parse_budget(const Args& args, const std::string& name, int fallback, int num_layers,
                          std::vector<int>& per_layer) {
-  const std::string text = args.get(name);
-  if (text.find(',') == std::string::npos) {
+  if (args.get(name).find(',') == std::string::npos) {
     GL_ASSIGN_OR_RETURN(long v, args.get_int(name, fallback, -1000000, 1000000));
     return (int)v;
   }
-  long sum = 0;
-  for (size_t begin = 0; begin <= text.size();) {
-    const size_t end = std::min(text.find(',', begin), text.size());
-    const std::string item = text.substr(begin, end - begin);
-    char* stop = nullptr;
-    const long v = std::strtol(item.c_str(), &stop, 10);
-    if (item.empty() || *stop != '\0' || v < 0 || v > mixers::kMaxExactKeys)
-      return make_error("golinear linearize: --", name, " expects a number or one per layer like "
-                        "8,16,8; got '", text, "'");
-    per_layer.push_back((int)v);
-    sum += v;
-    begin = end + 1;
-  }
+  GL_ASSIGN_OR_RETURN(per_layer, int_list(args, name, 0, mixers::kMaxExactKeys));
   if ((int)per_layer.size() != num_layers)
     return make_error("golinear linearize: --", name, " lists ", per_layer.size(),
                       " values, the model has ", num_layers, " layers");
+  long sum = 0;
+  for (int v : per_layer) sum += v;
   return (int)(sum / num_layers);
 }
 
@@ -90,7 +70,7 @@ Result<train::LinearizeOptions> parse_settings(const Args& args, const ModelConf
   if (Status st = layer_budgets_validate(s.mixer, s.budgets, config.num_layers); !st.ok())
     return make_error("golinear linearize: ", st.error());
   if (args.has("keep-full-layers")) {
-    GL_ASSIGN_OR_RETURN(s.keep_full, parse_layer_list(args.get("keep-full-layers")));
+    GL_ASSIGN_OR_RETURN(s.keep_full, int_list(args, "keep-full-layers", 0, 1 << 20));
   }
   GL_ASSIGN_OR_RETURN(long keep_count, args.get_int("keep-full", 0, 0, config.num_layers));
   for (int l : s.keep_full)
