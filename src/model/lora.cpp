@@ -3,6 +3,7 @@
 #include <cmath>
 #include <random>
 #include <sstream>
+#include <utility>
 
 #include "kernels/cpu/linear.h"
 #include "model/transformer.h"
@@ -60,12 +61,8 @@ Result<std::array<bool, kLoraTargets>> lora_targets_parse(const std::string& tex
 
 std::vector<mixers::Parameter*> LoraLayer::parameters() {
   std::vector<mixers::Parameter*> params;
-  if (!adapted) return params;
-  for (int t = 0; t < kLoraTargets; ++t)
-    if (!A[t].value.empty()) {
-      params.push_back(&A[t]);
-      params.push_back(&B[t]);
-    }
+  for (const mixers::Parameter* p : std::as_const(*this).parameters())
+    params.push_back(const_cast<mixers::Parameter*>(p));  // this layer's own, non-const object
   return params;
 }
 

@@ -45,9 +45,15 @@ std::vector<mixers::Parameter*> distillation_parameters(MixerStack& students, Lo
 }
 
 double distill_sequence_gradient(Model& model, MixerStack& students, const int32_t* ids, int T,
-                                 float scale, LoraAdapters* lora) {
+                                 float scale, LoraAdapters* lora, DistillScratch* scratch) {
+  const long n = (long)T * model.config.vocab_size;
+  DistillScratch local;
+  DistillScratch& s = scratch ? *scratch : local;
+  s.teacher_logits.resize(n), s.student_logits.resize(n), s.dlogits.resize(n);  // all overwritten
+  std::vector<float>& teacher_logits = s.teacher_logits;
+  std::vector<float>& student_logits = s.student_logits;
+  std::vector<float>& dlogits = s.dlogits;
   const int V = model.config.vocab_size;
-  std::vector<float> teacher_logits((long)T * V), student_logits((long)T * V), dlogits((long)T * V);
   model_forward(model, ids, T, teacher_logits.data());
   // The student: same backbone, new mixers (and LoRA adapters).
   std::swap(model.mixers, students);
@@ -83,11 +89,12 @@ Result<TrainReport> distill_end_to_end(Model& model, MixerStack& students, const
     }
     return start;
   };
+  DistillScratch scratch;  // the logit buffers, allocated by the first sequence
   loop.step = [&](long step, float lr) -> Result<std::vector<StepLoss>> {
     double loss = 0.0;
     for (int b = 0; b < options.batch; ++b) {
       const int32_t* ids = data.sequence((step * options.batch + b) % data.size());
-      loss += distill_sequence_gradient(model, students, ids, T, 1.0f / options.batch, lora);
+      loss += distill_sequence_gradient(model, students, ids, T, 1.0f / options.batch, lora, &scratch);
     }
     loss /= options.batch;
     StepLoss out{loss, {}};

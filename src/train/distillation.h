@@ -20,9 +20,14 @@ double kl_distillation_loss(const float* teacher_logits, const float* student_lo
 // One sequence of distill_end_to_end's step: teacher and student logits for ids (T), the KL
 // (returned, mean over tokens) and the student's parameter gradients += scale · ∂KL/∂θ
 // (scale = 1/batch in training). `model` holds the teacher's mixers (restored on return). The
-// reference of the GPU trainer's gradient (train/cuda/gpu_distillation.h).
+// reference of the GPU trainer's gradient (train/cuda/gpu_distillation.h). `scratch` (the three
+// (T, V) logit buffers) may be kept across calls so that a training loop allocates them once.
+struct DistillScratch {
+  std::vector<float> teacher_logits, student_logits, dlogits;
+};
 double distill_sequence_gradient(Model& model, MixerStack& students, const int32_t* ids, int T,
-                                 float scale, LoraAdapters* lora = nullptr);
+                                 float scale, LoraAdapters* lora = nullptr,
+                                 DistillScratch* scratch = nullptr);
 
 // Trains `students` (and `lora`) end to end; `model` holds the teacher's mixers (restored on
 // return).
