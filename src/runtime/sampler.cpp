@@ -30,10 +30,12 @@ int32_t Sampler::sample(const float* logits, int V) {
   for (int i = 0; i < V; ++i) total += p[i] = std::exp((double)(logits[i] - m) / options_.temperature);
   std::vector<int32_t> order(V);
   std::iota(order.begin(), order.end(), 0);
-  std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
   // Top-k: the k most likely; then the nucleus: the smallest prefix of those with mass ≥ top_p
-  // of theirs; min-p: only tokens at least min_p times as likely as the first.
+  // of theirs; min-p: only tokens at least min_p times as likely as the first. Only the first
+  // `limit` of the order are read (the comparison is a total order: the same prefix as a sort).
   const int limit = options_.top_k > 0 && options_.top_k < V ? options_.top_k : V;
+  std::partial_sort(order.begin(), order.begin() + limit, order.end(),
+                    [&](int32_t a, int32_t b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
   double limit_mass = total;
   if (limit < V) {
     limit_mass = 0;

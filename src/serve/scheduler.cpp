@@ -296,11 +296,17 @@ void Scheduler::prefill(Slot& slot, int budget, int* used) {
 
 namespace {
 
-// log softmax(logits)[id] (model/transformer.h) of the chosen token and of the n most likely.
+// log softmax(logits)[id] of the chosen token and of the n most likely: log_softmax_at
+// (model/transformer.h)'s arithmetic, its max and sum computed once for all of them.
 TokenLogprob logprobs_of(const float* logits, int V, int32_t id, int n) {
+  const float m = *std::max_element(logits, logits + V);
+  double sum = 0.0;
+  for (int i = 0; i < V; ++i) sum += std::exp((double)logits[i] - m);
+  const double log_sum = std::log(sum);
+  auto log_softmax = [&](int32_t i) { return (float)(logits[i] - m - log_sum); };
   TokenLogprob out;
   out.id = id;
-  out.logprob = log_softmax_at(logits, V, id);
+  out.logprob = log_softmax(id);
   n = std::min(n, V);
   if (n > 0) {
     std::vector<int32_t> order(V);
@@ -309,7 +315,7 @@ TokenLogprob logprobs_of(const float* logits, int V, int32_t id, int n) {
       return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
     });
     for (int i = 0; i < n; ++i)
-      out.top.emplace_back(order[i], log_softmax_at(logits, V, order[i]));
+      out.top.emplace_back(order[i], log_softmax(order[i]));
   }
   return out;
 }

@@ -499,12 +499,9 @@ void Server::routes() {
     if (options_.slot_save_path.empty())
       return send_error(res, error_of(400, "slot save and restore need --slot-save-path DIR"));
     std::string filename;
-    try {
-      const Json body = Json::parse(req.body);
-      if (body.is_object() && body.contains("filename") && body["filename"].is_string())
-        filename = body["filename"].get<std::string>();
-    } catch (const std::exception&) {
-    }
+    auto body = json_parse(req.body, "request body");
+    if (body.ok() && body->is_object() && body->contains("filename") && (*body)["filename"].is_string())
+      filename = (*body)["filename"].get<std::string>();
     const bool name_ok = !filename.empty() && filename.size() <= 200 && filename[0] != '.' &&
                          filename.find_first_not_of(
                              "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") ==

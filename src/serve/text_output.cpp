@@ -8,6 +8,7 @@ TextOutput::TextOutput(const Tokenizer& tokenizer, std::vector<std::string> stop
     : decoder_(tokenizer, /*skip_special=*/true) {
   for (auto& s : stop)
     if (!s.empty()) stop_.push_back(std::move(s));
+  for (const auto& s : stop_) longest_stop_ = std::max(longest_stop_, s.size());
 }
 
 std::string TextOutput::push(int32_t id) {
@@ -16,8 +17,7 @@ std::string TextOutput::push(int32_t id) {
   text_ += decoder_.push(id);
   if (text_.size() == before) return "";
   // A stop string can only end in the new text; it may start up to its length − 1 before it.
-  size_t longest = 0;
-  for (const auto& s : stop_) longest = std::max(longest, s.size());
+  const size_t longest = longest_stop_;
   const size_t from = before >= longest ? before - longest + 1 : 0;
   size_t cut = std::string::npos;
   for (const auto& s : stop_) {

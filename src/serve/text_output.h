@@ -27,6 +27,7 @@ class TextOutput {
   std::string release();  // what can be sent of text_ now
   TokenStreamDecoder decoder_;
   std::vector<std::string> stop_;
+  size_t longest_stop_ = 0;  // the longest of stop_
   std::string text_;
   size_t sent_ = 0;
   bool stopped_ = false;
