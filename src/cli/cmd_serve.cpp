@@ -74,16 +74,23 @@ int cmd_serve(const Argv& argv) {
   auto timeout = args->get_int("timeout", 600, 1, 1L << 30);
   auto cache_ram = args->get_int("cache-ram", 1024, 0, 1L << 40);
   auto prefill_chunk = args->get_int("prefill-chunk", 512, 1, 1 << 20);
-  auto max_context = args->get_int("max-context", 0, 0, 1L << 40);
   auto body_limit = args->get_int("body-limit", 8L << 20, 1024, 1L << 40);
   auto threads = args->get_int("threads", 0, 0, 4096);
   for (const auto* r : {&port, &parallel, &max_queue, &timeout, &cache_ram, &prefill_chunk,
-                        &max_context, &body_limit, &threads})
+                        &body_limit, &threads})
     if (!r->ok()) return fail(r->error());
   if (args->has("api-key") && args->has("api-key-file"))
     return fail("golinear serve: give --api-key or --api-key-file, not both");
 
   const std::string dir = args->positional()[0];
+  // --max-context: the checkpoint's own limit (model/context_limit.h: max_position_embeddings
+  // while any layer is softmax, host memory for a linear model), refused past it in one line.
+  auto config = load_model_config(dir);
+  if (!config.ok()) return fail("golinear serve: " + config.error());
+  auto limit = context_limit_of(dir);
+  if (!limit.ok()) return fail("golinear serve: " + limit.error());
+  auto max_context = context_option(*args, "serve", "max-context", config->max_position_embeddings, 2, *limit);
+  if (!max_context.ok()) return fail(max_context.error());
   serve::ServerOptions server_options;
   server_options.host = args->get("host", "127.0.0.1");
   server_options.port = (int)*port;
@@ -162,7 +169,7 @@ int cmd_serve(const Argv& argv) {
   std::string name =
       args->get("model-name", std::filesystem::path(dir).lexically_normal().filename().string());
   if (name.empty()) name = std::filesystem::path(dir).lexically_normal().parent_path().filename();
-  const long context = *max_context > 0 ? *max_context : model.config.max_position_embeddings;
+  const long context = *max_context;
   // The chat template and its tokens come from the directory holding the tokenizer (an
   // adapter's base).
   auto where = model_directory_resolve(dir);
