@@ -236,7 +236,11 @@ std::optional<ApiError> completion_request_parse(const std::string& body_text, b
       return bad("'stop' must be a string or a list of strings", "stop");
     }
   }
-  p.stop_ids = model.stop_ids;
+  // ignore_eos (vLLM, llama.cpp): the end-of-sequence tokens do not end the completion, so it runs
+  // to max_tokens or a stop string (load generators ask for exactly max_tokens this way).
+  bool ignore_eos = false;
+  if (auto e = get_bool(body, "ignore_eos", &ignore_eos)) return e;
+  if (!ignore_eos) p.stop_ids = model.stop_ids;
 
   const long prompt_tokens = (long)p.prompt.size();
   const long N = model.max_context;

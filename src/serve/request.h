@@ -46,9 +46,10 @@ struct CompletionRequest {
 // prompt (a string, a list of token ids, or a list of one of those) or messages, max_tokens /
 // max_completion_tokens, stop, seed, temperature, top_p, top_k, min_p, n (1 only), stream,
 // stream_options, logprobs (completions: an integer ≤ 5; chat: a boolean with top_logprobs ≤
-// 20), chat_template_kwargs.enable_thinking. Other fields are ignored. A missing seed draws one
-// at random; a missing max_tokens is 16 for completions (as OpenAI) and the rest of the context
-// for chat (as vLLM).
+// 20), ignore_eos (as vLLM: the end-of-sequence tokens do not stop the completion),
+// chat_template_kwargs.enable_thinking. Other fields are ignored. A missing seed draws one at
+// random; a missing max_tokens is 16 for completions (as OpenAI) and the rest of the context for
+// chat (as vLLM).
 std::optional<ApiError> completion_request_parse(const std::string& body, bool chat,
                                                  const ServedModel& model, CompletionRequest* out);
 

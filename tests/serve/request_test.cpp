@@ -52,6 +52,24 @@ TEST(ServedModel, TemplateAndStopTokensFromTheDirectoryOrAFile) {
   std::remove(bad.c_str());
 }
 
+TEST(CompletionRequest, IgnoreEosDropsTheStopTokensButNotTheStopStrings) {
+  Fixture f;
+  ServedModel model =
+      std::move(served_model_make(kModel, "tiny", 50, f.tokenizer, {1}, "")).value();
+  CompletionRequest r;
+  ASSERT_FALSE(completion_request_parse(R"({"prompt": "Hello", "ignore_eos": true, "stop": "x"})",
+                                        false, model, &r));
+  EXPECT_TRUE(r.params.stop_ids.empty());
+  EXPECT_EQ(r.params.stop, std::vector<std::string>{"x"});
+  ASSERT_FALSE(
+      completion_request_parse(R"({"prompt": "Hello", "ignore_eos": false})", false, model, &r));
+  EXPECT_EQ(r.params.stop_ids, std::vector<int32_t>{1});
+  auto e = completion_request_parse(R"({"prompt": "Hello", "ignore_eos": 1})", false, model, &r);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->param, "ignore_eos");
+  EXPECT_EQ(e->message, "'ignore_eos' must be a boolean");
+}
+
 TEST(CompletionRequest, DefaultsRangesAndTheContextLimit) {
   Fixture f;
   ServedModel model =
