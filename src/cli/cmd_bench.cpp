@@ -100,7 +100,8 @@ int bench_model(const Argv& argv) {
                           {{"config", true}, {"model", true}, {"contexts", true}, {"variants", true},
                            {"full-prefill-max", true}, {"prefill-max", true}, {"repeats", true},
                            {"warmups", true}, {"decode-repeats", true}, {"sinks", true},
-                           {"window", true}, {"seed", true}, {"json", false}, {"json-file", true}},
+                           {"window", true}, {"seed", true}, {"json", false}, {"json-file", true},
+                           {"batches", true}},
                           0, 0);
   if (!args.ok()) return fail(args.error());
   bench::cuda::ModelBenchOptions o;
@@ -112,6 +113,11 @@ int bench_model(const Argv& argv) {
   o.json_file = args->get("json-file");
   if (auto st = parse_list(*args, "contexts", 1, 0x7fffffffL, o.contexts); !st.ok())
     return fail(st.error());
+  if (args->has("batches")) {
+    auto batches = args->get_int_list("batches", 1, 4096);
+    if (!batches.ok()) return fail(batches.error());
+    for (long b : *batches) o.batches.push_back((int)b);
+  }
   if (args->has("variants")) o.variants = split_commas(args->get("variants"));
   for (const auto& v : o.variants)
     if (v != "hybrid" && v != "full")

@@ -77,6 +77,9 @@ an interruption would; --inject-nan STEP,LAYER makes LAYER's gradient NaN at STE
                                   whole-model prefill/decode tokens/s and GPU memory against
                                   context, linearized vs full attention  [--contexts 4096,...
                                   --variants hybrid,full --json --json-file F]
+  bench --config FILE.json --batches 1,8,32,...
+                                  aggregate decode tokens/s and GPU memory against the number
+                                  of sequences decoded together (the serving question)
   bench --transfer --config FILE.json
                                   attention-transfer tokens/s of that shape, random weights
                                   [--seq-len T --batch B --steps N --json]
@@ -98,6 +101,11 @@ in detail:
       hybrid recipe, fresh parameters) and with full attention (KV cache). --config builds
       random bf16 weights of that Hugging Face config.json on the GPU (e.g.
       bench/configs/llama-3.1-8b.json); --model loads a checkpoint.
+  golinear bench --config FILE.json | --model DIR --batches 1,8,32,128,256 [--contexts ...
+                 --variants hybrid,full --decode-repeats N --sinks S --window W --json --json-file F]
+      concurrency table instead: B sequences at context N each decode one token together (one
+      batched step, as `serve --device cuda` runs them): step ms, aggregate tokens/s, cache and
+      GPU memory; a B whose caches do not fit is reported out of memory.
   golinear bench --transfer --config FILE.json [--seq-len 4096 --batch 1 --steps 20 --sinks 8
                  --window 56 --seed 0 --json --profile --no-pipeline]
       attention-transfer throughput of that shape with random weights and random tokens, every

@@ -32,6 +32,10 @@ class SequenceSlots {
 
   // The slot back to an empty sequence: nothing of what it held before can reach the next one.
   virtual Status reset(int slot) = 0;
+  // Whether a prompt chunk appended to a non-empty state costs what it costs in an empty one
+  // (the CPU). When not (the GPU appends to a state token by token, but prefills an empty one in
+  // one forward), the scheduler gives an empty slot its whole prompt in one call.
+  virtual bool chunked_prefill() const { return true; }
   // Appends T ≥ 1 tokens ids (T) to the slot's sequence; last_logits (V) of the last one.
   virtual Status prefill(int slot, const int32_t* ids, int T, float* last_logits) = 0;
   // One token per slot: slots (B) distinct, ids (B); logits (B, V).

@@ -273,6 +273,8 @@ void Scheduler::start(Slot& slot) {
 
 void Scheduler::prefill(Slot& slot, int budget, int* used) {
   const auto& prompt = slot.job->params.prompt;
+  // A backend that appends to a state token by token gets an empty slot's prompt whole.
+  if (!backend_.chunked_prefill() && slot.prefilled == 0) budget = (int)prompt.size();
   const int n = (int)std::min<size_t>(budget, prompt.size() - slot.prefilled);
   Status status = backend_.prefill(slot.id, prompt.data() + slot.prefilled, n, slot.logits.data());
   if (!status.ok()) return finish(slot, FinishReason::error, status.error());

@@ -223,7 +223,7 @@ Result<std::string> mixer_bench_run(const MixerBenchOptions& o) {
     GL_TRY(fill(vc.get(), vc.size(), 22, -1, 1));
     GL_TRY(fill(q1.get(), q1.size(), 23, -1, 1));
     DeviceBuffer<char> dws;
-    const size_t dws_bytes = attention_decode_workspace_bytes(H, D, ctx_max);
+    const size_t dws_bytes = attention_decode_workspace_bytes(1, H, G, D, ctx_max);
     GL_TRY(dws.allocate(dws_bytes));
     for (long ctx : o.contexts) {
       GL_ASSIGN_OR_RETURN(double t, time_median([&] {

@@ -55,6 +55,153 @@ std::string json_escape(const std::string& s) {
   return out;
 }
 
+std::string date_now() {
+  char date[64];
+  const std::time_t now = std::time(nullptr);
+  std::strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", std::gmtime(&now));
+  return date;
+}
+
+Status write_file(const std::string& path, const std::string& text) {
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  if (!f) return make_error("bench: cannot write ", path);
+  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  if (std::fclose(f) != 0 || !ok) return make_error("bench: cannot write ", path);
+  return ok_status();
+}
+
+struct BatchRow {
+  std::string model;
+  long context = 0;
+  int batch = 0;
+  double step_ms = -1;  // < 0: not measured
+  double cache_bytes = 0, peak_used_bytes = 0;
+  std::string note;
+};
+
+// The concurrency table (ModelBenchOptions::batches).
+Result<std::string> batch_bench_run(const ModelBenchOptions& o, GpuModel& gm,
+                                    const std::string& source, const cudaDeviceProp& prop,
+                                    size_t used_before) {
+  const ModelConfig& c = gm.config();
+  mixers::MixerOptions hybrid_options;  // the default recipe
+  hybrid_options.sinks = o.sinks;
+  hybrid_options.window = o.window;
+  std::vector<long> contexts = o.contexts;
+  std::sort(contexts.begin(), contexts.end());
+  std::vector<int> batches = o.batches;
+  std::sort(batches.begin(), batches.end());
+  const int steps = 3 + o.decode_repeats;
+  std::vector<BatchRow> rows;
+  for (const std::string& variant : o.variants) {
+    if (variant == "hybrid") {
+      GL_TRY(gm.set_all_hybrid_random(hybrid_options, o.seed));
+    } else {
+      gm.set_all_softmax();
+    }
+    for (long N : contexts) {
+      bool out_of_memory = false;
+      for (int B : batches) {
+        BatchRow r;
+        r.model = variant;
+        r.context = N;
+        r.batch = B;
+        if (out_of_memory) {  // a larger batch of the same context does not fit either
+          r.note = "out of memory";
+          rows.push_back(r);
+          continue;
+        }
+        std::vector<std::unique_ptr<GpuSequenceCache>> caches;
+        Status made = ok_status();
+        for (int b = 0; b < B && made.ok(); ++b) {
+          auto created = GpuSequenceCache::create(gm, N + steps);
+          if (!created.ok()) {
+            made = std::move(created).take_error();
+            break;
+          }
+          caches.push_back(std::move(created).value());
+          r.cache_bytes += (double)caches.back()->bytes();
+          made = caches.back()->fill_random(N, o.seed + 1000 * N + b);
+        }
+        if (!made.ok()) {
+          if (!is_oom(made.error())) return make_error(made.error());
+          const double per = variant == "full"
+                                 ? (double)(N + steps) * c.num_kv_heads * c.head_dim * 4 * c.num_layers
+                                 : r.cache_bytes / std::max<size_t>(1, caches.size());
+          r.note = "out of memory (" + fmt("%.1f", per * B / kGiB) + " GiB of caches)";
+          out_of_memory = true;
+          caches.clear();
+          gm.release_scratch();
+          cudaGetLastError();
+          rows.push_back(r);
+          continue;
+        }
+        std::vector<GpuSequenceCache*> ptrs;
+        for (auto& cache : caches) ptrs.push_back(cache.get());
+        std::vector<int32_t> ids(B);
+        std::mt19937_64 rng(o.seed + B);
+        for (auto& id : ids) id = (int32_t)(rng() % (uint64_t)c.vocab_size);
+        auto step = [&]() -> Status {
+          return gpu_decode_batch(gm, ptrs.data(), ids.data(), B, nullptr, nullptr);
+        };
+        auto ms = time_runs(step, 3, o.decode_repeats, gm.stream());
+        if (ms.ok()) {
+          r.step_ms = median(*ms);
+          r.note = variant == "full" ? "KV caches of N random keys/values" : "constant-size caches, random states";
+        } else if (is_oom(ms.error())) {
+          r.note = "out of memory (step buffers)";
+          out_of_memory = true;
+          cudaGetLastError();
+        } else {
+          return std::move(ms).take_error();
+        }
+        r.peak_used_bytes = (double)(used_now() - std::min(used_now(), used_before));
+        std::fprintf(stderr, "bench: %s N=%ld B=%d step %.3f ms (%.0f tok/s), caches %.2f GiB, used %.1f GiB %s\n",
+                     variant.c_str(), N, B, r.step_ms, r.step_ms > 0 ? B * 1000.0 / r.step_ms : 0.0,
+                     r.cache_bytes / kGiB, r.peak_used_bytes / kGiB, r.note.c_str());
+        rows.push_back(r);
+        caches.clear();
+        GL_CUDA_CHECK(cudaDeviceSynchronize());
+      }
+    }
+  }
+  const std::string date = date_now();
+  std::ostringstream js, out;
+  js << "{\"date\": \"" << date << "\", \"gpu\": \"" << json_escape(prop.name)
+     << "\", \"source\": \"" << json_escape(source) << "\", \"layers\": " << c.num_layers
+     << ", \"hidden\": " << c.hidden_size << ", \"heads\": " << c.num_heads
+     << ", \"kv_heads\": " << c.num_kv_heads << ", \"head_dim\": " << c.head_dim
+     << ", \"vocab\": " << c.vocab_size << ", \"sinks\": " << o.sinks << ", \"window\": " << o.window
+     << ", \"decode_repeats\": " << o.decode_repeats << ", \"batch_rows\": [";
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const BatchRow& r = rows[i];
+    js << (i ? ", " : "") << "{\"model\": \"" << r.model << "\", \"context\": " << r.context
+       << ", \"batch\": " << r.batch << ", \"step_ms\": " << r.step_ms
+       << ", \"tokens_per_s\": " << (r.step_ms > 0 ? r.batch * 1000.0 / r.step_ms : -1)
+       << ", \"cache_bytes\": " << r.cache_bytes << ", \"used_bytes\": " << r.peak_used_bytes
+       << ", \"note\": \"" << json_escape(r.note) << "\"}";
+  }
+  js << "]}\n";
+  out << "golinear bench (decode against concurrency) — " << prop.name << ", " << date << "\n";
+  out << "model: " << source << "; L=" << c.num_layers << " C=" << c.hidden_size << " H=" << c.num_heads
+      << " G=" << c.num_kv_heads << " D=" << c.head_dim << " F=" << c.intermediate_size
+      << " V=" << c.vocab_size << "; hybrid = every layer gdn + " << o.sinks << " sinks + "
+      << o.window << " window (fresh parameters)\n";
+  out << "B sequences at context N each (caches filled at random), one batched decode step for all "
+         "(gpu_decode_batch: logits and argmax on the device, not copied out), median of "
+      << o.decode_repeats << " after 3; used = cudaMemGetInfo used − used before the model\n\n";
+  out << "| model | context | sequences | step ms | aggregate tok/s | caches GiB | GPU used GiB | notes |\n";
+  out << "|---|---:|---:|---:|---:|---:|---:|---|\n";
+  for (const BatchRow& r : rows)
+    out << "| " << (r.model == "hybrid" ? "linearized (hybrid)" : "full attention") << " | "
+        << r.context << " | " << r.batch << " | " << (r.step_ms > 0 ? fmt("%.3f", r.step_ms) : "—")
+        << " | " << (r.step_ms > 0 ? fmt("%.0f", r.batch * 1000.0 / r.step_ms) : "—") << " | "
+        << fmt("%.2f", r.cache_bytes / kGiB) << " | " << fmt("%.1f", r.peak_used_bytes / kGiB)
+        << " | " << r.note << " |\n";
+  if (!o.json_file.empty()) GL_TRY(write_file(o.json_file, js.str()));
+  return o.json ? js.str() : out.str();
+}
+
 }  // namespace
 
 Result<std::string> model_bench_run(const ModelBenchOptions& o) {
@@ -76,6 +223,7 @@ Result<std::string> model_bench_run(const ModelBenchOptions& o) {
     GL_ASSIGN_OR_RETURN(gm, gpu_model_upload(*model));
     source = o.model_dir;
   }
+  if (!o.batches.empty()) return batch_bench_run(o, *gm, source, prop, used_before);
   const ModelConfig& c = gm->config();
   cudaStream_t s = gm->stream();
 
@@ -177,9 +325,7 @@ Result<std::string> model_bench_run(const ModelBenchOptions& o) {
     }
   }
 
-  char date[64];
-  const std::time_t now = std::time(nullptr);
-  std::strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", std::gmtime(&now));
+  const std::string date = date_now();
   std::ostringstream js, out;
   {
     std::ostringstream& out = js;
@@ -230,13 +376,7 @@ Result<std::string> model_bench_run(const ModelBenchOptions& o) {
           << " | " << fmt("%.1f", r.peak_used_bytes / kGiB) << " | " << notes << " |\n";
     }
   }
-  if (!o.json_file.empty()) {
-    std::FILE* f = std::fopen(o.json_file.c_str(), "w");
-    if (!f) return make_error("bench: cannot write ", o.json_file);
-    const std::string text = js.str();
-    const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-    if (std::fclose(f) != 0 || !ok) return make_error("bench: cannot write ", o.json_file);
-  }
+  if (!o.json_file.empty()) GL_TRY(write_file(o.json_file, js.str()));
   return o.json ? js.str() : out.str();
 }
 

@@ -1,5 +1,6 @@
 // The whole-model benchmark (issue 5 b): prefill throughput, batch-1 decode throughput and GPU
-// memory against context length, for the model with every layer linearized (default hybrid
+// memory against context length (or, with batches, aggregate decode throughput and memory
+// against concurrency: the serving question), for the model with every layer linearized (default hybrid
 // recipe, fresh parameters) and for the same model with full attention (KV cache). The model is
 // a Hugging Face config.json with random bf16 weights built on the GPU, or a checkpoint
 // directory. Used by `golinear bench --config FILE | --model DIR`, which parses the command line
@@ -24,6 +25,10 @@ struct ModelBenchOptions {
   int warmups = 1, repeats = 3;    // prefill (contexts ≤ 32K; longer ones: one timed run)
   int decode_repeats = 20;         // decode steps timed (median), after 3 warm-ups
   int sinks = 8, window = 56;
+  // Non-empty: the concurrency table instead (--batches): aggregate decode throughput of B
+  // sequences at context N each, one batched step (gpu_decode_batch) for all of them, for every
+  // variant × context × B; a B whose caches do not fit is reported out of memory.
+  std::vector<int> batches;
   uint64_t seed = 1;
   bool json = false;
   std::string json_file;  // also write the JSON here (with the markdown on stdout)

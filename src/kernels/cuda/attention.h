@@ -7,7 +7,8 @@
 // the 16-key sub-blocks) the mask allows, so the sink + window branch costs O(T·(s+w)).
 // Backward: deterministic, no atomics: one kernel for dq (query-parallel), one for dk, dv
 // (key-parallel, summing the group's heads), sink keys split over query chunks and reduced in order.
-// Decode: one query per head over a KV cache, split over the keys and combined (flash decoding).
+// Decode: one query per head over a KV cache, split over the keys and combined (flash decoding),
+// each key row read once per kv head for its group of query heads; one sequence or a batch.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -60,12 +61,27 @@ Status attention_backward(float* dq, float* dk, float* dv, const float* dy, cons
                           size_t workspace_bytes, cudaStream_t stream,
                           const float* dlse = nullptr);
 
-// Bytes of scratch attention_decode needs for a context of up to max_context keys.
-size_t attention_decode_workspace_bytes(int H, int D, long max_context);
+// Bytes of scratch attention_decode(_batch) needs for B sequences of up to max_length keys.
+size_t attention_decode_workspace_bytes(int B, int H, int G, int D, long max_length);
 
 // One query per head over a KV cache: y (H, D) bf16 from q (H, D), k, v (context, G, D) bf16.
+// H / G ≤ 8.
 Status attention_decode(bf16* y, const bf16* q, const bf16* k, const bf16* v, long context, int H,
                         int G, int D, void* workspace, size_t workspace_bytes,
                         cudaStream_t stream);
+
+// The same for B sequences in one launch pair: y (B, H, D) from q (B, H, D), sequence b over
+// keys [0, lengths[b]) of its cache k_rows[b], v_rows[b] ((·, G, D) bf16 each). k_rows, v_rows,
+// lengths (B): device arrays; max_length ≥ every length (it sizes the split of the keys, so the
+// result of a sequence depends on it and on B only through the order of the splits' sums).
+Status attention_decode_batch(bf16* y, const bf16* q, const bf16* const* k_rows,
+                              const bf16* const* v_rows, const long* lengths, int B,
+                              long max_length, int H, int G, int D, void* workspace,
+                              size_t workspace_bytes, cudaStream_t stream);
+
+// Row b of k, v (B, G, D) bf16 written to row positions[b] of k_rows[b], v_rows[b] (the decode
+// step's new key and value of each sequence; positions a device array).
+Status kv_cache_append(bf16* const* k_rows, bf16* const* v_rows, const bf16* k, const bf16* v,
+                       const long* positions, int B, int G, int D, cudaStream_t stream);
 
 }  // namespace golinear::kernels::cuda

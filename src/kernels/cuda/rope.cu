@@ -23,16 +23,18 @@ __global__ void rope_table_kernel(float2* cs, const float* inv_freq, int T, int 
   }
 }
 
-// One thread per (token, frequency): the angle's sincos once, applied to every head.
+// One thread per (token, frequency): the angle's sincos once, applied to every head. Token t at
+// position pos0 + t, or positions[t] when given.
 __global__ void rope_kernel(bf16* x, const float* inv_freq, int T, int N, int D, long pos0,
-                            float sign) {
+                            const long* positions, float sign) {
   const int half = D / 2;
   const long total = (long)T * half;
   for (long idx = blockIdx.x * (long)blockDim.x + threadIdx.x; idx < total;
        idx += (long)gridDim.x * blockDim.x) {
     const int i = (int)(idx % half);
     const int t = (int)(idx / half);
-    const float angle = (float)(pos0 + t) * inv_freq[i];  // fp32 angle, as the CPU reference
+    const long pos = positions ? positions[t] : pos0 + t;
+    const float angle = (float)pos * inv_freq[i];  // fp32 angle, as the CPU reference
     float s, c;
     sincosf(angle, &s, &c);
     s *= sign;
@@ -77,7 +79,15 @@ Status rope_table(float2* cs, const float* inv_freq, int T, int D, long pos0, cu
 Status rope_apply(bf16* x, const float* inv_freq, int T, int N, int D, long pos0, int sign,
                   cudaStream_t stream) {
   rope_kernel<<<grid_for((long)T * D / 2, 256), 256, 0, stream>>>(x, inv_freq, T, N, D, pos0,
-                                                                        (float)sign);
+                                                                        nullptr, (float)sign);
+  GL_CUDA_CHECK_LAUNCH();
+  return ok_status();
+}
+
+Status rope_apply_at(bf16* x, const float* inv_freq, int T, int N, int D, const long* positions,
+                     cudaStream_t stream) {
+  rope_kernel<<<grid_for((long)T * D / 2, 256), 256, 0, stream>>>(x, inv_freq, T, N, D, 0,
+                                                                        positions, 1.0f);
   GL_CUDA_CHECK_LAUNCH();
   return ok_status();
 }

@@ -17,6 +17,11 @@ Status rope_table(float2* cs, const float* inv_freq, int T, int D, long pos0, cu
 Status rope_apply(bf16* x, const float* inv_freq, int T, int N, int D, long pos0, int sign,
                   cudaStream_t stream);
 
+// The forward rotation with a position per row: row t of x (T, N, D) at positions[t] (device,
+// T values): the decode step of B sequences, each at its own position.
+Status rope_apply_at(bf16* x, const float* inv_freq, int T, int N, int D, const long* positions,
+                     cudaStream_t stream);
+
 // RoPE's backward on fp32 gradients: dst (T, N, D) fp32 += rotation of src (T, N, D) fp32 by
 // −θ (token t at position pos0 + t; the transpose of rope_apply's rotation).
 Status rope_backward_add_f32(float* dst, const float* src, const float* inv_freq, int T, int N,

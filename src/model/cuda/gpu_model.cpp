@@ -62,9 +62,42 @@ Result<float*> upload_f32(DeviceArena& arena, const std::vector<float>& x, cudaS
 
 // ---- DeviceArena ------------------------------------------------------------------------------
 
+// gpu_decode_batch's buffers for up to `capacity` rows, the per-layer tables of the batch in
+// use (hybrid views, K/V cache rows) and a captured graph per batch size (all-hybrid models).
+struct GpuBatchStep {
+  int capacity = 0;
+  DeviceArena memory;
+  int32_t *ids = nullptr, *next = nullptr;
+  long* positions = nullptr;  // (capacity) then lengths (capacity) = positions + 1
+  float *h = nullptr, *qkv32 = nullptr, *logits = nullptr;
+  bf16 *xn = nullptr, *q = nullptr, *k1 = nullptr, *v1 = nullptr, *qr = nullptr, *y = nullptr,
+       *xn2 = nullptr, *gu = nullptr, *act = nullptr, *lora_u = nullptr;
+  HybridCacheView* views = nullptr;  // (layers, capacity)
+  bf16** kv_rows = nullptr;          // (layers, 2, capacity): k rows then v rows
+  DeviceArena attn_memory;           // attention_decode_batch's workspace
+  void* attn_ws = nullptr;
+  size_t attn_ws_bytes = 0;
+  std::vector<GpuSequenceCache*> tables_of;  // the caches the tables describe, in order
+  std::vector<std::pair<int, cudaGraphExec_t>> graphs;
+
+  ~GpuBatchStep() { drop_graphs(); }
+  void drop_graphs() {
+    for (auto& g : graphs) cudaGraphExecDestroy(g.second);
+    graphs.clear();
+  }
+  cudaGraphExec_t graph(int B) const {
+    for (const auto& g : graphs)
+      if (g.first == B) return g.second;
+    return nullptr;
+  }
+};
+
 // ---- GpuModel -----------------------------------------------------------------------------------
 
+GpuModel::GpuModel() = default;
+
 GpuModel::~GpuModel() {
+  batch_step_.reset();  // its graphs use the cuBLAS workspace
   for (int i = 0; i < 2; ++i) {  // nothing to report from a destructor
     if (pinned_ids_[i]) cudaFreeHost(pinned_ids_[i]);
     if (ids_copied_[i]) cudaEventDestroy(ids_copied_[i]);
@@ -623,7 +656,7 @@ Result<std::unique_ptr<GpuSequenceCache>> GpuSequenceCache::create(GpuModel& mod
     }
   }
   if (model.has_softmax_layers()) {
-    cache->attn_ws_bytes_ = kc::attention_decode_workspace_bytes((int)H, (int)D, max_context);
+    cache->attn_ws_bytes_ = kc::attention_decode_workspace_bytes(1, (int)H, (int)G, (int)D, max_context);
     GL_ASSIGN_OR_RETURN(cache->attn_ws_, cache->step_.alloc_bytes(cache->attn_ws_bytes_));
   }
   DeviceArena& a = cache->step_;
@@ -796,6 +829,221 @@ Status gpu_prefill(GpuModel& model, GpuSequenceCache& cache, const int32_t* toke
   }
   for (int t = 0; t < T; ++t)
     GL_TRY(gpu_decode(model, cache, tokens[t], t + 1 == T ? last_logits : nullptr, nullptr));
+  return ok_status();
+}
+
+}  // namespace golinear::model::cuda
+
+namespace golinear::model::cuda {
+
+// ---- decode of a batch --------------------------------------------------------------------------
+
+namespace {
+
+Status batch_step_reserve(GpuModel& model, std::unique_ptr<GpuBatchStep>& step, int B) {
+  if (step && step->capacity >= B) return ok_status();
+  const ModelConfig& c = model.config();
+  int cap = 8;
+  while (cap < B) cap *= 2;
+  step = std::make_unique<GpuBatchStep>();  // new buffers: graphs and tables start over
+  GpuBatchStep& b = *step;
+  b.capacity = cap;
+  const size_t n = cap, C = c.hidden_size, H = c.num_heads, G = c.num_kv_heads, D = c.head_dim,
+               F = c.intermediate_size, V = c.vocab_size, L = c.num_layers;
+  DeviceArena& a = b.memory;
+  GL_ASSIGN_OR_RETURN(b.ids, a.alloc<int32_t>(n));
+  GL_ASSIGN_OR_RETURN(b.next, a.alloc<int32_t>(n));
+  GL_ASSIGN_OR_RETURN(b.positions, a.alloc<long>(2 * n));
+  GL_ASSIGN_OR_RETURN(b.h, a.alloc<float>(n * C));
+  GL_ASSIGN_OR_RETURN(b.qkv32, a.alloc<float>(n * (H + 2 * G) * D));
+  GL_ASSIGN_OR_RETURN(b.logits, a.alloc<float>(n * V));
+  GL_ASSIGN_OR_RETURN(b.xn, a.alloc<bf16>(n * C));
+  GL_ASSIGN_OR_RETURN(b.q, a.alloc<bf16>(n * H * D));
+  GL_ASSIGN_OR_RETURN(b.qr, a.alloc<bf16>(n * H * D));
+  GL_ASSIGN_OR_RETURN(b.y, a.alloc<bf16>(n * H * D));
+  GL_ASSIGN_OR_RETURN(b.k1, a.alloc<bf16>(n * G * D));
+  GL_ASSIGN_OR_RETURN(b.v1, a.alloc<bf16>(n * G * D));
+  GL_ASSIGN_OR_RETURN(b.xn2, a.alloc<bf16>(n * C));
+  GL_ASSIGN_OR_RETURN(b.gu, a.alloc<bf16>(n * 2 * F));
+  GL_ASSIGN_OR_RETURN(b.act, a.alloc<bf16>(n * F));
+  if (model.lora()) { GL_ASSIGN_OR_RETURN(b.lora_u, a.alloc<bf16>(n * 3 * (size_t)model.lora()->rank())); }
+  GL_ASSIGN_OR_RETURN(b.views, a.alloc<HybridCacheView>(L * n));
+  GL_ASSIGN_OR_RETURN(b.kv_rows, a.alloc<bf16*>(L * 2 * n));
+  return ok_status();
+}
+
+}  // namespace
+
+Status gpu_decode_batch(GpuModel& model, GpuSequenceCache* const* caches, const int32_t* ids,
+                        int B, float* logits, int32_t* next) {
+  if (B <= 0) return make_error("gpu decode batch: no sequences");
+  const ModelConfig& c = model.config_;
+  const int C = c.hidden_size, H = c.num_heads, G = c.num_kv_heads, D = c.head_dim,
+            V = c.vocab_size, L = c.num_layers;
+  const bool softmax = model.has_softmax_layers();
+  long max_length = 0;
+  std::vector<long> positions(2 * (size_t)B);
+  for (int b = 0; b < B; ++b) {
+    const GpuSequenceCache* cache = caches[b];
+    if (!cache || cache->model_ != &model)
+      return make_error("gpu decode batch: sequence ", b, "'s cache belongs to another model");
+    for (int o = 0; o < b; ++o)
+      if (caches[o] == cache) return make_error("gpu decode batch: sequence ", b, " repeats ", o);
+    if (softmax && cache->position_ >= cache->max_context_)
+      return make_error("gpu decode batch: sequence ", b, "'s cache of ", cache->max_context_,
+                        " tokens is full");
+    positions[b] = cache->position_;
+    positions[B + b] = cache->position_ + 1;
+    max_length = std::max(max_length, cache->position_ + 1);
+  }
+  GL_TRY(batch_step_reserve(model, model.batch_step_, B));
+  GpuBatchStep& st = *model.batch_step_;
+  const size_t cap = st.capacity;
+  cudaStream_t s = model.stream_;
+
+  // The tables: rebuilt when the batch holds other caches (or the same in another order).
+  const std::vector<GpuSequenceCache*> batch(caches, caches + B);
+  if (st.tables_of != batch) {
+    std::vector<HybridCacheView> views(L * cap);
+    std::vector<bf16*> rows(L * 2 * cap, nullptr);
+    for (int l = 0; l < L; ++l)
+      for (int b = 0; b < B; ++b) {
+        views[l * cap + b] = caches[b]->hybrid_[l];
+        rows[(l * 2) * cap + b] = caches[b]->k_[l];
+        rows[(l * 2 + 1) * cap + b] = caches[b]->v_[l];
+      }
+    GL_CUDA_CHECK(cudaMemcpyAsync(st.views, views.data(), views.size() * sizeof(HybridCacheView),
+                                  cudaMemcpyHostToDevice, s));
+    GL_CUDA_CHECK(cudaMemcpyAsync(st.kv_rows, rows.data(), rows.size() * sizeof(bf16*),
+                                  cudaMemcpyHostToDevice, s));
+    st.tables_of = batch;
+  }
+  GL_CUDA_CHECK(cudaMemcpyAsync(st.ids, ids, (size_t)B * 4, cudaMemcpyHostToDevice, s));
+  long* lengths = st.positions + cap;
+  if (softmax) {
+    GL_CUDA_CHECK(cudaMemcpyAsync(st.positions, positions.data(), (size_t)B * sizeof(long),
+                                  cudaMemcpyHostToDevice, s));
+    GL_CUDA_CHECK(cudaMemcpyAsync(lengths, positions.data() + B, (size_t)B * sizeof(long),
+                                  cudaMemcpyHostToDevice, s));
+    const size_t ws = kc::attention_decode_workspace_bytes(B, H, G, D, max_length);
+    if (ws > st.attn_ws_bytes) {
+      GL_CUDA_CHECK(cudaStreamSynchronize(s));  // the old workspace may still be in use
+      st.attn_memory.clear();
+      GL_ASSIGN_OR_RETURN(st.attn_ws, st.attn_memory.alloc_bytes(ws));
+      st.attn_ws_bytes = ws;
+    }
+  }
+
+  auto enqueue = [&]() -> Status {
+    GL_TRY(kc::embed_gather(st.h, model.embed_, st.ids, B, C, s));
+    for (int l = 0; l < L; ++l) {
+      const GpuLayer& Ly = model.layers_[l];
+      GL_TRY(model.block_input(Ly, st.h, B, st.xn, st.q, st.k1, st.v1, st.qkv32, s, nullptr,
+                               nullptr, st.lora_u));
+      if (Ly.hybrid) {
+        GL_TRY(Ly.hybrid->decode_step(st.y, st.views + l * cap, B, st.xn, st.q, st.k1, st.v1, s));
+      } else {
+        bf16* const* k_rows = st.kv_rows + (l * 2) * cap;
+        bf16* const* v_rows = st.kv_rows + (l * 2 + 1) * cap;
+        GL_CUDA_CHECK(cudaMemcpyAsync(st.qr, st.q, (size_t)B * H * D * 2, cudaMemcpyDeviceToDevice, s));
+        GL_TRY(kc::rope_apply_at(st.qr, model.inv_freq_, B, H, D, st.positions, s));
+        GL_TRY(kc::rope_apply_at(st.k1, model.inv_freq_, B, G, D, st.positions, s));
+        GL_TRY(kc::kv_cache_append(k_rows, v_rows, st.k1, st.v1, st.positions, B, G, D, s));
+        GL_TRY(kc::attention_decode_batch(st.y, st.qr, k_rows, v_rows, lengths, B, max_length, H,
+                                          G, D, st.attn_ws, st.attn_ws_bytes, s));
+      }
+      GL_TRY(model.block_output(Ly, st.h, st.y, B, st.xn2, st.gu, st.act, s, nullptr, st.lora_u));
+    }
+    GL_TRY(model.head_logits(st.h, B, st.logits, st.xn2, s));
+    return kc::argmax_rows(st.next, st.logits, B, V, s);
+  };
+
+  if (softmax) {
+    GL_TRY(enqueue());  // the lengths are baked into the launches: no graph
+  } else {
+    cudaGraphExec_t exec = st.graph(B);
+    if (!exec) {
+      cudaGraph_t graph;
+      GL_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+      Status status = enqueue();
+      const cudaError_t end = cudaStreamEndCapture(s, &graph);
+      if (!status.ok()) {
+        if (end == cudaSuccess) cudaGraphDestroy(graph);
+        return status;
+      }
+      GL_CUDA_CHECK(end);
+      const cudaError_t inst = cudaGraphInstantiate(&exec, graph, 0);
+      cudaGraphDestroy(graph);
+      GL_CUDA_CHECK(inst);
+      st.graphs.emplace_back(B, exec);
+    }
+    GL_CUDA_CHECK(cudaGraphLaunch(exec, s));
+  }
+  if (logits)
+    GL_CUDA_CHECK(cudaMemcpyAsync(logits, st.logits, (size_t)B * V * 4, cudaMemcpyDeviceToHost, s));
+  if (next) GL_CUDA_CHECK(cudaMemcpyAsync(next, st.next, (size_t)B * 4, cudaMemcpyDeviceToHost, s));
+  GL_CUDA_CHECK(cudaStreamSynchronize(s));
+  for (int b = 0; b < B; ++b) caches[b]->position_ += 1;
+  return ok_status();
+}
+
+// ---- snapshots ----------------------------------------------------------------------------------
+
+Status GpuSequenceCache::save(std::vector<char>* bytes) const {
+  const GpuModel& M = *model_;
+  const ModelConfig& c = M.config_;
+  const size_t row = (size_t)c.num_kv_heads * c.head_dim * 2;
+  size_t total = 0;
+  for (int l = 0; l < c.num_layers; ++l)
+    total += hybrid_memory_[l] ? M.layers_[l].hybrid->cache_bytes() : 2 * row * position_;
+  bytes->resize(total);
+  char* out = bytes->data();
+  cudaStream_t s = M.stream_;
+  for (int l = 0; l < c.num_layers; ++l) {
+    if (hybrid_memory_[l]) {
+      const size_t n = M.layers_[l].hybrid->cache_bytes();
+      GL_CUDA_CHECK(cudaMemcpyAsync(out, hybrid_memory_[l], n, cudaMemcpyDeviceToHost, s));
+      out += n;
+    } else {
+      GL_CUDA_CHECK(cudaMemcpyAsync(out, k_[l], row * position_, cudaMemcpyDeviceToHost, s));
+      GL_CUDA_CHECK(cudaMemcpyAsync(out + row * position_, v_[l], row * position_,
+                                    cudaMemcpyDeviceToHost, s));
+      out += 2 * row * position_;
+    }
+  }
+  GL_CUDA_CHECK(cudaStreamSynchronize(s));
+  return ok_status();
+}
+
+Status GpuSequenceCache::restore(const std::vector<char>& bytes, long position) {
+  const GpuModel& M = *model_;
+  const ModelConfig& c = M.config_;
+  if (position < 0 || (M.has_softmax_layers() && position > max_context_))
+    return make_error("gpu cache restore: a state of ", position, " tokens does not fit a cache of ",
+                      max_context_);
+  const size_t row = (size_t)c.num_kv_heads * c.head_dim * 2;
+  size_t total = 0;
+  for (int l = 0; l < c.num_layers; ++l)
+    total += hybrid_memory_[l] ? M.layers_[l].hybrid->cache_bytes() : 2 * row * position;
+  if (total != bytes.size())
+    return make_error("gpu cache restore: ", bytes.size(), " bytes, this model's state of ",
+                      position, " tokens has ", total);
+  const char* in = bytes.data();
+  cudaStream_t s = M.stream_;
+  for (int l = 0; l < c.num_layers; ++l) {
+    if (hybrid_memory_[l]) {
+      const size_t n = M.layers_[l].hybrid->cache_bytes();
+      GL_CUDA_CHECK(cudaMemcpyAsync(hybrid_memory_[l], in, n, cudaMemcpyHostToDevice, s));
+      in += n;
+    } else {
+      GL_CUDA_CHECK(cudaMemcpyAsync(k_[l], in, row * position, cudaMemcpyHostToDevice, s));
+      GL_CUDA_CHECK(cudaMemcpyAsync(v_[l], in + row * position, row * position,
+                                    cudaMemcpyHostToDevice, s));
+      in += 2 * row * position;
+    }
+  }
+  GL_CUDA_CHECK(cudaStreamSynchronize(s));
+  position_ = position;
   return ok_status();
 }
 

@@ -133,10 +133,11 @@ struct GpuForwardOptions {
 
 class GpuSequenceCache;
 struct GpuLoadStats;
+struct GpuBatchStep;
 
 class GpuModel {
  public:
-  GpuModel() = default;
+  GpuModel();
   GpuModel(const GpuModel&) = delete;
   GpuModel& operator=(const GpuModel&) = delete;
   ~GpuModel();
@@ -193,6 +194,8 @@ class GpuModel {
                                       cudaEvent_t, std::vector<GpuLayerTrace>*);
   friend Status gpu_decode(GpuModel&, GpuSequenceCache&, int32_t, float*, int32_t*);
   friend Status gpu_prefill(GpuModel&, GpuSequenceCache&, const int32_t*, int, float*);
+  friend Status gpu_decode_batch(GpuModel&, GpuSequenceCache* const*, const int32_t*, int, float*,
+                                 int32_t*);
   friend Result<std::unique_ptr<GpuModel>> gpu_model_upload(const Model& model);
   friend Result<std::unique_ptr<GpuModel>> gpu_model_load(const std::string&, const Model&,
                                                          GpuLoadStats*);
@@ -254,6 +257,7 @@ class GpuModel {
   int32_t* pinned_ids_[2] = {nullptr, nullptr};
   cudaEvent_t ids_copied_[2] = {nullptr, nullptr};
   int pinned_T_ = 0;
+  std::unique_ptr<GpuBatchStep> batch_step_;  // gpu_decode_batch's buffers and graphs
 };
 
 // Random bf16 weights of `config`'s shape built on the GPU (no host copy): matrices N(0, 0.02²),
@@ -283,6 +287,12 @@ class GpuSequenceCache {
   Status capture_step(long pos);
   Status launch_step();
 
+  // The state on the host and back (snapshots of a server slot): the hybrid caches whole and the
+  // softmax layers' first position() key/value rows. restore() takes a state of a cache of the
+  // same model whose position fits this one's max_context.
+  Status save(std::vector<char>* bytes) const;
+  Status restore(const std::vector<char>& bytes, long position);
+
   // For the benchmark: position `pos` without running the tokens: softmax K/V rows [0, pos)
   // random, hybrid caches random state/ring/sinks at device position pos.
   Status fill_random(long pos, uint64_t seed);
@@ -290,6 +300,8 @@ class GpuSequenceCache {
  private:
   friend Status gpu_decode(GpuModel&, GpuSequenceCache&, int32_t, float*, int32_t*);
   friend Status gpu_prefill(GpuModel&, GpuSequenceCache&, const int32_t*, int, float*);
+  friend Status gpu_decode_batch(GpuModel&, GpuSequenceCache* const*, const int32_t*, int, float*,
+                                 int32_t*);
   friend class GpuModel;
   GpuModel* model_ = nullptr;
   long max_context_ = 0;
@@ -325,5 +337,16 @@ Status gpu_prefill(GpuModel& model, GpuSequenceCache& cache, const int32_t* toke
 // enqueued directly (the KV cache length is baked into launches).
 Status gpu_decode(GpuModel& model, GpuSequenceCache& cache, int32_t token, float* logits,
                   int32_t* next);
+
+// One decode step of B sequences (model_decode_batch's twin): ids[b] (host) appended to
+// caches[b] (B distinct caches of `model`); logits (B, V) and/or the argmax next (B) to the host,
+// either may be null. One pass for the batch: each weight matrix is read once for the B rows
+// (products of B rows), the hybrid layers advance the B caches in one launch, the softmax layers
+// append each sequence's key and value at its own position and attend over its own cache
+// (attention_decode_batch). A model whose layers are all hybrid replays one captured CUDA graph
+// per batch size. Unlike the CPU step, a row is not computed as if alone: the products' kernels
+// depend on B, so a sequence's logits can differ in the last bits with the batch it runs in.
+Status gpu_decode_batch(GpuModel& model, GpuSequenceCache* const* caches, const int32_t* ids,
+                        int B, float* logits, int32_t* next);
 
 }  // namespace golinear::model::cuda

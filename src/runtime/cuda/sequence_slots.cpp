@@ -1,5 +1,8 @@
 #include "runtime/cuda/sequence_slots.h"
 
+#include <utility>
+#include <vector>
+
 namespace golinear::runtime::cuda {
 
 using golinear::model::cuda::GpuSequenceCache;
@@ -36,15 +39,47 @@ Status GpuSequenceSlots::prefill(int slot, const int32_t* ids, int T, float* las
 }
 
 Status GpuSequenceSlots::decode(const int* slots, const int32_t* ids, int B, float* logits) {
-  const size_t V = model_.config().vocab_size;
+  std::vector<GpuSequenceCache*> batch(B);
   for (int b = 0; b < B; ++b) {
     GL_TRY(check_slot(slots[b]));
     GpuSequenceCache& cache = *caches_[slots[b]];
     if (cache.position() + 1 > cache.max_context())
       return make_error("slot ", slots[b], ": its cache of ", cache.max_context(), " is full");
-    GL_TRY(golinear::model::cuda::gpu_decode(model_, cache, ids[b], logits + b * V, nullptr));
+    batch[b] = &cache;
   }
-  return ok_status();
+  return golinear::model::cuda::gpu_decode_batch(model_, batch.data(), ids, B, logits, nullptr);
+}
+
+namespace {
+
+// A slot's state on the host (GpuSequenceCache::save's bytes).
+class GpuStateSnapshot final : public StateSnapshot {
+ public:
+  GpuStateSnapshot(std::vector<char> bytes, long position)
+      : bytes_(std::move(bytes)), position_(position) {}
+  size_t bytes() const override { return bytes_.size(); }
+  long position() const override { return position_; }
+  const std::vector<char>& data() const { return bytes_; }
+
+ private:
+  std::vector<char> bytes_;
+  long position_;
+};
+
+}  // namespace
+
+std::shared_ptr<const StateSnapshot> GpuSequenceSlots::snapshot(int slot) const {
+  if (!check_slot(slot).ok()) return nullptr;
+  std::vector<char> bytes;
+  if (!caches_[slot]->save(&bytes).ok()) return nullptr;
+  return std::make_shared<GpuStateSnapshot>(std::move(bytes), caches_[slot]->position());
+}
+
+Status GpuSequenceSlots::restore(int slot, const StateSnapshot& snapshot) {
+  GL_TRY(check_slot(slot));
+  const auto* gpu = dynamic_cast<const GpuStateSnapshot*>(&snapshot);
+  if (!gpu) return make_error("slot ", slot, ": the snapshot is not a GPU state");
+  return caches_[slot]->restore(gpu->data(), gpu->position());
 }
 
 size_t GpuSequenceSlots::slot_bytes(int slot) const {

@@ -2,10 +2,10 @@
 // backend): one model::cuda::GpuSequenceCache per slot, created for `max_context` tokens (the
 // constant-size hybrid caches, and a KV cache of max_context rows per softmax layer). A prompt
 // into an empty slot is one forward (gpu_prefill); further prompt chunks go through the decode
-// step token by token. The decode step runs gpu_decode slot after slot (a replayed CUDA graph per
-// token when every layer is hybrid): the model-level step over B caches at once (the mixers'
-// GpuHybridMixer::decode_step over a batch) is not wired to the layer loop yet. No snapshots:
-// the server runs without a prompt cache on the GPU.
+// step token by token. The decode step of B slots is one batched step (gpu_decode_batch: products
+// of B rows, the hybrid layers' fused step over the B caches, a replayed CUDA graph per batch
+// size when every layer is hybrid). Snapshots (the prompt cache, slot save/restore) are host
+// copies of a slot's state (GpuSequenceCache::save / restore).
 #pragma once
 
 #include <memory>
@@ -25,11 +25,15 @@ class GpuSequenceSlots final : public SequenceSlots {
   int slots() const override { return (int)caches_.size(); }
   int vocab_size() const override { return model_.config().vocab_size; }
   const char* device() const override { return "cuda"; }
-  bool batched_kernels() const override { return false; }
+  bool batched_kernels() const override { return true; }
+  bool chunked_prefill() const override { return false; }
   Status reset(int slot) override;
   Status prefill(int slot, const int32_t* ids, int T, float* last_logits) override;
   Status decode(const int* slots, const int32_t* ids, int B, float* logits) override;
   size_t slot_bytes(int slot) const override;
+  bool can_snapshot() const override { return true; }
+  std::shared_ptr<const StateSnapshot> snapshot(int slot) const override;
+  Status restore(int slot, const StateSnapshot& snapshot) override;
 
  private:
   explicit GpuSequenceSlots(golinear::model::cuda::GpuModel& model) : model_(model) {}

@@ -14,7 +14,10 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "kernels/cpu/attention.h"
@@ -110,23 +113,120 @@ TEST(CudaGatedDelta, RecurrentForwardMatchesCpu) {
   expect_close(state.download(), s_ref, 1e-6, "gdn recurrent state");
 }
 
+// One sequence and a batch of sequences of different lengths (1 key, a partial tile, many
+// splits) against the CPU attention of the last query; group sizes 4 and 7 (Qwen2-7B's 28/4),
+// head_dim 64 and 128.
 TEST(CudaAttention, DecodeMatchesCpu) {
   REQUIRE_GPU();
-  const int H = 8, G = 2, D = 128;
-  const long ctx = 1000;
-  auto q = random_floats((size_t)H * D, 1, -1, 1), k = random_floats((size_t)ctx * G * D, 2, -1, 1),
-       v = random_floats((size_t)ctx * G * D, 3, -1, 1);
-  round_bf16(q), round_bf16(k), round_bf16(v);
-  std::vector<float> ref((size_t)H * D);
-  cpu::attention_forward(ref.data(), q.data(), k.data(), v.data(), 1, ctx, ctx - 1, H, G, D, {});
-  DevB dq(q.size()), dk(k.size()), dv(v.size()), y(ref.size());
-  dq.upload(q), dk.upload(k), dv.upload(v);
-  const size_t ws_bytes = attention_decode_workspace_bytes(H, D, ctx);
-  void* ws = nullptr;
-  ASSERT_EQ(cudaMalloc(&ws, ws_bytes), cudaSuccess);
-  ASSERT_OK(attention_decode(y.ptr, dq.ptr, dk.ptr, dv.ptr, ctx, H, G, D, ws, ws_bytes, nullptr));
-  expect_close(y.download(), ref, 1e-4, "attention decode");
-  cudaFree(ws);
+  struct Case { int H, G, D; };
+  for (const Case cs : {Case{8, 2, 128}, Case{28, 4, 128}, Case{8, 8, 64}}) {
+    const int H = cs.H, G = cs.G, D = cs.D;
+    const std::vector<long> lengths = {1000, 1, 37, 4100};
+    const int B = (int)lengths.size();
+    const long max_len = *std::max_element(lengths.begin(), lengths.end());
+    std::vector<float> q_all, ref_all;
+    std::vector<std::unique_ptr<DevB>> ks, vs;
+    std::vector<const bf16*> k_rows, v_rows;
+    for (int b = 0; b < B; ++b) {
+      const long ctx = lengths[b];
+      auto q = random_floats((size_t)H * D, 10 * b + 1, -1, 1),
+           k = random_floats((size_t)ctx * G * D, 10 * b + 2, -1, 1),
+           v = random_floats((size_t)ctx * G * D, 10 * b + 3, -1, 1);
+      round_bf16(q), round_bf16(k), round_bf16(v);
+      std::vector<float> ref((size_t)H * D);
+      cpu::attention_forward(ref.data(), q.data(), k.data(), v.data(), 1, ctx, ctx - 1, H, G, D, {});
+      q_all.insert(q_all.end(), q.begin(), q.end());
+      ref_all.insert(ref_all.end(), ref.begin(), ref.end());
+      ks.push_back(std::make_unique<DevB>(k)), vs.push_back(std::make_unique<DevB>(v));
+    }
+    for (int b = 0; b < B; ++b) k_rows.push_back(ks[b]->ptr), v_rows.push_back(vs[b]->ptr);
+    DevB dq(q_all.size()), y(ref_all.size()), y1((size_t)H * D);
+    dq.upload(q_all);
+    const size_t ws_bytes = attention_decode_workspace_bytes(B, H, G, D, max_len);
+    void *ws = nullptr, *tables = nullptr;
+    ASSERT_EQ(cudaMalloc(&ws, ws_bytes), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&tables, B * (2 * sizeof(void*) + sizeof(long))), cudaSuccess);
+    auto** dk_rows = static_cast<const bf16**>(tables);
+    const bf16** dv_rows = dk_rows + B;
+    long* dlen = reinterpret_cast<long*>(dv_rows + B);
+    ASSERT_EQ(cudaMemcpy(dk_rows, k_rows.data(), B * sizeof(void*), cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(dv_rows, v_rows.data(), B * sizeof(void*), cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(dlen, lengths.data(), B * sizeof(long), cudaMemcpyHostToDevice), cudaSuccess);
+    ASSERT_OK(attention_decode_batch(y.ptr, dq.ptr, dk_rows, dv_rows, dlen, B, max_len, H, G, D, ws,
+                                     ws_bytes, nullptr));
+    const std::string what = "H=" + std::to_string(H) + " G=" + std::to_string(G) + " D=" + std::to_string(D);
+    expect_close(y.download(), ref_all, 1e-4, ("attention decode batch " + what).c_str());
+    for (int b = 0; b < B; ++b) {  // one sequence at a time (the batch-1 path)
+      ASSERT_OK(attention_decode(y1.ptr, dq.ptr + (size_t)b * H * D, ks[b]->ptr, vs[b]->ptr,
+                                 lengths[b], H, G, D, ws, ws_bytes, nullptr));
+      const std::vector<float> ref(ref_all.begin() + (size_t)b * H * D,
+                                   ref_all.begin() + (size_t)(b + 1) * H * D);
+      expect_close(y1.download(), ref, 1e-4, ("attention decode " + what).c_str());
+    }
+    // Too small a workspace, or a group beyond 8 query heads per kv head: refused.
+    EXPECT_FALSE(attention_decode(y1.ptr, dq.ptr, ks[0]->ptr, vs[0]->ptr, lengths[0], H, G, D, ws,
+                                  16, nullptr).ok());
+    cudaFree(ws), cudaFree(tables);
+  }
+}
+
+// A position per row gives, bit for bit, what rope_apply gives each row at that position.
+TEST(CudaRope, PerRowPositionsMatchOneRowAtATime) {
+  REQUIRE_GPU();
+  const int B = 4, N = 3, D = 64;
+  const std::vector<long> pos = {0, 7, 131071, 5};
+  auto x = random_floats((size_t)B * N * D, 51, -1, 1), inv = random_floats(D / 2, 52, 1e-4f, 1.0f);
+  round_bf16(x);
+  DevB rows(x), one((size_t)N * D);
+  DevF dinv(inv);
+  Dev<long> dpos(pos.size());
+  ASSERT_EQ(cudaMemcpy(dpos.ptr, pos.data(), pos.size() * sizeof(long), cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_OK(rope_apply_at(rows.ptr, dinv.ptr, B, N, D, dpos.ptr, nullptr));
+  const auto got = rows.raw();
+  for (int b = 0; b < B; ++b) {
+    one.upload(std::vector<float>(x.begin() + (size_t)b * N * D, x.begin() + (size_t)(b + 1) * N * D));
+    ASSERT_OK(rope_apply(one.ptr, dinv.ptr, 1, N, D, pos[b], 1, nullptr));
+    const auto want = one.raw();
+    EXPECT_TRUE(std::equal(want.begin(), want.end(), got.begin() + (size_t)b * N * D * 2)) << "row " << b;
+  }
+}
+
+// The new key/value rows of a batch land in each sequence's cache at its own position.
+TEST(CudaAttention, KvCacheAppendWritesEachRowAtItsPosition) {
+  REQUIRE_GPU();
+  const int B = 3, G = 2, D = 64, cap = 10;
+  const std::vector<long> pos = {0, 9, 4};
+  auto k = random_floats((size_t)B * G * D, 41, -1, 1), v = random_floats(k.size(), 42, -1, 1);
+  round_bf16(k), round_bf16(v);
+  DevB dk(k.size()), dv(v.size());
+  dk.upload(k), dv.upload(v);
+  std::vector<std::unique_ptr<DevB>> kc, vc;
+  std::vector<bf16*> k_rows, v_rows;
+  for (int b = 0; b < B; ++b) {
+    kc.push_back(std::make_unique<DevB>(std::vector<float>((size_t)cap * G * D, 0.5f)));
+    vc.push_back(std::make_unique<DevB>(std::vector<float>((size_t)cap * G * D, 0.5f)));
+    k_rows.push_back(kc[b]->ptr), v_rows.push_back(vc[b]->ptr);
+  }
+  void* tables = nullptr;
+  ASSERT_EQ(cudaMalloc(&tables, B * (2 * sizeof(void*) + sizeof(long))), cudaSuccess);
+  auto** dk_rows = static_cast<bf16**>(tables);
+  bf16** dv_rows = dk_rows + B;
+  long* dpos = reinterpret_cast<long*>(dv_rows + B);
+  ASSERT_EQ(cudaMemcpy(dk_rows, k_rows.data(), B * sizeof(void*), cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(dv_rows, v_rows.data(), B * sizeof(void*), cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(dpos, pos.data(), B * sizeof(long), cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_OK(kv_cache_append(dk_rows, dv_rows, dk.ptr, dv.ptr, dpos, B, G, D, nullptr));
+  for (int b = 0; b < B; ++b) {
+    const auto kh = kc[b]->download(), vh = vc[b]->download();
+    for (int j = 0; j < cap; ++j)
+      for (int i = 0; i < G * D; ++i) {
+        const float want_k = j == pos[b] ? k[(size_t)b * G * D + i] : 0.5f;
+        const float want_v = j == pos[b] ? v[(size_t)b * G * D + i] : 0.5f;
+        ASSERT_EQ(kh[(size_t)j * G * D + i], want_k) << "b " << b << " row " << j;
+        ASSERT_EQ(vh[(size_t)j * G * D + i], want_v) << "b " << b << " row " << j;
+      }
+  }
+  cudaFree(tables);
 }
 
 // The fused input stage (conv → RoPE / unit rows) against the CPU conv, rope_forward and unit

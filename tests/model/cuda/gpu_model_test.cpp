@@ -19,6 +19,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <random>
 #include <string>
 
@@ -232,6 +233,62 @@ TEST(GpuModel, GreedyDecodeMixed) {
   auto cpu = test::random_model(family_config("random-qwen3"), 17);
   cpu->mixers = test::linearized_stack(*cpu, {0}, 24);
   expect_greedy_matches(*cpu, "qwen3, layer 0 full, layer 1 hybrid");
+}
+
+// gpu_decode_batch against gpu_decode of each sequence alone: four sequences at different
+// positions (prompts of 3 to 40 tokens, across the sinks + window = 16 boundary), steps with the
+// batch in several compositions and orders (all four, a reordered pair, one alone) so that the
+// tables are rebuilt and several batch sizes' graphs are used. Each step's logits within
+// normalized MSE 1e-4 of the lone step's (the products of B rows round differently from one
+// row's; a row mixed up with another's cache or position gives ≥ 1e-1), the argmax token fed back.
+TEST(GpuModel, BatchDecodeMatchesOneSequenceAtATime) {
+  REQUIRE_GPU();
+  for (const std::vector<int>& keep : {std::vector<int>{}, std::vector<int>{0}, std::vector<int>{0, 1}}) {
+    auto cpu = test::random_model(family_config("random-qwen3"), 41);
+    cpu->mixers = test::linearized_stack(*cpu, keep, 42);
+    auto gpu_r = golinear::model::cuda::gpu_model_upload(*cpu);
+    ASSERT_TRUE(gpu_r.ok()) << gpu_r.error();
+    GpuModel& gpu = **gpu_r;
+    const int V = cpu->config.vocab_size, N = 4;
+    const int prompts[N] = {3, 17, 40, 9};
+    std::vector<std::unique_ptr<GpuSequenceCache>> lone, batch;
+    std::vector<int32_t> token(N);
+    for (int b = 0; b < N; ++b) {
+      auto a = GpuSequenceCache::create(gpu, 64), c = GpuSequenceCache::create(gpu, 64);
+      ASSERT_TRUE(a.ok() && c.ok());
+      lone.push_back(std::move(*a)), batch.push_back(std::move(*c));
+      const auto prompt = test::test_tokens(prompts[b], V, 50 + b);
+      std::vector<float> la(V), lb(V);
+      ASSERT_TRUE(golinear::model::cuda::gpu_prefill(gpu, *lone[b], prompt.data(), prompts[b], la.data()).ok());
+      ASSERT_TRUE(golinear::model::cuda::gpu_prefill(gpu, *batch[b], prompt.data(), prompts[b], lb.data()).ok());
+      token[b] = test::argmax_of(la.data(), V);
+    }
+    const std::vector<std::vector<int>> steps = {{0, 1, 2, 3}, {0, 1, 2, 3}, {3, 1}, {2}, {1, 3, 0, 2}, {0, 1, 2, 3}};
+    double worst = 0;
+    for (const auto& rows : steps) {
+      const int B = (int)rows.size();
+      std::vector<GpuSequenceCache*> caches;
+      std::vector<int32_t> ids, next(B);
+      for (int b : rows) caches.push_back(batch[b].get()), ids.push_back(token[b]);
+      std::vector<float> got((size_t)B * V), want(V);
+      Status st = golinear::model::cuda::gpu_decode_batch(gpu, caches.data(), ids.data(), B, got.data(), next.data());
+      ASSERT_TRUE(st.ok()) << st.error();
+      for (int i = 0; i < B; ++i) {
+        const int b = rows[i];
+        ASSERT_TRUE(golinear::model::cuda::gpu_decode(gpu, *lone[b], token[b], want.data(), nullptr).ok());
+        EXPECT_EQ(next[i], test::argmax_of(&got[(size_t)i * V], V));
+        const double e = compare(&got[(size_t)i * V], want.data(), V).nmse;
+        worst = std::max(worst, e);
+        EXPECT_LT(e, 1e-4) << "sequence " << b << " at " << lone[b]->position();
+        EXPECT_EQ(batch[b]->position(), lone[b]->position());
+        token[b] = test::argmax_of(want.data(), V);
+      }
+    }
+    std::printf("  batch decode (%zu layers softmax): worst nmse vs one at a time %.3e\n", keep.size(), worst);
+    // The same cache twice in one batch is refused.
+    GpuSequenceCache* twice[2] = {batch[0].get(), batch[0].get()};
+    EXPECT_FALSE(golinear::model::cuda::gpu_decode_batch(gpu, twice, token.data(), 2, nullptr, nullptr).ok());
+  }
 }
 
 // gpu_model_trace's x, q, k, v, y against the CPU ForwardTrace (capture_mixer_io).
