@@ -7,6 +7,7 @@
 #include "cli/commands.h"
 #include "cli/loading.h"
 #include "common/file.h"
+#include "train/exact_budget.h"
 #include "train/linearize.h"
 #if GOLINEAR_HAVE_CUDA
 #include "mixers/cuda/hybrid_mixer.h"
@@ -58,9 +59,11 @@ Result<train::LinearizeOptions> parse_settings(const Args& args, const ModelConf
     if (!s.budgets.windows.empty())
       return make_error("golinear linearize: --window-by allocates the windows; give --window one number (the mean)");
     if (s.window_signal != "probe" && s.window_signal != "hardness" && s.window_signal != "none" &&
-        !file_exists(s.window_signal + "/linearization.json"))
-      return make_error("golinear linearize: --window-by must be 'probe', 'hardness', 'none' or a "
-                        "linearized directory (its per-layer transfer NMSE), got '", s.window_signal, "'");
+        !file_exists(s.window_signal + "/linearization.json") &&
+        !(train::is_analysis_summary(s.window_signal) && file_exists(s.window_signal)))
+      return make_error("golinear linearize: --window-by must be 'probe', 'hardness', 'none', a "
+                        "linearized directory (its per-layer transfer NMSE) or an analysis's "
+                        "summary.json (its student's layer sensitivity), got '", s.window_signal, "'");
   }
   if (args.has("conv") && args.has("no-conv"))
     return make_error("golinear linearize: --conv and --no-conv contradict each other");

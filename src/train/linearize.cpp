@@ -131,6 +131,10 @@ Result<Json> allocate_layer_windows(const LinearizeOptions& s, Model& model, Laz
     const long n = std::min(4L, sequences->size());
     GL_ASSIGN_OR_RETURN(signal, analysis::teacher_layer_hardness(model, sequences->tokens.data(), n,
                                                                  sequences->seq_len, true));
+  } else if (is_analysis_summary(s.window_signal)) {
+    auto sensitivity = analysis_layer_sensitivity(s.window_signal, L);
+    if (!sensitivity.ok()) return make_error("golinear linearize: --window-by: ", sensitivity.error());
+    signal = std::move(*sensitivity);
   } else {
     auto nmse = probe_layer_nmse(s.window_signal, L);
     if (!nmse.ok()) return make_error("golinear linearize: --window-by: ", nmse.error());
@@ -144,7 +148,9 @@ Result<Json> allocate_layer_windows(const LinearizeOptions& s, Model& model, Laz
   budgets.windows = *windows;
   std::fprintf(stderr, "golinear linearize: per-layer windows %s (by %s)\n",
                Json(*windows).dump().c_str(), s.window_signal.c_str());
-  Json out{{"signal", s.window_signal == "hardness" ? "hardness" : "probe layer_nmse"},
+  Json out{{"signal", s.window_signal == "hardness"                ? "hardness"
+                      : is_analysis_summary(s.window_signal) ? "analysis layer_sensitivity"
+                                                             : "probe layer_nmse"},
            {"from", s.window_signal}, {"values", signal}, {"windows", *windows}};
   if (probe_tokens > 0) out["probe_tokens"] = probe_tokens;
   return out;
