@@ -39,7 +39,8 @@ const std::vector<Command> kCommands = {
                                   hardness, a finished run's NMSE or an analysis's layer
                                   sensitivity; default probe)
                                   --conv|--no-conv --linear-rope --keep-full-layers LIST --keep-full K
-                                  --select hard|uniform --tokens N|--steps N --seq-len T --batch B
+                                  --select hard|uniform|SUMMARY.json --tokens N|--steps N --seq-len T
+                                  --batch B
                                   --lr LR --seed S --stage transfer|e2e|both --e2e-tokens N
                                   --e2e-lr LR --sweep RECIPES.json --init DIR --device cpu|cuda
                                   --adapter (DIR holds only the new parameters and names MODEL)
