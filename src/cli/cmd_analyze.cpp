@@ -81,6 +81,9 @@ int cmd_analyze(const Argv& argv) {
 
   if (args->has("sensitivity") && student_dirs.empty())
     return fail("golinear analyze: --sensitivity measures students: give --student DIR");
+  if (args->has("sensitivity") && *device != "cpu")
+    return fail("golinear analyze: --sensitivity runs the whole model on the CPU (the GPU loads "
+                "no host weights): use --device cpu");
   auto loaded = load_model_and_tokenizer(model_dir, *device, "analyze");
   if (!loaded.ok()) return fail(loaded.error());
   Model& model = *loaded->model;

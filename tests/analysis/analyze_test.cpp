@@ -318,6 +318,16 @@ TEST(AnalyzeCommand, ClearErrors) {
   EXPECT_NE(run.output.find("linearization.json"), std::string::npos) << run.output;
   EXPECT_FALSE(fs::exists(dir / "b"));
   EXPECT_FALSE(fs::exists(dir / "b.partial"));
+  // --sensitivity measures students, on the CPU.
+  run = run_cli("analyze " + kFixture + " --data " + kText + " --sensitivity --out " + (dir / "c").string());
+  EXPECT_NE(run.status, 0);
+  EXPECT_NE(run.output.find("give --student DIR"), std::string::npos) << run.output;
+  run = run_cli("analyze " + kFixture + " --data " + kText + " --student " + kFixture +
+                " --sensitivity --device cuda --out " + (dir / "d").string());
+  EXPECT_NE(run.status, 0);
+  EXPECT_NE(run.output.find("--device"), std::string::npos) << run.output;  // "use --device cpu", or no CUDA build
+  EXPECT_FALSE(fs::exists(dir / "c"));
+  EXPECT_FALSE(fs::exists(dir / "d"));
   fs::remove_all(dir);
 }
 
