@@ -404,7 +404,7 @@ TEST_F(Cli, KeepFullChoosesLayersByHardnessOrEvenly) {
   const int hardest = hardness[0].get<double>() >= hardness[1].get<double>() ? 0 : 1;
   EXPECT_EQ(chosen["layers"][hardest], "softmax");
   EXPECT_EQ(chosen["layers"][1 - hardest], "gdn");
-  expect_one_line_error(run(common + " --select random --out x"), "--select must be hard or uniform");
+  expect_one_line_error(run(common + " --select random --out x"), "--select must be hard, uniform or an analysis");
   expect_one_line_error(run("linearize " + kLlama + " --data " + data + " --out x --keep-full 3 --steps 1 --seq-len 32"), "--keep-full");
 }
 
