@@ -60,6 +60,7 @@ int cmd_serve(const Argv& argv) {
                            {"max-queue", true},
                            {"timeout", true},
                            {"prefill-chunk", true},
+                           {"snapshot-every", true},
                            {"max-context", true},
                            {"body-limit", true},
                            {"model-name", true},
@@ -74,10 +75,11 @@ int cmd_serve(const Argv& argv) {
   auto timeout = args->get_int("timeout", 600, 1, 1L << 30);
   auto cache_ram = args->get_int("cache-ram", 1024, 0, 1L << 40);
   auto prefill_chunk = args->get_int("prefill-chunk", 512, 1, 1 << 20);
+  auto snapshot_every = args->get_int("snapshot-every", 2048, 0, 1 << 30);
   auto body_limit = args->get_int("body-limit", 8L << 20, 1024, 1L << 40);
   auto threads = args->get_int("threads", 0, 0, 4096);
   for (const auto* r : {&port, &parallel, &max_queue, &timeout, &cache_ram, &prefill_chunk,
-                        &body_limit, &threads})
+                        &snapshot_every, &body_limit, &threads})
     if (!r->ok()) return fail(r->error());
   if (args->has("api-key") && args->has("api-key-file"))
     return fail("golinear serve: give --api-key or --api-key-file, not both");
@@ -212,6 +214,7 @@ int cmd_serve(const Argv& argv) {
   serve::SchedulerOptions scheduler_options;
   scheduler_options.max_queue = (int)*max_queue;
   scheduler_options.prefill_chunk = (int)*prefill_chunk;
+  scheduler_options.snapshot_every = (int)*snapshot_every;
   scheduler_options.cache = cache.get();
   serve::Scheduler scheduler(*backend, loaded->tokenizer, server.metrics(), scheduler_options);
   serve::Engine engine{std::move(*served_model), &scheduler, cache.get()};

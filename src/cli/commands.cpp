@@ -129,8 +129,9 @@ in detail:
                                   prompt-state cache (docs/SERVE.md)  [--host H --port P
                                   --parallel N --max-queue N --api-key K | --api-key-file F
                                   --cache-ram MiB --chat-template-file F --timeout S
-                                  --prefill-chunk N --max-context N --body-limit BYTES
-                                  --model-name NAME --threads N --slot-save-path DIR
+                                  --prefill-chunk N --snapshot-every N --max-context N
+                                  --body-limit BYTES --model-name NAME --threads N
+                                  --slot-save-path DIR
                                   --device cpu|cuda]
 )",
      ""},

@@ -274,8 +274,15 @@ void Scheduler::start(Slot& slot) {
 void Scheduler::prefill(Slot& slot, int budget, int* used) {
   const auto& prompt = slot.job->params.prompt;
   // A backend that appends to a state token by token gets an empty slot's prompt whole.
-  if (!backend_.chunked_prefill() && slot.prefilled == 0) budget = (int)prompt.size();
-  const int n = (int)std::min<size_t>(budget, prompt.size() - slot.prefilled);
+  const bool chunked = backend_.chunked_prefill();
+  if (!chunked && slot.prefilled == 0) budget = (int)prompt.size();
+  int n = (int)std::min<size_t>(budget, prompt.size() - slot.prefilled);
+  // Chunks end at every snapshot_every tokens of a long prompt, where its state is kept.
+  const size_t every = options_.snapshot_every > 0 && chunked ? options_.snapshot_every : 0;
+  if (every > 0) {
+    const size_t next = (slot.prefilled / every + 1) * every;
+    if (next < prompt.size()) n = (int)std::min<size_t>(n, next - slot.prefilled);
+  }
   Status status = backend_.prefill(slot.id, prompt.data() + slot.prefilled, n, slot.logits.data());
   if (!status.ok()) return finish(slot, FinishReason::error, status.error());
   slot.tokens.insert(slot.tokens.end(), prompt.begin() + slot.prefilled,
@@ -284,16 +291,21 @@ void Scheduler::prefill(Slot& slot, int budget, int* used) {
   slot.calls.push_back(n);
   *used += n;
   metrics_.prompt_tokens_prefilled += n;
-  if (slot.prefilled < prompt.size()) return;
-  if (options_.cache && backend_.can_snapshot()) {
-    auto entry = std::make_shared<CachedPrompt>();
-    entry->tokens = prompt;
-    entry->state = backend_.snapshot(slot.id);
-    entry->last_logits = slot.logits;
-    entry->calls = slot.calls;
-    if (entry->state) options_.cache->insert(std::move(entry));
-  }
-  on_logits(slot, slot.logits.data());
+  const bool done = slot.prefilled == prompt.size();
+  if (options_.cache && backend_.can_snapshot() && (done || (every > 0 && slot.prefilled % every == 0)))
+    remember(slot);
+  if (done) on_logits(slot, slot.logits.data());
+}
+
+bool Scheduler::remember(const Slot& slot) {
+  auto entry = std::make_shared<CachedPrompt>();
+  entry->tokens = slot.tokens;
+  entry->state = backend_.snapshot(slot.id);
+  entry->last_logits = slot.logits;
+  entry->calls = slot.calls;
+  if (!entry->state) return false;
+  options_.cache->insert(std::move(entry));
+  return true;
 }
 
 namespace {
@@ -442,14 +454,7 @@ SlotActionResult Scheduler::slot_restore(int slot, const SlotRecord& record) {
     }
     s.tokens = record.tokens;
     s.calls = record.calls;
-    auto entry = std::make_shared<CachedPrompt>();
-    entry->tokens = s.tokens;
-    entry->calls = s.calls;
-    entry->state = backend_.snapshot(s.id);
-    entry->last_logits = s.logits;
-    if (!entry->state)
-      return action_error(500, "the backend could not snapshot the restored state");
-    options_.cache->insert(std::move(entry));
+    if (!remember(s)) return action_error(500, "the backend could not snapshot the restored state");
     return action_done(record);
   });
 }

@@ -104,6 +104,10 @@ struct SlotActionResult {
 struct SchedulerOptions {
   int max_queue = 64;            // requests waiting for a slot; submit() refuses beyond
   int prefill_chunk = 512;       // prompt tokens prefilled per iteration, over all slots
+  // The prompt cache also keeps the state after every snapshot_every tokens of a long prompt
+  // (its chunks are cut there), not only at its end; 0: at prompt ends only. A backend that
+  // prefills an empty slot's prompt whole (the GPU) keeps prompt ends only.
+  int snapshot_every = 2048;
   PromptCache* cache = nullptr;  // the prompt-state cache, or null
 };
 
@@ -147,6 +151,9 @@ class Scheduler {
   void run();
   void start(Slot& slot);  // state reset or restored, phase prefill
   void prefill(Slot& slot, int budget, int* used);
+  // The slot's state (its tokens, calls and last logits) into the prompt cache; false when the
+  // backend gave no snapshot.
+  bool remember(const Slot& slot);
   void on_logits(Slot& slot, const float* logits);  // sample, emit, maybe finish
   void finish(Slot& slot, FinishReason reason, const std::string& error = "");
 

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <dirent.h>
+#include <netdb.h>
 #include <httplib.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -64,7 +65,13 @@ int connection_socket(const httplib::Request& req) {
              : a.ss_family == AF_INET6 ? ntohs(((const sockaddr_in6&)a).sin6_port)
                                        : -1;
     };
-    if (port_of(local) == req.local_port && port_of(peer) == req.remote_port) {
+    // The peer's address as cpp-httplib writes req.remote_addr (getnameinfo, numeric host).
+    char host[NI_MAXHOST];
+    const bool same_peer =
+        getnameinfo((const sockaddr*)&peer, peer_len, host, sizeof host, nullptr, 0,
+                    NI_NUMERICHOST) == 0 &&
+        req.remote_addr == host;
+    if (port_of(local) == req.local_port && port_of(peer) == req.remote_port && same_peer) {
       found = (int)fd;
       break;
     }

@@ -54,6 +54,7 @@ class FakeBackend final : public runtime::SequenceSlots {
       changed_.wait(lock, [&] { return open_; });
       --prefills_waiting_;
       prefilled_tokens += T;
+      prefill_calls.push_back(T);
     }
     history_[slot].insert(history_[slot].end(), ids, ids + T);
     history_logits(history_[slot], last_logits);
@@ -68,6 +69,7 @@ class FakeBackend final : public runtime::SequenceSlots {
     return ok_status();
   }
   size_t slot_bytes(int) const override { return 0; }
+  bool chunked_prefill() const override { return chunked; }
   bool can_snapshot() const override { return true; }
   std::shared_ptr<const runtime::StateSnapshot> snapshot(int slot) const override {
     return std::make_shared<FakeSnapshot>(history_[slot]);
@@ -90,6 +92,8 @@ class FakeBackend final : public runtime::SequenceSlots {
 
   std::vector<int> batch_sizes;  // written by the scheduler thread only
   long prefilled_tokens = 0;
+  std::vector<int> prefill_calls;  // T of each prefill, in order
+  bool chunked = true;             // chunked_prefill(): false plays the GPU
 
  private:
   std::vector<std::vector<int32_t>> history_;
@@ -233,6 +237,41 @@ TEST(Scheduler, PromptCacheRestoresTheLongestPrefixAndChangesNothing) {
   EXPECT_EQ(wait_tokens(*c), reference_tokens(c->params));
   EXPECT_EQ(c->cached_tokens, (int)second.size());
   EXPECT_EQ(backend.prefilled_tokens - prefilled, 4);
+}
+
+// A long prompt's state is kept every snapshot_every tokens (its chunks cut there), so a prompt
+// sharing only part of it restores the last such state before they differ; a backend that
+// prefills an empty slot whole (chunked_prefill() false, the GPU) keeps prompt ends only.
+TEST(Scheduler, PromptCacheKeepsTheStateEverySnapshotEveryTokens) {
+  Tokenizer tokenizer = tiny_tokenizer();
+  for (const bool chunked : {true, false}) {
+    FakeBackend backend(1);
+    backend.chunked = chunked;
+    Metrics metrics;
+    PromptCache cache(1 << 20);
+    SchedulerOptions options;
+    options.cache = &cache;
+    options.prefill_chunk = 3;
+    options.snapshot_every = 4;
+    Scheduler scheduler(backend, tokenizer, metrics, options);
+    const std::vector<int32_t> first = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+    const std::vector<int32_t> second = {1, 2, 3, 4, 5, 6, 7, 8, 9, 20, 21};
+    auto a = std::make_shared<Job>(params(first, 3, 5));
+    ASSERT_EQ(scheduler.submit(a), Scheduler::Submitted::accepted);
+    EXPECT_EQ(wait_tokens(*a), reference_tokens(a->params));
+    if (chunked) {  // 3, then cut at 4; 3, cut at 8; the rest
+      EXPECT_EQ(backend.prefill_calls, (std::vector<int>{3, 1, 3, 1, 2}));
+      EXPECT_EQ(cache.stats().entries, 3u);  // after 4, 8 and 10 tokens
+    } else {
+      EXPECT_EQ(backend.prefill_calls, (std::vector<int>{10}));
+      EXPECT_EQ(cache.stats().entries, 1u);
+    }
+    auto b = std::make_shared<Job>(params(second, 3, 5));
+    ASSERT_EQ(scheduler.submit(b), Scheduler::Submitted::accepted);
+    EXPECT_EQ(wait_tokens(*b), reference_tokens(b->params)) << "chunked " << chunked;
+    EXPECT_EQ(b->cached_tokens, chunked ? 8 : 0);
+    EXPECT_EQ(backend.prefilled_tokens, 10 + (chunked ? 3 : 11));
+  }
 }
 
 }  // namespace

@@ -627,6 +627,29 @@ Status gpu_model_trace_async(GpuModel& model, const int32_t* tokens, int T, int 
 
 // ---- decode -------------------------------------------------------------------------------------
 
+namespace {
+
+// What `enqueue` puts on stream s, captured and instantiated as a CUDA graph (nothing runs).
+template <class Enqueue>
+Result<cudaGraphExec_t> capture_graph(cudaStream_t s, Enqueue&& enqueue) {
+  cudaGraph_t graph;
+  GL_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  Status status = enqueue();
+  const cudaError_t end = cudaStreamEndCapture(s, &graph);
+  if (!status.ok()) {
+    if (end == cudaSuccess) cudaGraphDestroy(graph);
+    return std::move(status).take_error();
+  }
+  GL_CUDA_CHECK(end);
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t inst = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  GL_CUDA_CHECK(inst);
+  return exec;
+}
+
+}  // namespace
+
 Result<std::unique_ptr<GpuSequenceCache>> GpuSequenceCache::create(GpuModel& model,
                                                                    long max_context) {
   auto cache = std::unique_ptr<GpuSequenceCache>(new GpuSequenceCache());
@@ -732,23 +755,11 @@ Status GpuSequenceCache::enqueue_step(long pos) {
 }
 
 Status GpuSequenceCache::capture_step(long pos) {
-  cudaStream_t s = model_->stream_;
   if (graph_) {
     cudaGraphExecDestroy(graph_);
     graph_ = nullptr;
   }
-  cudaGraph_t graph;
-  GL_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-  Status st = enqueue_step(pos);
-  const cudaError_t end = cudaStreamEndCapture(s, &graph);
-  if (!st.ok()) {
-    if (end == cudaSuccess) cudaGraphDestroy(graph);
-    return st;
-  }
-  GL_CUDA_CHECK(end);
-  const cudaError_t inst = cudaGraphInstantiate(&graph_, graph, 0);
-  cudaGraphDestroy(graph);
-  GL_CUDA_CHECK(inst);
+  GL_ASSIGN_OR_RETURN(graph_, capture_graph(model_->stream_, [&] { return enqueue_step(pos); }));
   return ok_status();
 }
 
@@ -963,18 +974,7 @@ Status gpu_decode_batch(GpuModel& model, GpuSequenceCache* const* caches, const 
   } else {
     cudaGraphExec_t exec = st.graph(B);
     if (!exec) {
-      cudaGraph_t graph;
-      GL_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-      Status status = enqueue();
-      const cudaError_t end = cudaStreamEndCapture(s, &graph);
-      if (!status.ok()) {
-        if (end == cudaSuccess) cudaGraphDestroy(graph);
-        return status;
-      }
-      GL_CUDA_CHECK(end);
-      const cudaError_t inst = cudaGraphInstantiate(&exec, graph, 0);
-      cudaGraphDestroy(graph);
-      GL_CUDA_CHECK(inst);
+      GL_ASSIGN_OR_RETURN(exec, capture_graph(s, enqueue));
       st.graphs.emplace_back(B, exec);
     }
     GL_CUDA_CHECK(cudaGraphLaunch(exec, s));
