@@ -286,6 +286,78 @@ Result<AnalysisResult> analysis_run(const Model& teacher, const std::vector<Stud
   return analysis_run(teacher, trace, students, tokens, N, T, options);
 }
 
+namespace {
+
+// Σ −log p(token t+1 | ..t) over the N sequences, and the number of predictions.
+struct NllSum {
+  double nll = 0;
+  long count = 0;
+  double perplexity() const { return std::exp(nll / std::max(1L, count)); }
+};
+
+NllSum sequence_nll(const Model& model, const int32_t* tokens, long N, int T,
+                    std::vector<float>& logits) {
+  const int V = model.config.vocab_size;
+  NllSum sum;
+  logits.resize((size_t)T * V);
+  for (long n = 0; n < N; ++n) {
+    const int32_t* ids = tokens + n * T;
+    model_forward(model, ids, T, logits.data());
+    for (float lp : logprobs_of_next_tokens(logits.data(), ids, T, V)) sum.nll -= lp;
+    sum.count += T - 1;
+  }
+  return sum;
+}
+
+}  // namespace
+
+Status add_layer_sensitivity(Model& teacher, std::vector<StudentMixers>& students,
+                             AnalysisResult& result, const int32_t* tokens, long N, int T,
+                             bool show_progress) {
+  const int L = teacher.config.num_layers;
+  if (result.students.size() != students.size())
+    return make_error("analyze: ", result.students.size(), " student results for ", students.size(), " students");
+  if (teacher.lora.enabled())
+    return make_error("analyze: the teacher carries LoRA adapters; the sensitivity needs the base");
+  long forwards = 1, done = 0;
+  for (const StudentResult& s : result.students)
+    for (int l = 0; l < L; ++l) forwards += s.linearized(l) ? 1 : 0;
+  forwards += (long)students.size();
+  ProgressBar bar("sensitivity", forwards);
+  auto step = [&] {
+    if (show_progress) bar.update(++done, (double)done * N * T);
+  };
+  std::vector<float> logits;
+  const double teacher_ppl = sequence_nll(teacher, tokens, N, T, logits).perplexity();
+  step();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (size_t i = 0; i < students.size(); ++i) {
+    StudentResult& out = result.students[i];
+    MixerStack& mixers = students[i].mixers;
+    out.teacher_ppl = teacher_ppl;
+    out.layer_sensitivity.assign(L, nan);
+    for (int l = 0; l < L; ++l) {
+      if (!out.linearized(l)) continue;
+      std::swap(teacher.mixers[l], mixers[l]);
+      const double ppl = sequence_nll(teacher, tokens, N, T, logits).perplexity();
+      std::swap(teacher.mixers[l], mixers[l]);
+      out.layer_sensitivity[l] = ppl / teacher_ppl - 1.0;
+      step();
+    }
+    for (int l = 0; l < L; ++l) std::swap(teacher.mixers[l], mixers[l]);
+    out.student_ppl = sequence_nll(teacher, tokens, N, T, logits).perplexity();
+    for (int l = 0; l < L; ++l) std::swap(teacher.mixers[l], mixers[l]);
+    step();
+    std::vector<double> sensitivity, nmse;
+    for (int l = 0; l < L; ++l)
+      if (out.linearized(l)) sensitivity.push_back(out.layer_sensitivity[l]), nmse.push_back(out.layer_nmse[l]);
+    out.correlations.push_back({"sensitivity", "layer", (long)sensitivity.size(),
+                                sensitivity.size() >= 2 ? spearman(sensitivity, nmse) : nan});
+  }
+  if (show_progress) bar.finish();
+  return ok_status();
+}
+
 Result<std::vector<double>> teacher_layer_hardness(const Model& teacher, const int32_t* tokens,
                                                    long N, int T, bool show_progress) {
   AnalysisOptions options;

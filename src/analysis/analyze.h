@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -76,6 +77,13 @@ struct StudentResult {
   std::vector<double> point_nmse;        // (L, G, T) over sequences and the group's query heads
   std::vector<double> hardness;          // (L) layer_hardness with this student's NMSE
   std::vector<Correlation> correlations;
+  // Leave-one-layer-linearized sensitivity (add_layer_sensitivity; empty / NaN unless measured):
+  // the perplexity of the teacher with only layer l's mixer the student's, relative to the
+  // teacher's, minus 1 ((L), NaN for the layers the student keeps as softmax); the teacher's and
+  // the whole student's perplexity on the same sequences (LoRA adapters not applied, as above).
+  std::vector<double> layer_sensitivity;
+  double teacher_ppl = std::numeric_limits<double>::quiet_NaN();
+  double student_ppl = std::numeric_limits<double>::quiet_NaN();
   bool linearized(int layer) const { return layer_kinds[layer] != "softmax"; }
 };
 
@@ -112,6 +120,18 @@ Result<AnalysisResult> analysis_run(const Model& teacher, const TeacherTrace& tr
 Result<AnalysisResult> analysis_run(const Model& teacher, const std::vector<StudentMixers>& students,
                                     const int32_t* tokens, long N, int T,
                                     const AnalysisOptions& options);
+
+// The leave-one-layer-linearized sensitivity of each student (issue 14: a signal for the per-layer
+// exact budgets beside the transfer NMSE and the hardness): for every layer l a student
+// linearizes, the teacher's perplexity on the N sequences of T tokens (tokens (N, T), the
+// analysis's own) with its layer l's mixer swapped for the student's, all others softmax; fills
+// result.students[i].layer_sensitivity, teacher_ppl, student_ppl and adds the Spearman
+// correlation of the sensitivity with the NMSE over the linearized layers ("sensitivity",
+// "layer"). CPU forwards: (linearized layers + 2) per sequence and student. The teacher's mixers
+// are swapped in and back; on return `teacher` and `students` are as they were.
+Status add_layer_sensitivity(Model& teacher, std::vector<StudentMixers>& students,
+                             AnalysisResult& result, const int32_t* tokens, long N, int T,
+                             bool show_progress = false);
 
 // Per-layer hardness (L) of `teacher` from the teacher alone (no student needed): layer_hardness
 // of its mean key concentration and projection residual over N sequences of T tokens, tokens

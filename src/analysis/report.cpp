@@ -307,24 +307,38 @@ std::string report_markdown(const AnalysisResult& r, const Json& settings,
      << kHardnessDefinition << ".\n\n";
 
   md << "## Layers\n\n| layer | concentration | residual | sink mass | far mass | hardness (teacher) |";
-  for (const StudentResult& s : r.students) md << " NMSE " << s.label << " |";
+  for (const StudentResult& s : r.students) {
+    md << " NMSE " << s.label << " |";
+    if (!s.layer_sensitivity.empty()) md << " sensitivity " << s.label << " |";
+  }
   md << "\n|---|---|---|---|---|---|";
-  for (size_t i = 0; i < r.students.size(); ++i) md << "---|";
+  for (const StudentResult& s : r.students) md << (s.layer_sensitivity.empty() ? "---|" : "---|---|");
   md << "\n";
   for (int l = 0; l < r.L; ++l) {
     md << "| " << l << " | " << fixed(r.concentration[l]) << " | " << fixed(r.residual[l]) << " | "
        << (r.attention_mass ? fixed(r.sink_mass[l]) : "–") << " | "
        << (r.attention_mass ? fixed(r.far_mass[l]) : "–") << " | " << fixed(r.hardness[l], 3) << " |";
-    for (const StudentResult& s : r.students)
+    for (const StudentResult& s : r.students) {
       md << " " << (s.linearized(l) ? fixed(s.layer_nmse[l]) : "softmax") << " |";
+      if (!s.layer_sensitivity.empty())
+        md << " " << (s.linearized(l) ? fixed(s.layer_sensitivity[l]) : "softmax") << " |";
+    }
     md << "\n";
   }
+  if (std::any_of(r.students.begin(), r.students.end(),
+                  [](const StudentResult& s) { return !s.layer_sensitivity.empty(); }))
+    md << "\nSensitivity (leave-one-layer-linearized): the teacher's perplexity on these sequences "
+          "with only that layer's mixer the student's (LoRA adapters not applied), relative to "
+          "the teacher's, minus 1.\n";
   md << "\nHardest layers first (teacher only): ";
   for (int l : hardness_ranking(r.hardness)) md << l << " ";
   md << "\n";
   for (const StudentResult& s : r.students) {
     md << "\n## Student " << s.label << "\n\n`" << s.dir << "`. Hardest layers first with its NMSE: ";
     for (int l : hardness_ranking(s.hardness)) md << l << " ";
+    if (!s.layer_sensitivity.empty())
+      md << "\n\nPerplexity on these sequences: teacher " << fixed(s.teacher_ppl, 3) << ", student "
+         << fixed(s.student_ppl, 3) << " (all its layers, LoRA adapters not applied).";
     md << "\n\nMean NMSE over linearized layers: " << fixed(mean_layer_nmse(r, s)) << ". By position:\n\n"
        << "| positions | NMSE |\n|---|---|\n";
     for (PositionBand band : position_bands(r.T))
@@ -376,9 +390,13 @@ Json analysis_summary_json(const AnalysisResult& r, const Json& settings) {
     layer["kv_heads"] = per_head;
     Json students = Json::object();
     for (const StudentResult& s : r.students)
+    {
       students[s.label] = {{"kind", s.layer_kinds[l]},
                            {"nmse", number(s.layer_nmse[l])},
                            {"hardness", number(s.hardness[l])}};
+      if (!s.layer_sensitivity.empty())
+        students[s.label]["sensitivity"] = number(s.layer_sensitivity[l]);
+    }
     if (!r.students.empty()) layer["students"] = students;
     layers.push_back(layer);
   }
@@ -389,14 +407,22 @@ Json analysis_summary_json(const AnalysisResult& r, const Json& settings) {
       bands.push_back({{"begin", band.begin}, {"end", band.end}, {"nmse", number(band_nmse(r, s, band))}});
     std::vector<Json> layer_nmse;
     for (double v : s.layer_nmse) layer_nmse.push_back(number(v));
-    students.push_back({{"label", s.label},
-                        {"dir", s.dir},
-                        {"layer_kinds", s.layer_kinds},
-                        {"nmse", number(mean_layer_nmse(r, s))},
-                        {"layer_nmse", layer_nmse},
-                        {"position_band_nmse", bands},
-                        {"ranking", hardness_ranking(s.hardness)},
-                        {"correlations", correlations_json(s.correlations)}});
+    Json student = {{"label", s.label},
+                    {"dir", s.dir},
+                    {"layer_kinds", s.layer_kinds},
+                    {"nmse", number(mean_layer_nmse(r, s))},
+                    {"layer_nmse", layer_nmse},
+                    {"position_band_nmse", bands},
+                    {"ranking", hardness_ranking(s.hardness)},
+                    {"correlations", correlations_json(s.correlations)}};
+    if (!s.layer_sensitivity.empty()) {
+      std::vector<Json> sensitivity;
+      for (double v : s.layer_sensitivity) sensitivity.push_back(number(v));
+      student["layer_sensitivity"] = sensitivity;
+      student["teacher_ppl"] = number(s.teacher_ppl);
+      student["student_ppl"] = number(s.student_ppl);
+    }
+    students.push_back(student);
   }
   return {{"format", "golinear.analysis"},
           {"version", 1},

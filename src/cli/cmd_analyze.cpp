@@ -51,7 +51,7 @@ int cmd_analyze(const Argv& argv) {
   auto args = Args::parse("analyze", argv,
                           {{"student", true}, {"data", true}, {"tokens", true}, {"seq-len", true},
                            {"out", true}, {"sinks", true}, {"window", true}, {"seed", true},
-                           {"device", true}},
+                           {"device", true}, {"sensitivity", false}},
                           1, 1);
   if (!args.ok()) return fail(args.error());
   const std::string model_dir = args->positional()[0];
@@ -79,6 +79,11 @@ int cmd_analyze(const Argv& argv) {
     student_dirs = *dirs;
   }
 
+  if (args->has("sensitivity") && student_dirs.empty())
+    return fail("golinear analyze: --sensitivity measures students: give --student DIR");
+  if (args->has("sensitivity") && *device != "cpu")
+    return fail("golinear analyze: --sensitivity runs the whole model on the CPU (the GPU loads "
+                "no host weights): use --device cpu");
   auto loaded = load_model_and_tokenizer(model_dir, *device, "analyze");
   if (!loaded.ok()) return fail(loaded.error());
   Model& model = *loaded->model;
@@ -135,6 +140,11 @@ int cmd_analyze(const Argv& argv) {
     result = analysis::analysis_run(model, students, data->tokens.data(), data->size(),
                                     data->seq_len, options);
   if (!result.ok()) return fail(result.error());
+  if (args->has("sensitivity")) {
+    Status st = analysis::add_layer_sensitivity(model, students, *result, data->tokens.data(),
+                                                data->size(), data->seq_len, true);
+    if (!st.ok()) return fail(st.error());
+  }
   Json settings = {{"model", model_dir},     {"data", data_path},          {"seq_len", *seq_len},
                    {"sequences", data->size()}, {"tokens", data->size() * *seq_len},
                    {"seed", *seed},          {"students", student_dirs}};

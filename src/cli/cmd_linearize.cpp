@@ -7,6 +7,7 @@
 #include "cli/commands.h"
 #include "cli/loading.h"
 #include "common/file.h"
+#include "train/exact_budget.h"
 #include "train/linearize.h"
 #if GOLINEAR_HAVE_CUDA
 #include "mixers/cuda/hybrid_mixer.h"
@@ -17,6 +18,12 @@
 namespace golinear::cli {
 
 namespace {
+
+// --select: the teacher's hardness, evenly spaced, or an analysis's summary.json (sensitivity).
+bool select_is_valid(const std::string& select) {
+  return select == "hard" || select == "uniform" ||
+         (train::is_analysis_summary(select) && file_exists(select));
+}
 
 // The integers of a list option as ints.
 Result<std::vector<int>> int_list(const Args& args, const std::string& name, long lo, long hi) {
@@ -58,9 +65,11 @@ Result<train::LinearizeOptions> parse_settings(const Args& args, const ModelConf
     if (!s.budgets.windows.empty())
       return make_error("golinear linearize: --window-by allocates the windows; give --window one number (the mean)");
     if (s.window_signal != "probe" && s.window_signal != "hardness" && s.window_signal != "none" &&
-        !file_exists(s.window_signal + "/linearization.json"))
-      return make_error("golinear linearize: --window-by must be 'probe', 'hardness', 'none' or a "
-                        "linearized directory (its per-layer transfer NMSE), got '", s.window_signal, "'");
+        !file_exists(s.window_signal + "/linearization.json") &&
+        !(train::is_analysis_summary(s.window_signal) && file_exists(s.window_signal)))
+      return make_error("golinear linearize: --window-by must be 'probe', 'hardness', 'none', a "
+                        "linearized directory (its per-layer transfer NMSE) or an analysis's "
+                        "summary.json (its student's layer sensitivity), got '", s.window_signal, "'");
   }
   if (args.has("conv") && args.has("no-conv"))
     return make_error("golinear linearize: --conv and --no-conv contradict each other");
@@ -79,8 +88,9 @@ Result<train::LinearizeOptions> parse_settings(const Args& args, const ModelConf
                         config.num_layers, " layers");
   s.keep_full_count = (int)keep_count;
   s.select = args.get("select", "hard");
-  if (s.select != "hard" && s.select != "uniform")
-    return make_error("golinear linearize: --select must be hard or uniform, got '", s.select, "'");
+  if (!select_is_valid(s.select))
+    return make_error("golinear linearize: --select must be hard, uniform or an analysis's "
+                      "summary.json (its student's layer sensitivity), got '", s.select, "'");
   GL_ASSIGN_OR_RETURN(long seq_len, args.get_int("seq-len", std::min(4096, model_context), 2, model_context));
   s.seq_len = (int)seq_len;
   GL_ASSIGN_OR_RETURN(long batch, args.get_int("batch", 1, 1, 4096));
@@ -253,7 +263,8 @@ Result<std::vector<train::SweepRecipe>> parse_sweep(const std::string& path, con
     GL_ASSIGN_OR_RETURN(r.keep_full_layers, json_get_or<std::vector<int>>(row, "keep_full_layers", s.keep_full, what));
     GL_ASSIGN_OR_RETURN(r.keep_full, json_get_or<int>(row, "keep_full", s.keep_full_count, what));
     GL_ASSIGN_OR_RETURN(r.select, json_get_or<std::string>(row, "select", s.select, what));
-    if (r.select != "hard" && r.select != "uniform") return make_error(what, ": select must be hard or uniform");
+    if (!select_is_valid(r.select))
+      return make_error(what, ": select must be hard, uniform or an analysis's summary.json");
     if (r.keep_full < 0 || r.keep_full > num_layers) return make_error(what, ": keep_full must be in [0, ", num_layers, "]");
     for (int l : r.keep_full_layers)
       if (l < 0 || l >= num_layers) return make_error(what, ": keep_full_layers names layer ", l);

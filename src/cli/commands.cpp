@@ -34,10 +34,13 @@ const std::vector<Command> kCommands = {
                                   end-to-end distillation  [--mixer gdn|gla|kgla|hedgehog|none
                                   --mix split|gate|add|scale|gate-lse --sinks S --window W
                                   (S, W: one number, or one per layer: 8,16,...)
-                                  --window-by probe|hardness|DIR|none (per-layer windows at the same
-                                  total; default probe)
+                                  --window-by probe|hardness|DIR|SUMMARY.json|none (per-layer
+                                  windows at the same total, by a probe's NMSE, the teacher's
+                                  hardness, a finished run's NMSE or an analysis's layer
+                                  sensitivity; default probe)
                                   --conv|--no-conv --linear-rope --keep-full-layers LIST --keep-full K
-                                  --select hard|uniform --tokens N|--steps N --seq-len T --batch B
+                                  --select hard|uniform|SUMMARY.json --tokens N|--steps N --seq-len T
+                                  --batch B
                                   --lr LR --seed S --stage transfer|e2e|both --e2e-tokens N
                                   --e2e-lr LR --sweep RECIPES.json --init DIR --device cpu|cuda
                                   --adapter (DIR holds only the new parameters and names MODEL)
@@ -120,8 +123,9 @@ in detail:
                                   projection residual, sink mass, hardness), NMSE of students;
                                   JSON, CSV, SVG plots, report.md  [--student DIR[,DIR...]
                                   --tokens N --seq-len T --sinks S --window W --seed S
-                                  --device cpu|cuda (cuda: the teacher's forward on the GPU;
-                                  diagnostics and students on the CPU)]
+                                  --sensitivity (each student layer's leave-one-layer-linearized
+                                  perplexity, CPU) --device cpu|cuda (cuda: the teacher's forward
+                                  on the GPU; diagnostics and students on the CPU)]
 )",
      ""},
     {"serve", cmd_serve,

@@ -107,18 +107,16 @@ Status linearization_save(const Model& model, const LinearizationRecipe& recipe,
   if (!recipe.budgets.sinks.empty()) json["recipe"]["layer_sinks"] = recipe.budgets.sinks;
   if (!recipe.budgets.windows.empty()) json["recipe"]["layer_windows"] = recipe.budgets.windows;
   std::vector<TensorToWrite> tensors;
-  for (size_t l = 0; l < model.mixers.size(); ++l)
-    for (mixers::Parameter* p : model.mixers[l]->parameters())
-      tensors.push_back({str_cat("layers.", l, ".", p->name), p->shape, p->value.data()});
+  for (auto& [name, p] : mixer_named_parameters(model.mixers))
+    tensors.push_back({name, p->shape, p->value.data()});
   if (recipe.lora.enabled()) {
     const LoraOptions& lo = recipe.lora;
     if (!model.lora.enabled() || model.lora.options.rank != lo.rank)
       return make_error(dir, ": the recipe has LoRA of rank ", lo.rank, " but the model has no such adapters");
     json["lora"] = {{"rank", lo.rank}, {"alpha", lo.alpha}, {"scale", lo.scale()},
                     {"targets", lo.target_names()}};
-    for (size_t l = 0; l < model.lora.layers.size(); ++l)
-      for (const mixers::Parameter* p : model.lora.layers[l].parameters())
-        tensors.push_back({str_cat("layers.", l, ".", p->name), p->shape, p->value.data()});
+    for (auto& [name, p] : model.lora.named_parameters())
+      tensors.push_back({name, p->shape, p->value.data()});
   }
   // Weights first, the JSON last: a directory with linearization.json is complete.
   GL_TRY(safetensors_write(dir + "/linearization.safetensors", tensors,
@@ -206,17 +204,14 @@ Status linearization_apply(Model& model, const std::string& dir) {
   }
   GL_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> file, SafetensorsFile::open(weights_path));
   size_t expected = 0;
-  for (size_t l = 0; l < model.mixers.size(); ++l) {
-    for (mixers::Parameter* p : model.mixers[l]->parameters()) {
-      ++expected;
-      const std::string name = str_cat("layers.", l, ".", p->name);
-      const TensorView* t = file->find(name);
-      if (!t) return make_error(weights_path, ": missing parameter '", name, "'");
-      if (t->shape != p->shape)
-        return make_error(weights_path, ": parameter '", name, "' has shape ",
-                          shape_string(t->shape), ", the recipe needs ", shape_string(p->shape));
-      GL_TRY(tensor_to_f32(*t, p->value.data(), weights_path));
-    }
+  for (auto& [name, p] : mixer_named_parameters(model.mixers)) {
+    ++expected;
+    const TensorView* t = file->find(name);
+    if (!t) return make_error(weights_path, ": missing parameter '", name, "'");
+    if (t->shape != p->shape)
+      return make_error(weights_path, ": parameter '", name, "' has shape ",
+                        shape_string(t->shape), ", the recipe needs ", shape_string(p->shape));
+    GL_TRY(tensor_to_f32(*t, p->value.data(), weights_path));
   }
   for (auto& [name, p] : model.lora.named_parameters()) {
     ++expected;

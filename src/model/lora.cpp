@@ -99,6 +99,12 @@ std::vector<std::pair<std::string, mixers::Parameter*>> LoraAdapters::named_para
   return named;
 }
 
+std::vector<std::pair<std::string, const mixers::Parameter*>> LoraAdapters::named_parameters() const {
+  std::vector<std::pair<std::string, const mixers::Parameter*>> named;
+  for (auto& [name, p] : const_cast<LoraAdapters*>(this)->named_parameters()) named.emplace_back(name, p);
+  return named;
+}
+
 int lora_in_features(const Model& model, LoraTarget t) {
   const ModelConfig& c = model.config;
   return t == LoraTarget::o ? c.num_heads * c.head_dim : c.hidden_size;

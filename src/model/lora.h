@@ -64,6 +64,7 @@ struct LoraAdapters {
   std::vector<const mixers::Parameter*> parameters() const;
   // Parameters with their layer: ("layers.<l>.lora_q_A", parameter), as saved.
   std::vector<std::pair<std::string, mixers::Parameter*>> named_parameters();
+  std::vector<std::pair<std::string, const mixers::Parameter*>> named_parameters() const;
 };
 
 // Fresh adapters for `model` on the layers with `adapted[l]`: A Kaiming-uniform from `seed`

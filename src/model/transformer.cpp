@@ -14,6 +14,14 @@
 
 namespace golinear {
 
+std::vector<std::pair<std::string, mixers::Parameter*>> mixer_named_parameters(const MixerStack& mixers) {
+  std::vector<std::pair<std::string, mixers::Parameter*>> named;
+  for (size_t l = 0; l < mixers.size(); ++l)
+    for (mixers::Parameter* p : mixers[l]->parameters())
+      named.emplace_back(str_cat("layers.", l, ".", p->name), p);
+  return named;
+}
+
 namespace cpu = kernels::cpu;
 
 mixers::AttentionShape Model::attention_shape() const {

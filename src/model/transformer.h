@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "io/checkpoint.h"
@@ -36,6 +37,11 @@ struct LayerWeights {
 
 // One mixer per layer.
 using MixerStack = std::vector<std::unique_ptr<mixers::Mixer>>;
+
+// Every mixer's parameters with their layer: ("layers.<l>.<name>", parameter), in layer order,
+// as linearization.safetensors and the training states name them (LoraAdapters::named_parameters
+// names the adapters the same way).
+std::vector<std::pair<std::string, mixers::Parameter*>> mixer_named_parameters(const MixerStack& mixers);
 
 struct Model {
   ModelConfig config;

@@ -33,9 +33,8 @@ std::vector<mixers::Parameter*> trainable_parameters(MixerStack& students) {
 Status train_state_save(const std::string& path, MixerStack& students, AdamW& optimizer, long step,
                         LoraAdapters* lora) {
   std::vector<TensorToWrite> tensors;
-  for (size_t l = 0; l < students.size(); ++l)
-    for (mixers::Parameter* p : students[l]->parameters())
-      tensors.push_back({str_cat("layers.", l, ".", p->name), p->shape, p->value.data()});
+  for (auto& [name, p] : mixer_named_parameters(students))
+    tensors.push_back({name, p->shape, p->value.data()});
   if (lora)
     for (auto& [name, p] : lora->named_parameters()) tensors.push_back({name, p->shape, p->value.data()});
   const int64_t n = (int64_t)optimizer.first_moments().size();
@@ -49,10 +48,7 @@ Status train_state_save(const std::string& path, MixerStack& students, AdamW& op
 Result<long> train_state_load(const std::string& path, MixerStack& students, AdamW& optimizer,
                               LoraAdapters* lora) {
   GL_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> file, SafetensorsFile::open(path));
-  std::vector<std::pair<std::string, mixers::Parameter*>> named;
-  for (size_t l = 0; l < students.size(); ++l)
-    for (mixers::Parameter* p : students[l]->parameters())
-      named.emplace_back(str_cat("layers.", l, ".", p->name), p);
+  std::vector<std::pair<std::string, mixers::Parameter*>> named = mixer_named_parameters(students);
   if (lora)
     for (auto& entry : lora->named_parameters()) named.push_back(entry);
   for (auto& [name, p] : named) {

@@ -60,4 +60,23 @@ Result<std::vector<double>> probe_layer_nmse(const std::string& dir, int num_lay
   return nmse;
 }
 
+Result<std::vector<double>> analysis_layer_sensitivity(const std::string& path, int num_layers) {
+  GL_ASSIGN_OR_RETURN(Json json, json_read_file(path));
+  if (!json.is_object() || json.value("format", "") != "golinear.analysis")
+    return make_error(path, ": not a golinear analysis summary (golinear analyze's summary.json)");
+  if (!json.contains("students") || !json["students"].is_array() || json["students"].empty() ||
+      !json["students"][0].is_object() || !json["students"][0].contains("layer_sensitivity"))
+    return make_error(path, ": no students[0].layer_sensitivity (run golinear analyze with --student DIR --sensitivity)");
+  const Json& values = json["students"][0]["layer_sensitivity"];
+  if (!values.is_array() || (int)values.size() != num_layers)
+    return make_error(path, ": layer_sensitivity must list ", num_layers, " layers");
+  std::vector<double> signal(num_layers);
+  for (int l = 0; l < num_layers; ++l) {
+    if (values[l].is_null()) signal[l] = -1.0;  // kept as softmax by that student
+    else if (values[l].is_number() && std::isfinite(values[l].get<double>())) signal[l] = std::max(0.0, values[l].get<double>());
+    else return make_error(path, ": layer_sensitivity[", l, "] is not a number");
+  }
+  return signal;
+}
+
 }  // namespace golinear::train

@@ -1,8 +1,9 @@
 // Per-layer exact budgets at a fixed total (issue 14): the layers where the linear state
 // represents the teacher worst get more window, the others less, the sum unchanged, so the decode
 // memory stays that of the uniform recipe. The signal is measured: the per-layer NMSE of a short
-// uniform attention transfer (a probe run's linearization.json), or the teacher's hardness
-// (analysis::teacher_layer_hardness).
+// uniform attention transfer (a probe run's linearization.json), the teacher's hardness
+// (analysis::teacher_layer_hardness), or a student's leave-one-layer-linearized perplexity cost
+// (an analysis's summary.json).
 #pragma once
 
 #include <string>
@@ -25,5 +26,16 @@ Result<std::vector<int>> allocate_windows(const std::vector<double>& signal, int
 // any other value is a linearized directory whose linearization.json holds
 // training.transfer.layer_nmse (a probe run of the uniform recipe).
 Result<std::vector<double>> probe_layer_nmse(const std::string& dir, int num_layers);
+
+// Whether a --window-by source names an analysis summary (a .json file) rather than a directory.
+inline bool is_analysis_summary(const std::string& source) {
+  return source.size() > 5 && source.compare(source.size() - 5, 5, ".json") == 0;
+}
+
+// The per-layer leave-one-layer-linearized sensitivity of the first student of an analysis
+// (`golinear analyze --student DIR --sensitivity`'s summary.json, analysis/analyze.h): negative
+// values (noise around no cost) as 0; a layer that student kept as softmax as −1 (not counted).
+Result<std::vector<double>> analysis_layer_sensitivity(const std::string& summary_json,
+                                                       int num_layers);
 
 }  // namespace golinear::train

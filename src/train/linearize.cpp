@@ -71,7 +71,8 @@ class LazyData {
 };
 
 // Layers kept as softmax attention: `listed`, plus K more chosen by the teacher's hardness on
-// the first sequences of the training data (docs/ANALYZE.md) or evenly spaced.
+// the first sequences of the training data (docs/ANALYZE.md), evenly spaced, or by the layer
+// sensitivity of an analysis's summary.json (the K layers whose linearization costs most).
 struct FullLayers {
   std::vector<int> layers;
   Json selection = Json::object();
@@ -83,18 +84,24 @@ Result<FullLayers> choose_full_layers(const Model& model, LazyData& data, const 
   out.layers = listed;
   if (K <= 0) return out;
   std::vector<double> hardness(model.config.num_layers, 0.0);
+  const bool by_sensitivity = is_analysis_summary(select);  // the layers whose linearization costs most
   if (select == "hard") {
     GL_ASSIGN_OR_RETURN(const PackedDataset* sequences, data.get());
     const long n = std::min(4L, sequences->size());
     GL_ASSIGN_OR_RETURN(hardness, analysis::teacher_layer_hardness(model, sequences->tokens.data(), n,
                                                                    sequences->seq_len, true));
+  } else if (by_sensitivity) {
+    auto sensitivity = analysis_layer_sensitivity(select, model.config.num_layers);
+    if (!sensitivity.ok()) return make_error("golinear linearize: --select: ", sensitivity.error());
+    hardness = std::move(*sensitivity);
   }
-  auto chosen = analysis::select_full_layers(hardness, K, select);
+  auto chosen = analysis::select_full_layers(hardness, K, by_sensitivity ? "hard" : select);
   if (!chosen.ok()) return make_error("golinear linearize: --keep-full: ", chosen.error());
   for (int l : *chosen)
     if (std::find(out.layers.begin(), out.layers.end(), l) == out.layers.end()) out.layers.push_back(l);
-  out.selection = {{"method", select}, {"k", K}, {"layers", *chosen}};
+  out.selection = {{"method", by_sensitivity ? "sensitivity" : select}, {"k", K}, {"layers", *chosen}};
   if (select == "hard") out.selection["hardness"] = hardness;
+  if (by_sensitivity) out.selection["sensitivity"] = hardness, out.selection["from"] = select;
   std::fprintf(stderr, "golinear linearize: keeping layers %s as softmax attention (%s)\n",
                Json(*chosen).dump().c_str(), select.c_str());
   return out;
@@ -131,6 +138,10 @@ Result<Json> allocate_layer_windows(const LinearizeOptions& s, Model& model, Laz
     const long n = std::min(4L, sequences->size());
     GL_ASSIGN_OR_RETURN(signal, analysis::teacher_layer_hardness(model, sequences->tokens.data(), n,
                                                                  sequences->seq_len, true));
+  } else if (is_analysis_summary(s.window_signal)) {
+    auto sensitivity = analysis_layer_sensitivity(s.window_signal, L);
+    if (!sensitivity.ok()) return make_error("golinear linearize: --window-by: ", sensitivity.error());
+    signal = std::move(*sensitivity);
   } else {
     auto nmse = probe_layer_nmse(s.window_signal, L);
     if (!nmse.ok()) return make_error("golinear linearize: --window-by: ", nmse.error());
@@ -144,7 +155,9 @@ Result<Json> allocate_layer_windows(const LinearizeOptions& s, Model& model, Laz
   budgets.windows = *windows;
   std::fprintf(stderr, "golinear linearize: per-layer windows %s (by %s)\n",
                Json(*windows).dump().c_str(), s.window_signal.c_str());
-  Json out{{"signal", s.window_signal == "hardness" ? "hardness" : "probe layer_nmse"},
+  Json out{{"signal", s.window_signal == "hardness"                ? "hardness"
+                      : is_analysis_summary(s.window_signal) ? "analysis layer_sensitivity"
+                                                             : "probe layer_nmse"},
            {"from", s.window_signal}, {"values", signal}, {"windows", *windows}};
   if (probe_tokens > 0) out["probe_tokens"] = probe_tokens;
   return out;

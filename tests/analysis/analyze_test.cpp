@@ -149,6 +149,62 @@ TEST(AnalysisRun, StudentsOnTheTeachersInputs) {
   EXPECT_EQ((*chosen)[0], hardness_ranking(*hardness)[0]);
 }
 
+// Leave-one-layer-linearized sensitivity: a student that is the teacher (the exact branch with a
+// window past the sequence) costs nothing in any layer; a fresh GDN hybrid with a short window
+// changes it (random weights and tokens: either way) and, linearizing one layer, by what the
+// whole student changes it; a layer kept softmax has none; the perplexities are those of plain forwards; the teacher is left as it was.
+TEST(AnalysisRun, LayerSensitivityIsTheOneLayerPerplexityCost) {
+  auto model = model_load(kFixture);
+  ASSERT_TRUE(model.ok()) << model.error();
+  Model& teacher = **model;
+  const int T = 24, N = 2, L = teacher.config.num_layers, V = teacher.config.vocab_size;
+  ASSERT_EQ(L, 2);
+  const std::vector<int32_t> tokens = random_tokens((long)N * T, V, 9);
+  mixers::MixerOptions exact;
+  exact.kind = mixers::MixerKind::none;
+  exact.sinks = 0;
+  exact.window = 64;
+  mixers::MixerOptions gdn;
+  gdn.sinks = 2;
+  gdn.window = 4;
+  std::vector<StudentMixers> students(2);
+  auto exact_mixers = linearized_mixers(teacher, exact, {}, 0);
+  auto gdn_mixers = linearized_mixers(teacher, gdn, {1}, 0);
+  ASSERT_TRUE(exact_mixers.ok() && gdn_mixers.ok());
+  students[0] = {"exact", "", exact, std::move(*exact_mixers)};
+  students[1] = {"gdn", "", gdn, std::move(*gdn_mixers)};
+  // The teacher's perplexity by plain forwards, and its logits before.
+  std::vector<float> logits((size_t)T * V), before((size_t)T * V), after((size_t)T * V);
+  double nll = 0;
+  for (int n = 0; n < N; ++n) {
+    model_forward(teacher, tokens.data() + n * T, T, logits.data());
+    for (float lp : logprobs_of_next_tokens(logits.data(), tokens.data() + n * T, T, V)) nll -= lp;
+  }
+  const double teacher_ppl = std::exp(nll / (N * (T - 1)));
+  model_forward(teacher, tokens.data(), T, before.data());
+  AnalysisOptions options;
+  auto result = analysis_run(teacher, students, tokens.data(), N, T, options);
+  ASSERT_TRUE(result.ok()) << result.error();
+  ASSERT_TRUE(add_layer_sensitivity(teacher, students, *result, tokens.data(), N, T).ok());
+  const StudentResult& e = result->students[0];
+  const StudentResult& g = result->students[1];
+  EXPECT_NEAR(e.teacher_ppl, teacher_ppl, 1e-9 * teacher_ppl);
+  EXPECT_NEAR(e.student_ppl, teacher_ppl, 1e-5 * teacher_ppl);
+  ASSERT_EQ(e.layer_sensitivity.size(), (size_t)L);
+  for (int l = 0; l < L; ++l) EXPECT_NEAR(e.layer_sensitivity[l], 0.0, 1e-5) << "layer " << l;
+  EXPECT_GT(std::abs(g.layer_sensitivity[0]), 1e-4);  // random weights: either sign
+  EXPECT_TRUE(std::isnan(g.layer_sensitivity[1]));  // kept softmax
+  EXPECT_NEAR(g.student_ppl / g.teacher_ppl - 1.0, g.layer_sensitivity[0], 1e-9);  // one layer
+  bool has = false;
+  for (const Correlation& c : g.correlations) has = has || c.diagnostic == "sensitivity";
+  EXPECT_TRUE(has);
+  // The teacher is the teacher again, its mixers softmax, its logits the same bits.
+  for (int l = 0; l < L; ++l) EXPECT_EQ(teacher.mixers[l]->kind(), "softmax");
+  model_forward(teacher, tokens.data(), T, after.data());
+  EXPECT_EQ(before, after);
+  EXPECT_EQ(students[1].mixers[0]->kind(), "gdn");
+}
+
 TEST(AnalysisRun, RefusesALinearizedTeacher) {
   auto model = model_load(kFixture);
   ASSERT_TRUE(model.ok()) << model.error();
@@ -262,6 +318,16 @@ TEST(AnalyzeCommand, ClearErrors) {
   EXPECT_NE(run.output.find("linearization.json"), std::string::npos) << run.output;
   EXPECT_FALSE(fs::exists(dir / "b"));
   EXPECT_FALSE(fs::exists(dir / "b.partial"));
+  // --sensitivity measures students, on the CPU.
+  run = run_cli("analyze " + kFixture + " --data " + kText + " --sensitivity --out " + (dir / "c").string());
+  EXPECT_NE(run.status, 0);
+  EXPECT_NE(run.output.find("give --student DIR"), std::string::npos) << run.output;
+  run = run_cli("analyze " + kFixture + " --data " + kText + " --student " + kFixture +
+                " --sensitivity --device cuda --out " + (dir / "d").string());
+  EXPECT_NE(run.status, 0);
+  EXPECT_NE(run.output.find("--device"), std::string::npos) << run.output;  // "use --device cpu", or no CUDA build
+  EXPECT_FALSE(fs::exists(dir / "c"));
+  EXPECT_FALSE(fs::exists(dir / "d"));
   fs::remove_all(dir);
 }
 

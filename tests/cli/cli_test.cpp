@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "common/json.h"
+#include "train/exact_budget.h"
 
 namespace {
 
@@ -204,6 +205,38 @@ TEST_F(Cli, BrokenCheckpointFilesAreNamed) {
   expect_one_line_error(run("info " + broken_checkpoint("model.safetensors", "garbage!!")), "model.safetensors");
   fs::remove_all(dir_ / "ckpt");
   expect_one_line_error(run("info " + broken_checkpoint("config.json", slurp(kLlama + "/config.json").replace(slurp(kLlama + "/config.json").find("LlamaForCausalLM"), 16, "GPT2LMHeadModel"))), "unsupported architecture 'GPT2LMHeadModel'");
+}
+
+// --window-by an analysis's summary.json: the windows follow its student's layer sensitivity at
+// the same total (2 layers × 16 keys in quanta of 8, at least 8 each: a signal all on layer 1
+// gives 8 and 24, as allocate_windows gives); --select with it keeps that layer softmax; a
+// summary without sensitivity, or no file, is refused in one line.
+TEST_F(Cli, AnAnalysisSummarysSensitivityAllocatesWindowsAndSelectsFullLayers) {
+  std::string data = write("data.jsonl", [] {
+    std::string s;
+    for (int i = 0; i < 40; ++i) s += "{\"text\": \"Document " + std::to_string(i) + ": the grass is green and the sky is blue.\"}\n";
+    return s;
+  }());
+  const std::string summary = write("summary.json",
+      R"({"format": "golinear.analysis", "students": [{"label": "s", "layer_sensitivity": [0.0, 0.3]}]})");
+  const std::string out = (dir_ / "by_sensitivity").string();
+  CliRun r = run("linearize " + kLlama + " --data " + data + " --steps 2 --seq-len 32 --sinks 2 --window 16 --stage transfer --window-by " + summary + " --out " + out);
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto json = golinear::Json::parse(slurp(out + "/linearization.json"));
+  const auto windows = json["recipe"]["layer_windows"].get<std::vector<int>>();
+  auto want = golinear::train::allocate_windows({0.0, 0.3}, 16, 8, 8);
+  ASSERT_TRUE(want.ok());
+  EXPECT_EQ(windows, *want);
+  EXPECT_EQ(windows, (std::vector<int>{8, 24}));
+  // --keep-full 1 --select SUMMARY.json keeps the layer whose linearization costs most.
+  const std::string kept = (dir_ / "kept_by_sensitivity").string();
+  CliRun k = run("linearize " + kLlama + " --data " + data + " --steps 2 --seq-len 32 --sinks 2 --window 16 --stage transfer --window-by none --keep-full 1 --select " + summary + " --out " + kept);
+  ASSERT_EQ(k.status, 0) << k.err;
+  auto kept_json = golinear::Json::parse(slurp(kept + "/linearization.json"));
+  EXPECT_EQ(kept_json["layers"], golinear::Json::parse(R"(["gdn", "softmax"])"));
+  const std::string plain = write("plain.json", R"({"format": "golinear.analysis", "students": [{"label": "s"}]})");
+  expect_one_line_error(run("linearize " + kLlama + " --data " + data + " --steps 2 --seq-len 32 --window 16 --stage transfer --window-by " + plain + " --out " + (dir_ / "x").string()), "--sensitivity");
+  expect_one_line_error(run("linearize " + kLlama + " --data " + data + " --window-by " + (dir_ / "missing.json").string() + " --out " + (dir_ / "y").string()), "summary.json");
 }
 
 TEST_F(Cli, LinearizeWritesACheckpointThatLoadsAndResumes) {

@@ -3,9 +3,12 @@
 // (model/linearization.h): mixers built with them, saved and loaded back, bad lists refused.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <numeric>
 
+#include "common/file.h"
 #include "mixers/hybrid_mixer.h"
 #include "model/linearization.h"
 #include "train/exact_budget.h"
@@ -123,6 +126,42 @@ TEST_F(LayerBudgetsDir, ListsOfTheWrongLengthOrValuesAreRefused) {
   auto b = linearized_mixers(**model, {}, {}, 3, negative);
   ASSERT_FALSE(b.ok());
   EXPECT_NE(b.error().find("layer " + std::to_string(L - 1)), std::string::npos) << b.error();
+}
+
+// An analysis's summary.json as a signal: its first student's layer sensitivity, negative values
+// (noise) as 0, layers that student kept softmax (null) not counted; anything else refused.
+TEST(AnalysisSensitivity, ReadsTheFirstStudentsLayerSensitivity) {
+  const fs::path dir = fs::temp_directory_path() / ("golinear_sensitivity_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  auto write = [&](const std::string& name, const std::string& text) {
+    const std::string path = (dir / name).string();
+    EXPECT_TRUE(file_write_atomic(path, text).ok());
+    return path;
+  };
+  EXPECT_TRUE(is_analysis_summary("run/summary.json"));
+  EXPECT_FALSE(is_analysis_summary("runs/probe"));
+  const std::string good = write(
+      "summary.json",
+      R"({"format": "golinear.analysis", "students": [{"label": "a", "layer_sensitivity": [0.05, -0.001, null, 0.01]},)"
+      R"( {"label": "b", "layer_sensitivity": [9, 9, 9, 9]}]})");
+  auto s = analysis_layer_sensitivity(good, 4);
+  ASSERT_TRUE(s.ok()) << s.error();
+  EXPECT_EQ(*s, (std::vector<double>{0.05, 0.0, -1.0, 0.01}));
+  auto w = allocate_windows(*s, 56);  // the kept layer keeps 56; 3 × 56 shared by the signal
+  ASSERT_TRUE(w.ok()) << w.error();
+  EXPECT_EQ((*w)[2], 56);
+  EXPECT_EQ((*w)[0] + (*w)[1] + (*w)[3], 3 * 56);
+  EXPECT_GT((*w)[0], (*w)[3]);
+  EXPECT_EQ((*w)[1], 8);
+  EXPECT_FALSE(analysis_layer_sensitivity(good, 5).ok());  // another number of layers
+  const std::string no_sensitivity =
+      write("plain.json", R"({"format": "golinear.analysis", "students": [{"label": "a"}]})");
+  auto e = analysis_layer_sensitivity(no_sensitivity, 4);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.error().find("--sensitivity"), std::string::npos) << e.error();
+  EXPECT_FALSE(analysis_layer_sensitivity(write("other.json", R"({"format": "x"})"), 4).ok());
+  EXPECT_FALSE(analysis_layer_sensitivity(write("text.json", R"({"format": "golinear.analysis", "students": [{"layer_sensitivity": [1, "x", 1, 1]}]})"), 4).ok());
+  fs::remove_all(dir);
 }
 
 }  // namespace
