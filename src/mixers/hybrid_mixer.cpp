@@ -258,7 +258,11 @@ template <class S>
 void linear_features_forward(const Dims& dm, const MixerOptions& o, const HybridTensors<const S*>& p,
                              const S* x, const S* qc, const S* kc, const S* vc, int T, long pos0,
                              const float* inv_freq, LinearFeatures<S>& f) {
-  const auto [C, H, G, D, group, Dk, Dv, nd, s, w, has_exact, has_linear, kind] = dm;
+  // Named copies, not a structured binding: clang < 16 cannot use bindings in OpenMP regions.
+  [[maybe_unused]] const int C = dm.C, H = dm.H, G = dm.G, D = dm.D, group = dm.group, Dk = dm.Dk,
+                             Dv = dm.Dv, nd = dm.decay_size, s = dm.s, w = dm.w;
+  [[maybe_unused]] const bool has_exact = dm.has_exact, has_linear = dm.has_linear;
+  [[maybe_unused]] const MixerKind kind = dm.kind;
   const long nq = (long)T * H * D, nk = (long)T * G * D;
   f.ql.assign(qc, qc + nq);
   f.kl.assign(kc, kc + nk);
@@ -350,7 +354,11 @@ void linear_features_backward(const Dims& dm, const MixerOptions& o,
                               const S* x, int T, long pos0, const float* inv_freq,
                               const LinearFeatures<S>& f, const S* dqf, const S* dkf, const S* dvf,
                               const S* dg, const S* dbeta, S* dx, S* dqc, S* dkc, S* dvc) {
-  const auto [C, H, G, D, group, Dk, Dv, nd, s, w, has_exact, has_linear, kind] = dm;
+  // Named copies, not a structured binding: clang < 16 cannot use bindings in OpenMP regions.
+  [[maybe_unused]] const int C = dm.C, H = dm.H, G = dm.G, D = dm.D, group = dm.group, Dk = dm.Dk,
+                             Dv = dm.Dv, nd = dm.decay_size, s = dm.s, w = dm.w;
+  [[maybe_unused]] const bool has_exact = dm.has_exact, has_linear = dm.has_linear;
+  [[maybe_unused]] const MixerKind kind = dm.kind;
   Buffer<S> dqn((long)T * H * D, S(0)), dkn((long)T * G * D, S(0));
   Buffer<S> dpre_key(kind == MixerKind::kgla ? (long)T * H * D : 0);  // (T, H, D)
 

@@ -1,5 +1,6 @@
 #include "serve/request.h"
 
+#include <cstdio>
 #include <random>
 
 namespace golinear::serve {
@@ -13,8 +14,26 @@ Json api_error_json(const ApiError& e) {
 
 namespace {
 
-ApiError bad(std::string message, std::string param = "", std::string code = "") {
-  return ApiError{400, std::move(message), "invalid_request_error", std::move(code),
+// The message on one line: control characters that came with the input (a model name, a JSON
+// parser's or the chat template's excerpt) written as escapes.
+std::string one_line(const std::string& text) {
+  std::string out;
+  for (unsigned char c : text) {
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c < 0x20 || c == 0x7f) {
+      char escape[8];
+      std::snprintf(escape, sizeof escape, "\\x%02x", c);
+      out += escape;
+    } else {
+      out += (char)c;
+    }
+  }
+  return out;
+}
+
+ApiError bad(const std::string& message, std::string param = "", std::string code = "") {
+  return ApiError{400, one_line(message), "invalid_request_error", std::move(code),
                   std::move(param)};
 }
 
@@ -144,8 +163,8 @@ std::optional<ApiError> chat_ids(const OrderedJson& body, const ServedModel& mod
     } else if (content->is_array()) {  // [{"type": "text", "text": ...}, ...]
       std::string text;
       for (const auto& part : *content) {
-        if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") ||
-            !part["text"].is_string())
+        if (!part.is_object() || !part.contains("type") || part["type"] != "text" ||
+            !part.contains("text") || !part["text"].is_string())
           return bad("message content parts must be {\"type\": \"text\", \"text\": string}",
                      "messages");
         text += part["text"].get<std::string>();
@@ -297,6 +316,55 @@ std::optional<ApiError> detokenize_request_parse(const std::string& body_text,
   if (it == body.end() || !it->is_array())
     return bad("'tokens' must be a list of token ids", "tokens");
   return token_ids(*it, model, "tokens", ids);
+}
+
+
+std::optional<ApiError> slot_filename_parse(const std::string& body_text, std::string* filename) {
+  filename->clear();
+  auto body = json_parse(body_text, "request body");
+  if (body.ok() && body->is_object() && body->contains("filename") &&
+      (*body)["filename"].is_string())
+    *filename = (*body)["filename"].get<std::string>();
+  const bool name_ok = !filename->empty() && filename->size() <= 200 && (*filename)[0] != '.' &&
+                       filename->find_first_not_of(
+                           "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") ==
+                           std::string::npos;
+  if (name_ok) return std::nullopt;
+  filename->clear();
+  return bad(
+      "the body must be {\"filename\": NAME}, NAME of letters, digits, '.', '_', '-' (not "
+      "starting with '.')",
+      "filename");
+}
+
+std::optional<ApiError> slot_record_parse(const std::string& text, const std::string& filename,
+                                          const ServedModel& model, SlotRecord* record) {
+  *record = SlotRecord{};
+  auto bad_file = [&](const std::string& why) {
+    return bad("slot file " + filename + ": " + why, "filename");
+  };
+  auto parsed = json_parse(text, filename);
+  if (!parsed.ok()) return bad_file(parsed.error());
+  const Json& file = *parsed;
+  // Fields of another type are errors too (nlohmann's value() would throw).
+  auto format = json_get_or<std::string>(file, "format", "", filename);
+  auto version = json_get_or<long>(file, "version", 0, filename);
+  if (!file.is_object() || !format.ok() || *format != "golinear-slot" || !version.ok() ||
+      *version != 1)
+    return bad_file("not a golinear slot file (version 1)");
+  auto saved_for = json_get_or<std::string>(file, "model", "", filename);
+  if (!saved_for.ok()) return bad_file(saved_for.error());
+  if (*saved_for != model.name)
+    return bad_file("saved for model '" + *saved_for + "', not '" + model.name + "'");
+  auto tokens = json_get<std::vector<int32_t>>(file, "tokens", filename);
+  auto calls = json_get<std::vector<int>>(file, "calls", filename);
+  if (!tokens.ok()) return bad_file(tokens.error());
+  if (!calls.ok()) return bad_file(calls.error());
+  if ((long)tokens->size() >= model.max_context)
+    return bad_file(str_cat(tokens->size(), " tokens reach the context of ", model.max_context));
+  record->tokens = std::move(*tokens);
+  record->calls = std::move(*calls);
+  return std::nullopt;
 }
 
 }  // namespace golinear::serve

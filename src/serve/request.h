@@ -60,6 +60,15 @@ std::optional<ApiError> tokenize_request_parse(const std::string& body, const Se
 std::optional<ApiError> detokenize_request_parse(const std::string& body, const ServedModel& model,
                                                  std::vector<int32_t>* ids);
 
+// POST /slots/ID?action=save|restore: {"filename": NAME}, NAME of 1 to 200 letters, digits, '.',
+// '_', '-', not starting with '.' (so it names a file inside --slot-save-path).
+std::optional<ApiError> slot_filename_parse(const std::string& body, std::string* filename);
+// The slot file `filename` that a save wrote ({"format": "golinear-slot", "version": 1, "model",
+// "tokens", "calls"}), for restore: saved for the served model, fewer tokens than its context.
+// (The scheduler checks the rest: calls covering the tokens, ids in the vocabulary.)
+std::optional<ApiError> slot_record_parse(const std::string& text, const std::string& filename,
+                                          const ServedModel& model, SlotRecord* record);
+
 }  // namespace golinear::serve
 
 namespace golinear::serve {

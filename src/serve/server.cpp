@@ -506,18 +506,7 @@ void Server::routes() {
     if (options_.slot_save_path.empty())
       return send_error(res, error_of(400, "slot save and restore need --slot-save-path DIR"));
     std::string filename;
-    auto body = json_parse(req.body, "request body");
-    if (body.ok() && body->is_object() && body->contains("filename") && (*body)["filename"].is_string())
-      filename = (*body)["filename"].get<std::string>();
-    const bool name_ok = !filename.empty() && filename.size() <= 200 && filename[0] != '.' &&
-                         filename.find_first_not_of(
-                             "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-") ==
-                             std::string::npos;
-    if (!name_ok)
-      return send_error(res, error_of(400,
-                                      "the body must be {\"filename\": NAME}, NAME of letters, "
-                                      "digits, '.', '_', '-' (not starting with '.')",
-                                      "filename"));
+    if (auto error = slot_filename_parse(req.body, &filename)) return send_error(res, *error);
     const std::string path = options_.slot_save_path + "/" + filename;
     if (action == "save") {
       const SlotActionResult r = e.scheduler->slot_save(slot);
@@ -542,27 +531,8 @@ void Server::routes() {
       return send_error(
           res, error_of(404, "no slot file " + filename + " in --slot-save-path", "filename"));
     SlotRecord record;
-    auto bad_file = [&](const std::string& why) {
-      send_error(res, error_of(400, "slot file " + filename + ": " + why, "filename"));
-    };
-    auto parsed = json_parse(*text, filename);
-    if (!parsed.ok()) return bad_file(parsed.error());
-    const Json& file = *parsed;
-    if (!file.is_object() || file.value("format", "") != "golinear-slot" ||
-        file.value("version", 0) != 1)
-      return bad_file("not a golinear slot file (version 1)");
-    if (file.value("model", "") != e.model.name)
-      return bad_file("saved for model '" + file.value("model", "") + "', not '" + e.model.name +
-                      "'");
-    auto tokens = json_get<std::vector<int32_t>>(file, "tokens", filename);
-    auto calls = json_get<std::vector<int>>(file, "calls", filename);
-    if (!tokens.ok()) return bad_file(tokens.error());
-    if (!calls.ok()) return bad_file(calls.error());
-    record.tokens = std::move(*tokens);
-    record.calls = std::move(*calls);
-    if ((long)record.tokens.size() >= e.model.max_context)
-      return bad_file(
-          str_cat(record.tokens.size(), " tokens reach the context of ", e.model.max_context));
+    if (auto error = slot_record_parse(*text, filename, e.model, &record))
+      return send_error(res, *error);
     const SlotActionResult r = e.scheduler->slot_restore(slot, record);
     if (r.status != 200) return send_error(res, error_of(r.status, r.error));
     send_json(res, 200,

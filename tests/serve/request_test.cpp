@@ -108,5 +108,74 @@ TEST(CompletionRequest, DefaultsRangesAndTheContextLimit) {
   }
 }
 
+// Found by fuzz/serve_request (reproducers in fuzz/corpus/serve_request/crash_*): a content part
+// whose "type" is not a string threw nlohmann's type_error out of the parser (HTTP 500, no error
+// object), and an error echoing the input (the model name) could span several lines.
+TEST(CompletionRequest, MalformedContentPartsAndEchoedInputGetOneLine) {
+  Fixture f;
+  ServedModel model =
+      std::move(served_model_make(kModel, "tiny", 50, f.tokenizer, {1}, "")).value();
+  CompletionRequest r;
+  for (const char* body : {R"({"messages": [{"role": "user", "content": [{"type": 1, "text": "x"}]}]})",
+                           R"({"messages": [{"role": "user", "content": [{"text": "x"}]}]})",
+                           R"({"messages": [{"role": "user", "content": [{"type": null}]}]})"}) {
+    std::optional<ApiError> e;
+    ASSERT_NO_THROW(e = completion_request_parse(body, true, model, &r)) << body;
+    ASSERT_TRUE(e) << body;
+    EXPECT_EQ(e->param, "messages") << body;
+  }
+  ASSERT_FALSE(completion_request_parse(
+      R"({"messages": [{"role": "user", "content": [{"type": "text", "text": "x"}]}]})", true,
+      model, &r));
+
+  auto e = completion_request_parse(R"({"model": "a\nb\u0001", "prompt": "x"})", false, model, &r);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->message, "The model `a\\nb\\x01` does not exist.");
+  EXPECT_EQ(e->code, "model_not_found");
+}
+
+TEST(SlotRequests, FileNamesAndSlotFilesAreCheckedNotThrown) {
+  Fixture f;
+  ServedModel model =
+      std::move(served_model_make(kModel, "tiny", 50, f.tokenizer, {1}, "")).value();
+  std::string name;
+  EXPECT_FALSE(slot_filename_parse(R"({"filename": "keeper.json"})", &name));
+  EXPECT_EQ(name, "keeper.json");
+  for (const char* body : {R"({"filename": "../x"})", R"({"filename": ".hidden"})",
+                           R"({"filename": 5})", R"({})", "not json", R"({"filename": ""})"}) {
+    auto e = slot_filename_parse(body, &name);
+    ASSERT_TRUE(e) << body;
+    EXPECT_EQ(e->param, "filename");
+    EXPECT_TRUE(name.empty()) << body;
+  }
+  SlotRecord record;
+  ASSERT_FALSE(slot_record_parse(
+      R"({"format": "golinear-slot", "version": 1, "model": "tiny", "tokens": [0, 5], "calls": [2]})",
+      "s.json", model, &record));
+  EXPECT_EQ(record.tokens, (std::vector<int32_t>{0, 5}));
+  EXPECT_EQ(record.calls, std::vector<int>{2});
+  // Fields of another type used to throw (nlohmann's value()); now each is a 400 naming the file.
+  for (const char* text :
+       {R"({"format": 1, "version": 1, "model": "tiny", "tokens": [0], "calls": [1]})",
+        R"({"format": "golinear-slot", "version": "1", "model": "tiny", "tokens": [0], "calls": [1]})",
+        R"({"format": "golinear-slot", "version": 1, "model": 7, "tokens": [0], "calls": [1]})",
+        R"({"format": "golinear-slot", "version": 1, "model": "other", "tokens": [0], "calls": [1]})",
+        R"({"format": "golinear-slot", "version": 1, "model": "tiny", "tokens": [0.5], "calls": [1]})",
+        R"([1])"}) {
+    std::optional<ApiError> e;
+    ASSERT_NO_THROW(e = slot_record_parse(text, "s.json", model, &record)) << text;
+    ASSERT_TRUE(e) << text;
+    EXPECT_EQ(e->status, 400);
+    EXPECT_EQ(e->message.rfind("slot file s.json: ", 0), 0u) << e->message;
+  }
+  std::string tokens = "[0";
+  for (int i = 1; i < 50; ++i) tokens += ",5";
+  auto e = slot_record_parse(R"({"format": "golinear-slot", "version": 1, "model": "tiny", "tokens": )" +
+                                 tokens + R"(], "calls": [50]})",
+                             "s.json", model, &record);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->message, "slot file s.json: 50 tokens reach the context of 50");
+}
+
 }  // namespace
 }  // namespace golinear::serve
