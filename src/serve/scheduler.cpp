@@ -107,10 +107,23 @@ Scheduler::Scheduler(runtime::SequenceSlots& backend, const Tokenizer& tokenizer
 
 Scheduler::~Scheduler() { drain(); }
 
+void Scheduler::drop_cancelled_waiting() {
+  for (auto it = queue_.begin(); it != queue_.end();) {
+    if (!(*it)->cancelled()) {
+      ++it;
+      continue;
+    }
+    metrics_.count_finished(to_string(FinishReason::cancelled));
+    (*it)->finish(FinishReason::cancelled);
+    it = queue_.erase(it);
+  }
+}
+
 Scheduler::Submitted Scheduler::submit(std::shared_ptr<Job> job) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (stopping_) return Submitted::stopping;
+    drop_cancelled_waiting();  // a request whose client left holds no place in the queue
     const long free_slots = (long)slots_.size() - active_;
     if ((long)queue_.size() - free_slots >= options_.max_queue) {
       ++metrics_.requests_rejected_queue_full;
@@ -181,6 +194,7 @@ void Scheduler::run() {
                                       : task->action(slot));
       }
       lock.lock();
+      drop_cancelled_waiting();
       for (auto& slot : slots_) {
         if (queue_.empty()) break;
         if (slot->job) continue;

@@ -156,6 +156,8 @@ class Scheduler {
   bool remember(const Slot& slot);
   void on_logits(Slot& slot, const float* logits);  // sample, emit, maybe finish
   void finish(Slot& slot, FinishReason reason, const std::string& error = "");
+  // Finishes (cancelled) and removes the waiting jobs whose clients left. Under mutex_.
+  void drop_cancelled_waiting();
 
   runtime::SequenceSlots& backend_;
   const Tokenizer& tokenizer_;

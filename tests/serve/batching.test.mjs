@@ -71,7 +71,11 @@ test('beyond the slots and the queue: 503', async () => {
   assert.equal(r.status, 503);
   assert.equal(r.json.error.type, 'unavailable_error');
   for (const c of controllers) c.abort();
-  await until(idle, 10000, 'slots idle after the clients left');
+  // Every request gone: none running, none waiting (a slot can look idle for a moment between
+  // a cancelled request and the next waiting one).
+  const gone = async () => (await idle()) && (await metric('golinear_requests_waiting')) === 0 &&
+                           (await metric('golinear_requests_running')) === 0;
+  await until(gone, 10000, 'no request running or waiting after the clients left');
   assert.ok((await metric('golinear_requests_rejected_total')) >= 1);
 });
 

@@ -188,11 +188,18 @@ TEST(Scheduler, BoundedQueueAndCancellation) {
   EXPECT_EQ(scheduler.submit(refused), Scheduler::Submitted::queue_full);
   EXPECT_EQ(scheduler.waiting(), 1);
   waiting->cancel();
+  // A waiting request whose client left holds no place: the next one is queued in its stead,
+  // and the cancelled one finishes (cancelled) without running.
+  auto in_its_stead = std::make_shared<Job>(params({1, 7}, 2, 1));
+  EXPECT_EQ(scheduler.submit(in_its_stead), Scheduler::Submitted::accepted);
+  EXPECT_EQ(scheduler.waiting(), 1);
+  wait_tokens(*waiting);
+  EXPECT_EQ(waiting->finish_reason, FinishReason::cancelled);
+  EXPECT_EQ(waiting->completion_tokens, 0);
   auto long_job = std::make_shared<Job>(params({1, 5}, 1000000, 1));
   backend.set_open(true);
   EXPECT_EQ(wait_tokens(*running).size(), 4u);
-  wait_tokens(*waiting);
-  EXPECT_EQ(waiting->finish_reason, FinishReason::cancelled);
+  EXPECT_EQ(wait_tokens(*in_its_stead), reference_tokens(in_its_stead->params));
   // A running request cancelled mid-generation stops and frees the slot.
   ASSERT_EQ(scheduler.submit(long_job), Scheduler::Submitted::accepted);
   std::vector<Delta> some;
