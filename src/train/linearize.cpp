@@ -148,9 +148,14 @@ Result<Json> allocate_layer_windows(const LinearizeOptions& s, Model& model, Laz
     signal = std::move(*nmse);
   }
   for (int l : full_layers) signal[l] = -1.0;
-  // Quanta of 8 keys, at least 8 per layer; a smaller window is split in quanta of itself.
+  // Quanta of 8 keys, at least 8 per layer; a smaller window is split in quanta of itself. The
+  // sensitivity signal keeps 3 quanta per layer (RESULTS.md §2d: a layer that costs nothing at
+  // its trained window can cost at 8 keys; this floor measured better than none).
   const int quantum = std::max(1, std::min(8, s.mixer.window));
-  auto windows = allocate_windows(signal, s.mixer.window, quantum, quantum);
+  const int floor = is_analysis_summary(s.window_signal)
+                        ? std::max(quantum, std::min(3 * quantum, s.mixer.window / quantum * quantum))
+                        : quantum;
+  auto windows = allocate_windows(signal, s.mixer.window, quantum, floor);
   if (!windows.ok()) return make_error("golinear linearize: --window-by: ", windows.error());
   budgets.windows = *windows;
   std::fprintf(stderr, "golinear linearize: per-layer windows %s (by %s)\n",

@@ -208,8 +208,8 @@ TEST_F(Cli, BrokenCheckpointFilesAreNamed) {
 }
 
 // --window-by an analysis's summary.json: the windows follow its student's layer sensitivity at
-// the same total (2 layers × 16 keys in quanta of 8, at least 8 each: a signal all on layer 1
-// gives 8 and 24, as allocate_windows gives); --select with it keeps that layer softmax; a
+// the same total (2 layers × 32 keys in quanta of 8, at least 3 quanta each: a signal all on
+// layer 1 gives 24 and 40, as allocate_windows gives); --select with it keeps that layer softmax; a
 // summary without sensitivity, or no file, is refused in one line.
 TEST_F(Cli, AnAnalysisSummarysSensitivityAllocatesWindowsAndSelectsFullLayers) {
   std::string data = write("data.jsonl", [] {
@@ -220,14 +220,14 @@ TEST_F(Cli, AnAnalysisSummarysSensitivityAllocatesWindowsAndSelectsFullLayers) {
   const std::string summary = write("summary.json",
       R"({"format": "golinear.analysis", "students": [{"label": "s", "layer_sensitivity": [0.0, 0.3]}]})");
   const std::string out = (dir_ / "by_sensitivity").string();
-  CliRun r = run("linearize " + kLlama + " --data " + data + " --steps 2 --seq-len 32 --sinks 2 --window 16 --stage transfer --window-by " + summary + " --out " + out);
+  CliRun r = run("linearize " + kLlama + " --data " + data + " --steps 2 --seq-len 32 --sinks 2 --window 32 --stage transfer --window-by " + summary + " --out " + out);
   ASSERT_EQ(r.status, 0) << r.err;
   auto json = golinear::Json::parse(slurp(out + "/linearization.json"));
   const auto windows = json["recipe"]["layer_windows"].get<std::vector<int>>();
-  auto want = golinear::train::allocate_windows({0.0, 0.3}, 16, 8, 8);
+  auto want = golinear::train::allocate_windows({0.0, 0.3}, 32, 8, 24);
   ASSERT_TRUE(want.ok());
   EXPECT_EQ(windows, *want);
-  EXPECT_EQ(windows, (std::vector<int>{8, 24}));
+  EXPECT_EQ(windows, (std::vector<int>{24, 40}));
   // --keep-full 1 --select SUMMARY.json keeps the layer whose linearization costs most.
   const std::string kept = (dir_ / "kept_by_sensitivity").string();
   CliRun k = run("linearize " + kLlama + " --data " + data + " --steps 2 --seq-len 32 --sinks 2 --window 16 --stage transfer --window-by none --keep-full 1 --select " + summary + " --out " + kept);

@@ -154,6 +154,11 @@ TEST(AnalysisSensitivity, ReadsTheFirstStudentsLayerSensitivity) {
   EXPECT_GT((*w)[0], (*w)[3]);
   EXPECT_EQ((*w)[1], 8);
   EXPECT_FALSE(analysis_layer_sensitivity(good, 5).ok());  // another number of layers
+  // The shipped student's sensitivity (RESULTS.md §2d) with linearize's floor of 3 quanta gives
+  // the windows measured there (24/64/56/192/24/32/32/24).
+  auto shipped = allocate_windows({0.0, 0.012848, 0.009555, 0.051114, 0.000141, 0.001126, 0.001300, 0.000981}, 56, 8, 24);
+  ASSERT_TRUE(shipped.ok()) << shipped.error();
+  EXPECT_EQ(*shipped, (std::vector<int>{24, 64, 56, 192, 24, 32, 32, 24}));
   const std::string no_sensitivity =
       write("plain.json", R"({"format": "golinear.analysis", "students": [{"label": "a"}]})");
   auto e = analysis_layer_sensitivity(no_sensitivity, 4);
