@@ -83,25 +83,26 @@ Result<FullLayers> choose_full_layers(const Model& model, LazyData& data, const 
   FullLayers out;
   out.layers = listed;
   if (K <= 0) return out;
-  std::vector<double> hardness(model.config.num_layers, 0.0);
-  const bool by_sensitivity = is_analysis_summary(select);  // the layers whose linearization costs most
+  // The per-layer signal the K largest of which are kept: hardness or sensitivity (uniform: none).
+  std::vector<double> signal(model.config.num_layers, 0.0);
+  const bool by_sensitivity = is_analysis_summary(select);
   if (select == "hard") {
     GL_ASSIGN_OR_RETURN(const PackedDataset* sequences, data.get());
     const long n = std::min(4L, sequences->size());
-    GL_ASSIGN_OR_RETURN(hardness, analysis::teacher_layer_hardness(model, sequences->tokens.data(), n,
-                                                                   sequences->seq_len, true));
+    GL_ASSIGN_OR_RETURN(signal, analysis::teacher_layer_hardness(model, sequences->tokens.data(), n,
+                                                                 sequences->seq_len, true));
   } else if (by_sensitivity) {
     auto sensitivity = analysis_layer_sensitivity(select, model.config.num_layers);
     if (!sensitivity.ok()) return make_error("golinear linearize: --select: ", sensitivity.error());
-    hardness = std::move(*sensitivity);
+    signal = std::move(*sensitivity);
   }
-  auto chosen = analysis::select_full_layers(hardness, K, by_sensitivity ? "hard" : select);
+  auto chosen = analysis::select_full_layers(signal, K, by_sensitivity ? "hard" : select);
   if (!chosen.ok()) return make_error("golinear linearize: --keep-full: ", chosen.error());
   for (int l : *chosen)
     if (std::find(out.layers.begin(), out.layers.end(), l) == out.layers.end()) out.layers.push_back(l);
   out.selection = {{"method", by_sensitivity ? "sensitivity" : select}, {"k", K}, {"layers", *chosen}};
-  if (select == "hard") out.selection["hardness"] = hardness;
-  if (by_sensitivity) out.selection["sensitivity"] = hardness, out.selection["from"] = select;
+  if (select == "hard") out.selection["hardness"] = signal;
+  if (by_sensitivity) out.selection["sensitivity"] = signal, out.selection["from"] = select;
   std::fprintf(stderr, "golinear linearize: keeping layers %s as softmax attention (%s)\n",
                Json(*chosen).dump().c_str(), select.c_str());
   return out;
@@ -149,8 +150,9 @@ Result<Json> allocate_layer_windows(const LinearizeOptions& s, Model& model, Laz
   }
   for (int l : full_layers) signal[l] = -1.0;
   // Quanta of 8 keys, at least 8 per layer; a smaller window is split in quanta of itself. The
-  // sensitivity signal keeps 3 quanta per layer (RESULTS.md §2d: a layer that costs nothing at
-  // its trained window can cost at 8 keys; this floor measured better than none).
+  // sensitivity signal keeps 3 quanta per layer (a layer that costs nothing at its trained window
+  // can cost at 8 keys): the rule whose windows RESULTS.md §2d trained (+5.5%); the 1-quantum
+  // floor was not trained with this signal.
   const int quantum = std::max(1, std::min(8, s.mixer.window));
   const int floor = is_analysis_summary(s.window_signal)
                         ? std::max(quantum, std::min(3 * quantum, s.mixer.window / quantum * quantum))
