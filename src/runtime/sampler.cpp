@@ -73,9 +73,10 @@ SamplerCandidates Sampler::candidates(const float* logits, int V) {
       if ((mass += bin_mass[bin]) >= target_fraction * total * (1 + 1e-9)) break;
     const uint32_t lowest = (uint32_t)bin << 23;
     if (bin > 0)
-      order_.erase(std::remove_if(order_.begin(), order_.end(),
-                                  [&](int32_t i) { return std::bit_cast<uint32_t>(w[i]) < lowest; }),
-                   order_.end());
+      order_.erase(
+          std::remove_if(order_.begin(), order_.end(),
+                         [&](int32_t i) { return std::bit_cast<uint32_t>(w[i]) < lowest; }),
+          order_.end());
   }
   double limit_mass = total;  // the top-k's mass
   int sorted = 0;             // order_[0, sorted) is in its final order

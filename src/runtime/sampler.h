@@ -21,8 +21,8 @@ struct SamplerOptions {
   float temperature = 0.0f;  // 0: greedy (argmax, first index on ties)
   float top_p = 1.0f;        // keep the smallest set of tokens whose mass reaches top_p; ≥ 1: all
   uint64_t seed = 0;
-  int top_k = 0;             // keep the k most likely tokens; 0: all
-  float min_p = 0.0f;        // keep tokens with p ≥ min_p · p_max; 0: all
+  int top_k = 0;       // keep the k most likely tokens; 0: all
+  float min_p = 0.0f;  // keep tokens with p ≥ min_p · p_max; 0: all
 };
 
 // What a draw chooses from: the weights of all tokens and the kept ones.
