@@ -32,14 +32,61 @@ void Sampler::sort_range(int begin, int end) {
   std::sort(first, last, more_likely);
 }
 
+namespace {
+
+// e^x for x ≤ 0 in float, in arithmetic the compiler vectorizes (std::exp is a call per token;
+// no branches or float compares either, which GCC's if-conversion refuses under trapping math):
+// 2^n · e^r with n = round(x / ln 2) (by adding 1.5·2^23), r = x − n·ln 2 in two parts
+// (Cody–Waite) and e^r by Cephes' expf polynomial on |r| ≤ ln 2 / 2, within 2 ulp. Below −87.3
+// (e^x near FLT_MIN), a −inf logit's included: 0.
+inline float exp_nonpositive(float x) {
+  // For x ≤ 0 the bits grow with |x|: x ≥ −87.3 is bits ≤ lowest's.
+  const uint32_t bits = std::bit_cast<uint32_t>(x), lowest = std::bit_cast<uint32_t>(-87.3f);
+  const uint32_t kept = 0u - (uint32_t)(bits <= lowest);  // all ones, or 0 below −87.3
+  x = std::bit_cast<float>(bits ^ ((bits ^ lowest) & ~kept));
+  const float shifted = x * 1.44269504088896341f + 12582912.0f;
+  const float n = shifted - 12582912.0f;
+  const float r = x - n * 0.693359375f - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const float e_r = p * r * r + r + 1.0f;
+  const uint32_t n_plus_bias = std::bit_cast<uint32_t>(shifted) - 0x4B400000u + 127u;  // n + 127
+  const float two_n = std::bit_cast<float>(n_plus_bias << 23);
+  return std::bit_cast<float>(std::bit_cast<uint32_t>(e_r * two_n) & kept);
+}
+
+}  // namespace
+
 SamplerCandidates Sampler::candidates(const float* logits, int V) {
   weight_.resize(V);
   float* w = weight_.data();
-  const float m = *std::max_element(logits, logits + V);
+  float m = logits[0];
+#pragma omp simd reduction(max : m)
+  for (int i = 1; i < V; ++i) m = std::max(m, logits[i]);
   // A temperature so small that its inverse overflows keeps only the max's weight (greedy).
   const float inverse_temperature = std::min(1.0f / options_.temperature, FLT_MAX);
+#pragma omp simd
+  for (int i = 0; i < V; ++i) w[i] = exp_nonpositive((logits[i] - m) * inverse_temperature);
+  // The total in double, over kBlock-token blocks (the draw skips whole blocks), each summed in
+  // 8 interleaved lanes: a fixed order, so the same on every build.
+  const int blocks = (V + kBlock - 1) / kBlock;
+  block_mass_.resize(blocks);
   double total = 0;
-  for (int i = 0; i < V; ++i) total += w[i] = std::exp((logits[i] - m) * inverse_temperature);
+  for (int k = 0; k < blocks; ++k) {
+    const int begin = k * kBlock, end = std::min(V, begin + kBlock);
+    double lane[8] = {};
+    int i = begin;
+    for (; i + 8 <= end; i += 8)
+      for (int j = 0; j < 8; ++j) lane[j] += w[i + j];
+    for (; i < end; ++i) lane[0] += w[i];
+    const double block =
+        ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
+    total += block_mass_[k] = block;
+  }
 
   const int limit = options_.top_k > 0 && options_.top_k < V ? options_.top_k : V;
   const bool nucleus = options_.top_p < 1.0f;
@@ -51,32 +98,29 @@ SamplerCandidates Sampler::candidates(const float* logits, int V) {
   // the floor: a min_p above 1 keeps the first of those of weight 1.)
   const double floor = options_.min_p > 0.0f ? (double)options_.min_p : 0.0;
   order_.clear();
-  if (floor > 0 && limit == V) {
-    const double prefilter = std::min(floor, 1.0);
-    for (int i = 0; i < V; ++i)
-      if (w[i] >= prefilter) order_.push_back(i);
-  } else {
+  if (limit < V) {
     order_.resize(V);
     std::iota(order_.begin(), order_.end(), 0);
-  }
-  const double target_fraction = options_.top_p;
-  if (nucleus && limit == V) {
-    // The nucleus lies among the most likely tokens whose mass reaches top_p of the total: bin the
-    // candidates by the binary exponent of their weight (a weight's bits order as the weight)
-    // and drop the bins below the one where the mass from the top reaches it. The margin covers
-    // the rounding of summing in another order than the walk's.
-    double bin_mass[256] = {};
-    for (int32_t i : order_) bin_mass[std::bit_cast<uint32_t>(w[i]) >> 23] += w[i];
-    double mass = 0;
-    int bin = 255;
-    for (; bin > 0; --bin)
-      if ((mass += bin_mass[bin]) >= target_fraction * total * (1 + 1e-9)) break;
-    const uint32_t lowest = (uint32_t)bin << 23;
-    if (bin > 0)
-      order_.erase(
-          std::remove_if(order_.begin(), order_.end(),
-                         [&](int32_t i) { return std::bit_cast<uint32_t>(w[i]) < lowest; }),
-          order_.end());
+  } else {
+    // Only tokens of weight ≥ lowest can be kept: min-p's floor, and under top-p the bottom of
+    // the weights' binary exponent (their bits order as they do) where the mass from the top
+    // reaches top_p of the total (the nucleus lies above it; the margin covers summing in another
+    // order than the walk's). Bins in 4 interleaved copies, so that adds to one bin do not wait
+    // on each other.
+    float lowest = (float)std::min(floor, 1.0);
+    if (nucleus) {
+      double bin_mass[4][256] = {};
+      for (int i = 0; i < V; ++i) bin_mass[i & 3][std::bit_cast<uint32_t>(w[i]) >> 23] += w[i];
+      double mass = 0;
+      int bin = 255;
+      for (; bin > 0; --bin) {
+        mass += (bin_mass[0][bin] + bin_mass[1][bin]) + (bin_mass[2][bin] + bin_mass[3][bin]);
+        if (mass >= options_.top_p * total * (1 + 1e-9)) break;
+      }
+      lowest = std::max(lowest, std::bit_cast<float>((uint32_t)bin << 23));
+    }
+    for (int i = 0; i < V; ++i)
+      if (w[i] >= lowest) order_.push_back(i);
   }
   double limit_mass = total;  // the top-k's mass
   int sorted = 0;             // order_[0, sorted) is in its final order
@@ -90,7 +134,7 @@ SamplerCandidates Sampler::candidates(const float* logits, int V) {
   const int end = std::min(limit, size);
   // The smallest prefix whose mass reaches top_p of the top-k's, cut where min-p drops a token:
   // the first is always kept; the prefix is sorted further whenever the walk reaches its end.
-  const double target = target_fraction * limit_mass;
+  const double target = options_.top_p * limit_mass;
   double kept = 0;
   int n = 0;
   while (n < end) {
@@ -109,12 +153,21 @@ SamplerCandidates Sampler::candidates(const float* logits, int V) {
 int32_t Sampler::sample(const float* logits, int V) {
   if (options_.temperature <= 0.0f) return argmax(logits, V);
   const SamplerCandidates c = candidates(logits, V);
-  const double r = next_uniform() * c.mass;
-  // The first token whose running mass passes r; rounding can leave r at or past the sum, then
-  // the last kept token of positive weight.
+  double r = next_uniform() * c.mass;
+  // The first token whose running mass passes r (unrestricted: first the block it lies in);
+  // rounding can leave r at or past the sum, then the last token of positive weight (none in
+  // the block: the most likely).
+  int begin = 0, end = c.n;
+  if (!c.ids) {
+    int k = 0;
+    const int blocks = (int)block_mass_.size();
+    while (k + 1 < blocks && r >= block_mass_[k]) r -= block_mass_[k++];
+    begin = k * kBlock;
+    end = std::min(V, begin + kBlock);
+  }
   double running = 0;
   int32_t last = -1;
-  for (int i = 0; i < c.n; ++i) {
+  for (int i = begin; i < end; ++i) {
     const int32_t id = c.ids ? c.ids[i] : i;
     if (c.weight[id] <= 0) continue;
     running += c.weight[id];

@@ -5,11 +5,12 @@
 // in that order to the tempered distribution.
 //
 // The cost is O(V) plus a sort of what the restrictions read: with none (the request defaults)
-// the draw walks the tokens in id order, never sorting; with top-p or min-p only the most likely
-// prefix that decides the set is sorted (prefixes of 64, 256, 1024, … tokens), with top-k the k
-// kept. The unrestricted draw walks in id order, the restricted ones most likely first: the same
-// distribution as a walk in any order, but a seed's token at the defaults differs from versions
-// before 2026-12 (which walked the sorted order).
+// the draw walks the tokens in id order, never sorting; with top-p or min-p only the tokens that
+// can be kept are gathered (by weight's binary exponent) and only the prefix that decides the set
+// is sorted (64, 256, 1024, … tokens); with top-k the k kept. Weights are float e^x within 2 ulp
+// (a vectorized exp), their sums double. The unrestricted draw walks in id order, the restricted
+// ones most likely first: the same distribution as any order, but a seed's tokens at the
+// defaults differ from versions before 2026-12 (which walked the sorted order).
 #pragma once
 
 #include <cstdint>
@@ -51,10 +52,12 @@ class Sampler {
   // Sorts order_[begin, end) most likely first, having put there the tokens that come there in
   // the sorted order of order_[begin, size).
   void sort_range(int begin, int end);
+  static constexpr int kBlock = 256;
   SamplerOptions options_;
   uint64_t state_;
-  std::vector<float> weight_;   // (V) scratch, reused between calls
-  std::vector<int32_t> order_;  // (≤ V) scratch: candidate ids
+  std::vector<double> block_mass_;  // (V / kBlock) the weights' sums over blocks of kBlock tokens
+  std::vector<float> weight_;       // (V) scratch, reused between calls
+  std::vector<int32_t> order_;      // (≤ V) scratch: candidate ids
 };
 
 int32_t argmax(const float* values, int n);
