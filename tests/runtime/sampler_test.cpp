@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <random>
 
@@ -110,52 +111,57 @@ TEST(Sampler, LargeNucleusGrowsThePrefix) {
 // Draws over the kept set against its renormalised probabilities (from double exp): Pearson's
 // chi-square over categories of expected count ≥ 5 (the rest pooled) stays under df + 6·√(2 df).
 // A token dropped from or added to the set, or a walk with the wrong mass, moves it far past.
+// V 60 is one block of the unrestricted draw's block walk, V 1000 four (the last one partial).
 TEST(Sampler, DrawsFollowTheKeptProbabilities) {
   std::mt19937 rng(3);
-  const int V = 60, draws = 30000;
-  const std::vector<float> logits = random_logits(V, false, rng);
-  const std::vector<float> tied = random_logits(V, true, rng);
-  for (const auto& [options, values] :
-       {std::pair{SamplerOptions{1.0f, 1.0f, 9, 0, 0.0f}, &logits},
-        std::pair{SamplerOptions{2.0f, 1.0f, 9, 0, 0.0f}, &logits},
-        std::pair{SamplerOptions{1.0f, 0.9f, 9, 0, 0.0f}, &logits},
-        std::pair{SamplerOptions{2.0f, 0.95f, 9, 0, 0.0f}, &logits},
-        std::pair{SamplerOptions{1.0f, 1.0f, 9, 5, 0.0f}, &logits},
-        std::pair{SamplerOptions{2.0f, 1.0f, 9, 0, 0.05f}, &logits},
-        std::pair{SamplerOptions{1.0f, 0.7f, 9, 0, 0.0f}, &tied},
-        std::pair{SamplerOptions{1.0f, 0.9f, 9, 20, 0.1f}, &tied}}) {
-    Sampler sampler(options);
-    const float* l = values->data();
-    std::vector<int32_t> kept = reference_kept(sampler.candidates(l, V).weight, V, options);
-    const float m = *std::max_element(l, l + V);
-    std::vector<double> p(V, 0.0);
-    double mass = 0;
-    for (int32_t id : kept) mass += p[id] = std::exp(((double)l[id] - m) / options.temperature);
-    std::vector<int> count(V, 0);
-    for (int i = 0; i < draws; ++i) ++count[sampler.sample(l, V)];
-    double chi2 = 0, pooled_expected = 0, pooled_count = 0;
-    int df = -1;
-    for (int id = 0; id < V; ++id) {
-      const double expected = draws * p[id] / mass;
-      if (expected == 0) {
-        ASSERT_EQ(count[id], 0) << "token " << id << " is not kept";
-      } else if (expected < 5) {
-        pooled_expected += expected;
-        pooled_count += count[id];
-      } else {
-        chi2 += (count[id] - expected) * (count[id] - expected) / expected;
+  for (const int V : {60, 1000}) {
+    const int draws = 30000;
+    const std::vector<float> logits = random_logits(V, false, rng);
+    const std::vector<float> tied = random_logits(V, true, rng);
+    for (const auto& [options, values] :
+         {std::pair{SamplerOptions{1.0f, 1.0f, 9, 0, 0.0f}, &logits},
+          std::pair{SamplerOptions{2.0f, 1.0f, 9, 0, 0.0f}, &logits},
+          std::pair{SamplerOptions{1.0f, 0.9f, 9, 0, 0.0f}, &logits},
+          std::pair{SamplerOptions{2.0f, 0.95f, 9, 0, 0.0f}, &logits},
+          std::pair{SamplerOptions{1.0f, 1.0f, 9, 5, 0.0f}, &logits},
+          std::pair{SamplerOptions{2.0f, 1.0f, 9, 0, 0.05f}, &logits},
+          std::pair{SamplerOptions{1.0f, 0.7f, 9, 0, 0.0f}, &tied},
+          std::pair{SamplerOptions{1.0f, 0.9f, 9, 20, 0.1f}, &tied}}) {
+      const bool restricted = options.top_k > 0 || options.top_p < 1 || options.min_p > 0;
+      if (V > 60 && restricted) continue;  // the block walk is the unrestricted draw's
+      Sampler sampler(options);
+      const float* l = values->data();
+      std::vector<int32_t> kept = reference_kept(sampler.candidates(l, V).weight, V, options);
+      const float m = *std::max_element(l, l + V);
+      std::vector<double> p(V, 0.0);
+      double mass = 0;
+      for (int32_t id : kept) mass += p[id] = std::exp(((double)l[id] - m) / options.temperature);
+      std::vector<int> count(V, 0);
+      for (int i = 0; i < draws; ++i) ++count[sampler.sample(l, V)];
+      double chi2 = 0, pooled_expected = 0, pooled_count = 0;
+      int df = -1;
+      for (int id = 0; id < V; ++id) {
+        const double expected = draws * p[id] / mass;
+        if (expected == 0) {
+          ASSERT_EQ(count[id], 0) << "token " << id << " is not kept";
+        } else if (expected < 5) {
+          pooled_expected += expected;
+          pooled_count += count[id];
+        } else {
+          chi2 += (count[id] - expected) * (count[id] - expected) / expected;
+          ++df;
+        }
+      }
+      if (pooled_expected > 0) {
+        chi2 += (pooled_count - pooled_expected) * (pooled_count - pooled_expected) /
+                std::max(pooled_expected, 1.0);
         ++df;
       }
+      const std::string where = testing::PrintToString(std::make_tuple(
+          options.temperature, options.top_p, options.top_k, options.min_p, kept.size()));
+      if (df <= 0) continue;  // one token kept: its count is checked above
+      EXPECT_LT(chi2, df + 6 * std::sqrt(2.0 * df)) << where << " V " << V << " df " << df;
     }
-    if (pooled_expected > 0) {
-      chi2 += (pooled_count - pooled_expected) * (pooled_count - pooled_expected) /
-              std::max(pooled_expected, 1.0);
-      ++df;
-    }
-    const std::string where = testing::PrintToString(std::make_tuple(
-        options.temperature, options.top_p, options.top_k, options.min_p, kept.size()));
-    if (df <= 0) continue;  // one token kept: its count is checked above
-    EXPECT_LT(chi2, df + 6 * std::sqrt(2.0 * df)) << where << " df " << df;
   }
 }
 
@@ -168,6 +174,21 @@ TEST(Sampler, GreedyAtTemperatureZeroAndTinyTemperature) {
   for (int i = 0; i < 20; ++i) {
     const int32_t id = tiny.sample(logits.data(), 4);
     EXPECT_TRUE(id == 1 || id == 2) << id;
+  }
+}
+
+// A masked token (logit −inf) and one far below the max (e^x under FLT_MIN) weigh 0 and are
+// never drawn, whatever the restriction.
+TEST(Sampler, MaskedTokensAreNeverDrawn) {
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> logits(700, 0.0f);
+  for (int i = 0; i < 700; i += 2) logits[i] = i % 4 ? -inf : -200.0f;
+  for (const SamplerOptions& options :
+       {SamplerOptions{1.0f, 1.0f, 4, 0, 0.0f}, SamplerOptions{1.0f, 0.9f, 4, 0, 0.0f},
+        SamplerOptions{1.0f, 1.0f, 4, 600, 0.0f}, SamplerOptions{1.0f, 1.0f, 4, 0, 0.01f}}) {
+    Sampler sampler(options);
+    EXPECT_EQ(sampler.candidates(logits.data(), 700).weight[2], 0.0f);
+    for (int i = 0; i < 2000; ++i) ASSERT_EQ(sampler.sample(logits.data(), 700) % 2, 1);
   }
 }
 
