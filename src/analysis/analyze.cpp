@@ -311,39 +311,53 @@ NllSum sequence_nll(const Model& model, const int32_t* tokens, long N, int T,
 
 }  // namespace
 
+Result<std::vector<double>> layer_sensitivity(Model& teacher, MixerStack& student,
+                                              const int32_t* tokens, long N, int T,
+                                              double* teacher_ppl, const std::function<void()>& step) {
+  const int L = teacher.config.num_layers;
+  if ((int)student.size() != L)
+    return make_error("analyze: a student of ", student.size(), " layers for a teacher of ", L);
+  if (teacher.lora.enabled())
+    return make_error("analyze: the teacher carries LoRA adapters; the sensitivity needs the base");
+  if (!teacher.has_backbone())
+    return make_error("analyze: the sensitivity runs the model on the CPU; its weights are not on the host");
+  std::vector<float> logits;
+  const double base = sequence_nll(teacher, tokens, N, T, logits).perplexity();
+  if (teacher_ppl) *teacher_ppl = base;
+  if (step) step();
+  std::vector<double> out(L, std::numeric_limits<double>::quiet_NaN());
+  for (int l = 0; l < L; ++l) {
+    if (student[l]->kind() == "softmax") continue;
+    std::swap(teacher.mixers[l], student[l]);
+    const double ppl = sequence_nll(teacher, tokens, N, T, logits).perplexity();
+    std::swap(teacher.mixers[l], student[l]);
+    out[l] = ppl / base - 1.0;
+    if (step) step();
+  }
+  return out;
+}
+
 Status add_layer_sensitivity(Model& teacher, std::vector<StudentMixers>& students,
                              AnalysisResult& result, const int32_t* tokens, long N, int T,
                              bool show_progress) {
   const int L = teacher.config.num_layers;
   if (result.students.size() != students.size())
     return make_error("analyze: ", result.students.size(), " student results for ", students.size(), " students");
-  if (teacher.lora.enabled())
-    return make_error("analyze: the teacher carries LoRA adapters; the sensitivity needs the base");
-  long forwards = 1, done = 0;
+  long forwards = 0, done = 0;
   for (const StudentResult& s : result.students)
     for (int l = 0; l < L; ++l) forwards += s.linearized(l) ? 1 : 0;
-  forwards += (long)students.size();
+  forwards += 2 * (long)students.size();
   ProgressBar bar("sensitivity", forwards);
   auto step = [&] {
     if (show_progress) bar.update(++done, (double)done * N * T);
   };
   std::vector<float> logits;
-  const double teacher_ppl = sequence_nll(teacher, tokens, N, T, logits).perplexity();
-  step();
   const double nan = std::numeric_limits<double>::quiet_NaN();
   for (size_t i = 0; i < students.size(); ++i) {
     StudentResult& out = result.students[i];
     MixerStack& mixers = students[i].mixers;
-    out.teacher_ppl = teacher_ppl;
-    out.layer_sensitivity.assign(L, nan);
-    for (int l = 0; l < L; ++l) {
-      if (!out.linearized(l)) continue;
-      std::swap(teacher.mixers[l], mixers[l]);
-      const double ppl = sequence_nll(teacher, tokens, N, T, logits).perplexity();
-      std::swap(teacher.mixers[l], mixers[l]);
-      out.layer_sensitivity[l] = ppl / teacher_ppl - 1.0;
-      step();
-    }
+    GL_ASSIGN_OR_RETURN(out.layer_sensitivity,
+                        layer_sensitivity(teacher, mixers, tokens, N, T, &out.teacher_ppl, step));
     for (int l = 0; l < L; ++l) std::swap(teacher.mixers[l], mixers[l]);
     out.student_ppl = sequence_nll(teacher, tokens, N, T, logits).perplexity();
     for (int l = 0; l < L; ++l) std::swap(teacher.mixers[l], mixers[l]);

@@ -129,6 +129,16 @@ Result<AnalysisResult> analysis_run(const Model& teacher, const std::vector<Stud
 // correlation of the sensitivity with the NMSE over the linearized layers ("sensitivity",
 // "layer"). CPU forwards: (linearized layers + 2) per sequence and student. The teacher's mixers
 // are swapped in and back; on return `teacher` and `students` are as they were.
+// One student's layer sensitivity: for each layer l that `student` linearizes (kind() !=
+// "softmax"), ppl(teacher with layer l's mixer swapped for the student's) / ppl(teacher) − 1 on
+// the N sequences of T tokens; NaN for the layers it keeps softmax. CPU forwards: 1 + linearized
+// layers; `step` (may be empty) after each. The mixers are swapped back before it returns.
+// Also the input of `linearize --window-by sensitivity` (train/linearize.cpp).
+Result<std::vector<double>> layer_sensitivity(Model& teacher, MixerStack& student,
+                                              const int32_t* tokens, long N, int T,
+                                              double* teacher_ppl = nullptr,
+                                              const std::function<void()>& step = {});
+
 Status add_layer_sensitivity(Model& teacher, std::vector<StudentMixers>& students,
                              AnalysisResult& result, const int32_t* tokens, long N, int T,
                              bool show_progress = false);

@@ -64,10 +64,11 @@ Result<train::LinearizeOptions> parse_settings(const Args& args, const ModelConf
     s.window_signal = args.get("window-by");
     if (!s.budgets.windows.empty())
       return make_error("golinear linearize: --window-by allocates the windows; give --window one number (the mean)");
-    if (s.window_signal != "probe" && s.window_signal != "hardness" && s.window_signal != "none" &&
+    if (s.window_signal != "sensitivity" && s.window_signal != "probe" && s.window_signal != "hardness" &&
+        s.window_signal != "none" &&
         !file_exists(s.window_signal + "/linearization.json") &&
         !(train::is_analysis_summary(s.window_signal) && file_exists(s.window_signal)))
-      return make_error("golinear linearize: --window-by must be 'probe', 'hardness', 'none', a "
+      return make_error("golinear linearize: --window-by must be 'sensitivity', 'probe', 'hardness', 'none', a "
                         "linearized directory (its per-layer transfer NMSE) or an analysis's "
                         "summary.json (its student's layer sensitivity), got '", s.window_signal, "'");
   }
@@ -165,12 +166,12 @@ Result<train::LinearizeOptions> parse_settings(const Args& args, const ModelConf
                                       "lora-rank", "lora-alpha", "lora-targets"})
       if (args.has(recipe_option))
         return make_error("golinear linearize: --init takes the recipe from ", s.init, "; drop --", recipe_option);
-  // The default recipe allocates the windows by a probe (docs/RESULTS.md §2c) when there is a
-  // transfer stage to probe with, a uniform window to allocate and a linear state to probe;
-  // --window-by none keeps them uniform.
+  // The default recipe allocates the windows by a probe's layer sensitivity (docs/RESULTS.md §2e)
+  // when there is a transfer stage to probe with, a uniform window to allocate and a linear state
+  // to probe; --window-by none keeps them uniform.
   if (!args.has("window-by") && s.budgets.windows.empty() && s.init.empty() && !args.has("sweep") &&
       s.steps > 0 && s.mixer.window > 0 && s.mixer.kind != mixers::MixerKind::none)
-    s.window_signal = "probe";
+    s.window_signal = "sensitivity";
   if (s.window_signal == "none") s.window_signal.clear();
   GL_ASSIGN_OR_RETURN(s.device, device_option(args, "linearize"));
 #if GOLINEAR_HAVE_CUDA
@@ -301,7 +302,8 @@ int cmd_linearize(const Argv& argv) {
   }
   if (Status st = train::linearize_check_output(s); !st.ok()) return fail(st.error());
   // --device cuda loads the weights straight to the GPU, unless the CPU teacher is needed.
-  const bool host_weights = s.device == "cpu" || s.keep_full_count > 0 || s.window_signal == "hardness";
+  const bool host_weights = s.device == "cpu" || s.keep_full_count > 0 || s.window_signal == "hardness" ||
+                            s.window_signal == "sensitivity";
   auto loaded = load_model_and_tokenizer(s.base, host_weights ? "cpu" : s.device, "linearize");
   if (!loaded.ok()) return fail(loaded.error());
   train::Trainers trainers = train::cpu_trainers();

@@ -34,10 +34,11 @@ const std::vector<Command> kCommands = {
                                   end-to-end distillation  [--mixer gdn|gla|kgla|hedgehog|none
                                   --mix split|gate|add|scale|gate-lse --sinks S --window W
                                   (S, W: one number, or one per layer: 8,16,...)
-                                  --window-by probe|hardness|DIR|SUMMARY.json|none (per-layer
-                                  windows at the same total, by a probe's NMSE, the teacher's
-                                  hardness, a finished run's NMSE or an analysis's layer
-                                  sensitivity; default probe)
+                                  --window-by sensitivity|probe|hardness|DIR|SUMMARY.json|none
+                                  (per-layer windows at the same total, by a probe's layer
+                                  sensitivity (a quarter of the budget, then CPU forwards), a
+                                  probe's NMSE, the teacher's hardness, a finished run's NMSE or
+                                  an analysis's layer sensitivity; default sensitivity)
                                   --conv|--no-conv --linear-rope --keep-full-layers LIST --keep-full K
                                   --select hard|uniform|SUMMARY.json --tokens N|--steps N --seq-len T
                                   --batch B

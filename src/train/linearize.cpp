@@ -1,6 +1,7 @@
 #include "train/linearize.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <optional>
@@ -134,6 +135,45 @@ Result<Json> allocate_layer_windows(const LinearizeOptions& s, Model& model, Laz
     GL_ASSIGN_OR_RETURN(TrainReport report, trainers.transfer(model, probe, *sequences, options));
     signal = report.layer_nmse;
     probe_tokens = options.steps * s.batch * (long)s.seq_len;
+  } else if (s.window_signal == "sensitivity") {
+    // The uniform recipe trained on a quarter of the transfer steps (then half as many
+    // end-to-end steps, with the run's LoRA, when the run has that stage); each layer's
+    // perplexity cost linearized alone, on 16 K tokens of the training data (CPU forwards).
+    if (s.steps <= 0) return make_error("golinear linearize: --window-by sensitivity needs an attention-transfer stage");
+    GL_ASSIGN_OR_RETURN(const PackedDataset* sequences, data.get());
+    GL_ASSIGN_OR_RETURN(MixerStack probe, linearized_mixers(model, s.mixer, full_layers, s.seed));
+    TrainOptions options = transfer_options(s);
+    options.steps = std::max(1L, s.steps / 4);
+    options.warmup = std::max(1L, std::min(100L, options.steps / 20));
+    options.checkpoint_every = options.steps;
+    options.resume = false;
+    options.stop_after = 0;
+    std::fprintf(stderr, "golinear linearize: probe: %ld transfer steps of the uniform recipe for the per-layer windows\n",
+                 options.steps);
+    GL_ASSIGN_OR_RETURN(TrainReport report, trainers.transfer(model, probe, *sequences, options));
+    probe_tokens = options.steps * s.batch * (long)s.seq_len;
+    if (s.e2e_steps > 0) {
+      LoraAdapters lora;
+      if (s.lora.enabled()) {
+        std::vector<bool> adapted;
+        for (const auto& mixer : probe) adapted.push_back(mixer->kind() != "softmax");
+        GL_ASSIGN_OR_RETURN(lora, lora_create(model, s.lora, adapted, s.seed));
+      }
+      options.steps = std::max(1L, options.steps / 2);
+      options.lr = s.e2e_lr;
+      options.warmup = std::max(1L, std::min(50L, options.steps / 20));
+      options.checkpoint_every = options.steps;
+      std::fprintf(stderr, "golinear linearize: probe: %ld end-to-end steps\n", options.steps);
+      GL_ASSIGN_OR_RETURN(report, trainers.end_to_end(model, probe, *sequences, options,
+                                                       lora.enabled() ? &lora : nullptr));
+      probe_tokens += options.steps * s.batch * (long)s.seq_len;
+    }
+    const long n = std::min(sequences->size(), std::max(1L, 16384L / sequences->seq_len));
+    std::fprintf(stderr, "golinear linearize: probe: each layer's perplexity cost on %ld × %d tokens (CPU)\n",
+                 n, sequences->seq_len);
+    GL_ASSIGN_OR_RETURN(signal, analysis::layer_sensitivity(model, probe, sequences->tokens.data(),
+                                                            n, sequences->seq_len));
+    for (double& v : signal) v = std::isnan(v) ? -1.0 : std::max(0.0, v);  // softmax: not counted
   } else if (s.window_signal == "hardness") {
     GL_ASSIGN_OR_RETURN(const PackedDataset* sequences, data.get());
     const long n = std::min(4L, sequences->size());
@@ -154,15 +194,23 @@ Result<Json> allocate_layer_windows(const LinearizeOptions& s, Model& model, Laz
   // can cost at 8 keys): the rule whose windows RESULTS.md §2d trained (+5.5%); the 1-quantum
   // floor was not trained with this signal.
   const int quantum = std::max(1, std::min(8, s.mixer.window));
-  const int floor = is_analysis_summary(s.window_signal)
+  const bool by_sensitivity = s.window_signal == "sensitivity" || is_analysis_summary(s.window_signal);
+  const int floor = by_sensitivity
                         ? std::max(quantum, std::min(3 * quantum, s.mixer.window / quantum * quantum))
                         : quantum;
-  auto windows = allocate_windows(signal, s.mixer.window, quantum, floor);
+  // A probe whose layers cost nothing measurable (a short run on a small model) has nothing to
+  // allocate by: the windows stay uniform.
+  const bool measured = std::any_of(signal.begin(), signal.end(), [](double v) { return v > 0.0; });
+  auto windows = s.window_signal == "sensitivity" && !measured
+                     ? Result<std::vector<int>>(std::vector<int>(L, s.mixer.window))
+                     : allocate_windows(signal, s.mixer.window, quantum, floor);
   if (!windows.ok()) return make_error("golinear linearize: --window-by: ", windows.error());
   budgets.windows = *windows;
-  std::fprintf(stderr, "golinear linearize: per-layer windows %s (by %s)\n",
-               Json(*windows).dump().c_str(), s.window_signal.c_str());
+  std::fprintf(stderr, "golinear linearize: per-layer windows %s (by %s%s)\n",
+               Json(*windows).dump().c_str(), s.window_signal.c_str(),
+               measured ? "" : "; no layer's cost is measurable: uniform");
   Json out{{"signal", s.window_signal == "hardness"                ? "hardness"
+                      : s.window_signal == "sensitivity"         ? "probe layer_sensitivity"
                       : is_analysis_summary(s.window_signal) ? "analysis layer_sensitivity"
                                                              : "probe layer_nmse"},
            {"from", s.window_signal}, {"values", signal}, {"windows", *windows}};

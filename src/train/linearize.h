@@ -41,9 +41,12 @@ struct LinearizeOptions {
   mixers::MixerOptions mixer;
   LayerBudgets budgets;           // per-layer sinks/windows (empty: mixer.sinks, mixer.window)
   // Per-layer windows at the uniform total (train/exact_budget.h), allocated by a measured
-  // signal: "probe" (the per-layer NMSE of a short uniform transfer run first, an eighth of the
-  // steps), "hardness" (the teacher's), a finished run's directory (its per-layer NMSE), or an
-  // analysis's summary.json (its first student's leave-one-layer-linearized sensitivity).
+  // signal: "sensitivity" (a probe of the uniform recipe, a quarter of the transfer steps then
+  // half that end-to-end, and each of its layers' perplexity cost linearized alone:
+  // analysis::layer_sensitivity), "probe" (the per-layer NMSE of a short uniform transfer run
+  // first, an eighth of the steps), "hardness" (the teacher's), a finished run's directory (its
+  // per-layer NMSE), or an analysis's summary.json (its first student's leave-one-layer-linearized
+  // sensitivity).
   std::string window_signal;
   std::vector<int> keep_full;     // layers kept as softmax attention
   int keep_full_count = 0;        // K more layers kept as softmax, chosen by

@@ -239,6 +239,40 @@ TEST_F(Cli, AnAnalysisSummarysSensitivityAllocatesWindowsAndSelectsFullLayers) {
   expect_one_line_error(run("linearize " + kLlama + " --data " + data + " --window-by " + (dir_ / "missing.json").string() + " --out " + (dir_ / "y").string()), "summary.json");
 }
 
+// The default recipe allocates the windows by a probe's layer sensitivity: a quarter of the
+// transfer steps, then half that end-to-end, at uniform windows; each layer's perplexity cost
+// (≥ 0, noise below no cost as 0) recorded with the windows allocate_windows gives at the same
+// total with a floor of 3 quanta (uniform when no layer costs anything measurable).
+TEST_F(Cli, TheDefaultAllocatesWindowsByAProbesLayerSensitivity) {
+  std::string data = write("data.jsonl", [] {
+    std::string s;
+    for (int i = 0; i < 40; ++i) s += "{\"text\": \"Document " + std::to_string(i) + ": the grass is green and the sky is blue.\"}\n";
+    return s;
+  }());
+  const std::string out = (dir_ / "by_default").string();
+  CliRun r = run("linearize " + kLlama + " --data " + data + " --steps 8 --e2e-tokens 256 --seq-len 32 --batch 2 --sinks 2 --window 32 --out " + out);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("probe: 2 transfer steps"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("probe: 1 end-to-end steps"), std::string::npos) << r.err;
+  auto json = golinear::Json::parse(slurp(out + "/linearization.json"));
+  const auto& allocation = json["training"]["keep_full_selection"]["window_allocation"];
+  EXPECT_EQ(allocation["signal"], "probe layer_sensitivity");
+  EXPECT_EQ(allocation["probe_tokens"].get<long>(), (2 + 1) * 2 * 32);
+  const auto values = allocation["values"].get<std::vector<double>>();
+  ASSERT_EQ(values.size(), 2u);
+  bool measured = false;
+  for (double v : values) EXPECT_GE(v, 0.0), measured = measured || v > 0.0;
+  const auto windows = json["recipe"]["layer_windows"].get<std::vector<int>>();
+  EXPECT_EQ(allocation["windows"].get<std::vector<int>>(), windows);
+  if (measured) {
+    auto want = golinear::train::allocate_windows(values, 32, 8, 24);
+    ASSERT_TRUE(want.ok());
+    EXPECT_EQ(windows, *want);
+  } else {
+    EXPECT_EQ(windows, (std::vector<int>{32, 32}));
+  }
+}
+
 TEST_F(Cli, LinearizeWritesACheckpointThatLoadsAndResumes) {
   std::string data = write("data.jsonl", [] {
     std::string s;

@@ -218,23 +218,58 @@ __global__ void mix_nmse_partial_kernel(double* partial, HybridMix mix, const bf
 
 // ---- fused decode step ---------------------------------------------------------------------
 
-// grid (H, D / 32, B), 256 threads: block (h, cb, b) owns query head h (kv head h / (H / G))
-// and value columns [32cb, 32cb + 32) of sequence b's state and output; the per-head front end
-// (conv, gates, norms, RoPE, scores) is recomputed by the D/32 blocks of a head. The block of a
+// NC consecutive bf16 (NC·2 bytes, aligned) as floats / NC consecutive floats loaded and stored
+// as one access.
+template <int NC>
+__device__ __forceinline__ void load_row_part(const bf16* src, float* out) {
+  if constexpr (NC == 4) {
+    const uint2 raw = *reinterpret_cast<const uint2*>(src);
+    const float2 a = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.x));
+    const float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.y));
+    out[0] = a.x, out[1] = a.y, out[2] = b.x, out[3] = b.y;
+  } else {
+    static_assert(NC == 2);
+    const float2 a = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(src));
+    out[0] = a.x, out[1] = a.y;
+  }
+}
+template <int NC>
+__device__ __forceinline__ void load_f32(const float* src, float* out) {
+  if constexpr (NC == 4) {
+    const float4 a = *reinterpret_cast<const float4*>(src);
+    out[0] = a.x, out[1] = a.y, out[2] = a.z, out[3] = a.w;
+  } else {
+    const float2 a = *reinterpret_cast<const float2*>(src);
+    out[0] = a.x, out[1] = a.y;
+  }
+}
+template <int NC>
+__device__ __forceinline__ void store_f32(float* dst, const float* in) {
+  if constexpr (NC == 4) *reinterpret_cast<float4*>(dst) = make_float4(in[0], in[1], in[2], in[3]);
+  else *reinterpret_cast<float2*>(dst) = make_float2(in[0], in[1]);
+}
+
+// grid (H, B), 256 threads: block (h, b) owns query head h (kv head h / (H / G)) of sequence b:
+// the front end (conv, gates, norms, RoPE, scores) once, then every column of the head's state
+// and output (warp w holds state rows [wR, wR + R), lane the NC consecutive columns
+// [lane·NC, lane·NC + NC), read and written as one 16- or 8-byte access per row). The exact
+// branch visits its keys KU at a time per warp, their loads issued together. The block of a
 // sequence that finishes last advances its cache.position (one launch per token). Dynamic shared
 // memory: the exact branch's scores, sinks + window + 1 floats.
 template <int D, int NR, bool kBatch>
-__global__ void __launch_bounds__(256) hybrid_decode_kernel(
+__global__ void __launch_bounds__(256, 2) hybrid_decode_kernel(
     bf16* __restrict__ y, HybridParams p, HybridCacheView one,
     const HybridCacheView* __restrict__ caches, const bf16* __restrict__ x,
     const bf16* __restrict__ q, const bf16* __restrict__ k, const bf16* __restrict__ v, int C,
     int H, int G, int sinks, int window, HybridMix mix, bool linear_rope, bool count_far) {
-  constexpr int R = D / 8;  // state rows per warp
+  constexpr int R = D / 8;    // state rows per warp
+  constexpr int NC = D / 32;  // state columns per lane
+  constexpr int KU = 4;       // exact-branch keys per warp and pass
   extern __shared__ float scores[];
-  __shared__ float qc[D], kc[D], vc[D], qn[D], kn[D], qr[D], kr[D];
+  __shared__ __align__(16) float qc[D], kc[D], vc[D], qn[D], kn[D], qr[D], kr[D];
   __shared__ float red[8][5], stat[2];
-  __shared__ float part_r[8][32], part_o[8][32], part_y[8][32];
-  const int h = blockIdx.x, cb = blockIdx.y, seq = blockIdx.z, group = H / G, hk = h / group;
+  __shared__ __align__(16) float part_r[8][D], part_o[8][D], part_y[8][D];
+  const int h = blockIdx.x, seq = blockIdx.y, group = H / G, hk = h / group;
   // One sequence: its view is a kernel parameter (no dependent load before the first read, no
   // select between the two that would take the parameter's address).
   HybridCacheView cache;
@@ -245,11 +280,28 @@ __global__ void __launch_bounds__(256) hybrid_decode_kernel(
   k += (long)seq * G * D;
   v += (long)seq * G * D;
   y += (long)seq * H * D;
-  const bool writer = cb == 0, leader = writer && h % group == 0;
+  const bool leader = h % group == 0;
   const bool has_exact = mix != HybridMix::linear, has_linear = mix != HybridMix::exact;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const long pos = *cache.position;
   const int ring = window + 1;
+  // The state's lines and the exact rows of this kv head asked into L2 first: their DRAM reads
+  // overlap the front end (conv, gate dot products, RoPE) instead of following it.
+  if (has_linear) {
+    const char* s0 = reinterpret_cast<const char*>(cache.state + (long)h * D * D);
+    for (int off = tid * 128; off < D * D * 4; off += 256 * 128)
+      asm volatile("prefetch.global.L2 [%0];" ::"l"(s0 + off));
+  }
+  if (has_exact) {
+    constexpr int kLines = D * 2 / 128 > 0 ? D * 2 / 128 : 1;  // 128-byte lines per bf16 row
+    const int rows = ring + sinks;
+    for (int idx = tid; idx < 2 * rows * kLines; idx += 256) {
+      const int kv = idx / (rows * kLines), row = idx / kLines % rows, line = idx % kLines;
+      const bf16* base = row < ring ? (kv ? cache.ring_v : cache.ring_k) + ((long)row * G + hk) * D
+                                    : (kv ? cache.sink_v : cache.sink_k) + ((long)(row - ring) * G + hk) * D;
+      asm volatile("prefetch.global.L2 [%0];" ::"l"(reinterpret_cast<const char*>(base) + line * 128));
+    }
+  }
 
   // 1 short conv over the raw rows of the last 3 tokens and this one (conv off: the rows as they
   //   are).
@@ -350,52 +402,73 @@ __global__ void __launch_bounds__(256) hybrid_decode_kernel(
   const int n_keys = has_exact ? (int)(n_sink + max(0L, pos - w_begin + 1)) : 0;
   auto key_pos = [&](int idx) -> long { return idx < n_sink ? (long)idx : w_begin + (idx - n_sink); };
   const float scale = rsqrtf((float)D);
-  for (int idx = warp; idx < n_keys; idx += 8) {
-    const long j = key_pos(idx);
-    float s = 0.0f;
-    if (j == pos) {
-      for (int d = lane; d < D; d += 32) s += qr[d] * kr[d];
-    } else {
-      const bf16* kj = idx < n_sink ? cache.sink_k + ((long)idx * G + hk) * D
-                                    : cache.ring_k + ((j % ring) * G + hk) * (long)D;
+  const int c0 = lane * NC;  // this lane's dims (scores) and columns (state, output)
+  for (int base = warp; base < n_keys; base += 8 * KU) {
+    float kv[KU][NC];
 #pragma unroll
-      for (int d = lane; d < D; d += 32) s += qr[d] * __bfloat162float(kj[d]);
+    for (int u = 0; u < KU; ++u) {
+      const int idx = base + 8 * u;
+      const long j = idx < n_keys ? key_pos(idx) : -1;
+      if (j == pos) {
+#pragma unroll
+        for (int c = 0; c < NC; ++c) kv[u][c] = kr[c0 + c];
+      } else if (j >= 0) {
+        const bf16* kj = idx < n_sink ? cache.sink_k + ((long)idx * G + hk) * D
+                                      : cache.ring_k + ((j % ring) * G + hk) * (long)D;
+        load_row_part<NC>(kj + c0, kv[u]);
+      } else {
+#pragma unroll
+        for (int c = 0; c < NC; ++c) kv[u][c] = 0.0f;
+      }
     }
-    s = device::warp_sum(s);
-    if (lane == 0) scores[idx] = s * scale;
+#pragma unroll
+    for (int u = 0; u < KU; ++u) {
+      float s = 0.0f;
+#pragma unroll
+      for (int c = 0; c < NC; ++c) s += qr[c0 + c] * kv[u][c];
+      s = device::warp_sum(s);
+      if (lane == 0 && base + 8 * u < n_keys) scores[base + 8 * u] = s * scale;
+    }
   }
-  // 5 linear branch on this block's 32 columns (independent of the scores): the token leaving
-  //   the window enters the state (with window 0, this token itself), then q̂ reads it. Warp w
-  //   holds rows [wR, wR + R), lane column e.
+  // 5 linear branch over the state (independent of the scores): the token leaving the window
+  //   enters it (with window 0, this token itself), then q̂ reads it.
   const long leaving = pos - window;
   const bool enters = has_linear && leaving >= sinks && leaving >= 0;
-  const int e = lane, col = cb * 32 + e;
-  float* S = cache.state + (long)h * D * D;
-  float sreg[R];
-  float alpha = 1.0f, b = 0.0f, v_leave = 0.0f;
-  // The state is read unconditionally (a cache always has one; zero without a linear branch), so
-  // that its loads issue with the block's first instructions.
+  float* S = cache.state + (long)h * D * D + c0;
+  float sreg[R][NC];
+  if (has_linear) {  // (zero without a linear branch: not read)
 #pragma unroll
-  for (int i = 0; i < R; ++i) sreg[i] = S[(long)(warp * R + i) * D + col];
-  float k_leave[R];  // the entering token's unit key (from the ring, or this token's own)
+    for (int i = 0; i < R; ++i) load_f32<NC>(S + (long)(warp * R + i) * D, sreg[i]);
+  } else {
+#pragma unroll
+    for (int i = 0; i < R; ++i)
+#pragma unroll
+      for (int c = 0; c < NC; ++c) sreg[i][c] = 0.0f;
+  }
+  float alpha = 1.0f, b = 0.0f, v_leave[NC], k_leave[R];
   if (enters) {
     if (window == 0) {
-      alpha = expf(g_now), b = beta_now, v_leave = vc[col];
+      alpha = expf(g_now), b = beta_now;
+#pragma unroll
+      for (int c = 0; c < NC; ++c) v_leave[c] = vc[c0 + c];
 #pragma unroll
       for (int i = 0; i < R; ++i) k_leave[i] = kn[warp * R + i];
     } else {
       const long slot = leaving % ring;
       alpha = expf(cache.ring_g[slot * H + h]);
       b = cache.ring_beta[slot * H + h];
-      const bf16* kl = cache.ring_key + (slot * G + hk) * (long)D;
-      v_leave = __bfloat162float(cache.ring_v[(slot * G + hk) * (long)D + col]);
+      load_row_part<NC>(cache.ring_v + (slot * G + hk) * (long)D + c0, v_leave);
+      const bf16* kl = cache.ring_key + (slot * G + hk) * (long)D + warp * R;
 #pragma unroll
-      for (int i = 0; i < R; ++i) k_leave[i] = __bfloat162float(kl[warp * R + i]);
+      for (int i = 0; i < R; ++i) k_leave[i] = __bfloat162float(kl[i]);
     }
-    float r = 0.0f;
 #pragma unroll
-    for (int i = 0; i < R; ++i) r += k_leave[i] * sreg[i];
-    part_r[warp][e] = r;
+    for (int c = 0; c < NC; ++c) {
+      float r = 0.0f;
+#pragma unroll
+      for (int i = 0; i < R; ++i) r += k_leave[i] * sreg[i][c];
+      part_r[warp][c0 + c] = r;
+    }
   }
   __syncthreads();  // scores and part_r
   if (warp == 0 && n_keys > 0) {  // softmax statistics
@@ -407,42 +480,63 @@ __global__ void __launch_bounds__(256) hybrid_decode_kernel(
     se = device::warp_sum(se);
     if (lane == 0) stat[0] = m, stat[1] = se;
   }
-  float o = 0.0f;
   if (enters) {
-    float r = 0.0f;
 #pragma unroll
-    for (int w = 0; w < 8; ++w) r += part_r[w][e];
-    const float u = b * (v_leave - alpha * r);
+    for (int c = 0; c < NC; ++c) {
+      float r = 0.0f;
 #pragma unroll
-    for (int i = 0; i < R; ++i) {
-      sreg[i] = alpha * sreg[i] + k_leave[i] * u;
-      S[(long)(warp * R + i) * D + col] = sreg[i];
+      for (int w = 0; w < 8; ++w) r += part_r[w][c0 + c];
+      const float u = b * (v_leave[c] - alpha * r);
+#pragma unroll
+      for (int i = 0; i < R; ++i) sreg[i][c] = alpha * sreg[i][c] + k_leave[i] * u;
     }
+#pragma unroll
+    for (int i = 0; i < R; ++i) store_f32<NC>(S + (long)(warp * R + i) * D, sreg[i]);
   }
 #pragma unroll
-  for (int i = 0; i < R; ++i) o += qn[warp * R + i] * sreg[i];  // 0 without a linear branch
-  part_o[warp][e] = o;
+  for (int c = 0; c < NC; ++c) {
+    float o = 0.0f;
+#pragma unroll
+    for (int i = 0; i < R; ++i) o += qn[warp * R + i] * sreg[i][c];  // 0 without a linear branch
+    part_o[warp][c0 + c] = o;
+  }
   __syncthreads();  // stat
-  // 6 exact output on the 32 columns: warp w sums keys w, w + 8, …
+  // 6 exact output: warp w sums keys w, w + 8, … (KU per pass, loads together), lane its columns.
   {
     const float m = n_keys > 0 ? stat[0] : 0.0f;
-    float ye = 0.0f;
-    for (int idx = warp; idx < n_keys; idx += 8) {
-      const long j = key_pos(idx);
-      const float vj = j == pos ? vc[col]
-                       : idx < n_sink ? __bfloat162float(cache.sink_v[((long)j * G + hk) * D + col])
-                                      : __bfloat162float(cache.ring_v[((j % ring) * G + hk) * (long)D + col]);
-      ye += expf(scores[idx] - m) * vj;
+    float ye[NC];
+#pragma unroll
+    for (int c = 0; c < NC; ++c) ye[c] = 0.0f;
+    for (int base = warp; base < n_keys; base += 8 * KU) {
+      float vv[KU][NC], pw[KU];
+#pragma unroll
+      for (int u = 0; u < KU; ++u) {
+        const int idx = base + 8 * u;
+        const long j = idx < n_keys ? key_pos(idx) : -1;
+        pw[u] = j >= 0 ? expf(scores[idx] - m) : 0.0f;
+        if (j == pos) {
+#pragma unroll
+          for (int c = 0; c < NC; ++c) vv[u][c] = vc[c0 + c];
+        } else if (j >= 0) {
+          load_row_part<NC>(idx < n_sink ? cache.sink_v + ((long)j * G + hk) * D + c0
+                                         : cache.ring_v + ((j % ring) * G + hk) * (long)D + c0,
+                            vv[u]);
+        } else {
+#pragma unroll
+          for (int c = 0; c < NC; ++c) vv[u][c] = 0.0f;
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < KU; ++u)
+#pragma unroll
+        for (int c = 0; c < NC; ++c) ye[c] += pw[u] * vv[u][c];
     }
-    part_y[warp][e] = ye;
+#pragma unroll
+    for (int c = 0; c < NC; ++c) part_y[warp][c0 + c] = ye[c];
   }
   __syncthreads();
   if (warp == 0) {
-    float ye = 0.0f, yl = 0.0f;
-#pragma unroll
-    for (int w = 0; w < 8; ++w) ye += part_y[w][e], yl += part_o[w][e];
     float a = 1.0f, bl = 1.0f;  // y = a·y_exact + bl·y_lin
-    if (n_keys > 0) ye /= stat[1];
     if (mix == HybridMix::gate) {
       float z = tot[NR == 3 ? 2 : 0] + p.b_lambda[h];  // gate: NR = 3, the λ row last
       if (p.c_lse) z -= p.c_lse[h] * (stat[0] + logf(stat[1]));
@@ -457,10 +551,17 @@ __global__ void __launch_bounds__(256) hybrid_decode_kernel(
     } else if (mix == HybridMix::linear) {
       a = 0.0f;
     }
-    y[(long)h * D + col] = __float2bfloat16(a * ye + bl * yl);
+#pragma unroll
+    for (int c = 0; c < NC; ++c) {
+      float ye = 0.0f, yl = 0.0f;
+#pragma unroll
+      for (int w = 0; w < 8; ++w) ye += part_y[w][c0 + c], yl += part_o[w][c0 + c];
+      if (n_keys > 0) ye /= stat[1];
+      y[(long)h * D + c0 + c] = __float2bfloat16(a * ye + bl * yl);
+    }
   }
   // 7 this token into the cache (slots no block reads in this step).
-  if (writer) {
+  {
     const long slot = pos % ring;
     for (int d = tid; d < D; d += 256) {
       if (p.conv_q) cache.conv_q[((pos % 4) * H + h) * (long)D + d] = __bfloat162float(q[(long)h * D + d]);
@@ -488,7 +589,7 @@ __global__ void __launch_bounds__(256) hybrid_decode_kernel(
   if (tid == 0) {
     __threadfence();
     const unsigned ticket = atomicAdd(cache.step_done, 1u);
-    if (ticket == gridDim.x * gridDim.y - 1) {
+    if (ticket == gridDim.x - 1) {
       *cache.position = pos + 1;
       *cache.step_done = 0;
       __threadfence();
@@ -623,7 +724,7 @@ Status decode_launch(bf16* y, const HybridShape& s, const HybridParams& p,
     auto launch = [&](auto kernel) -> Status {
       if (smem > 48 * 1024)
         GL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-      kernel<<<dim3(s.H, Dc / 32, B), 256, smem, stream>>>(y, p, one, caches, x, q, k, v, s.C, s.H,
+      kernel<<<dim3(s.H, B), 256, smem, stream>>>(y, p, one, caches, x, q, k, v, s.C, s.H,
                                                            s.G, s.sinks, s.window, s.mix,
                                                            s.linear_rope, s.count_far);
       GL_CUDA_CHECK_LAUNCH();
