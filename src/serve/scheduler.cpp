@@ -1,10 +1,12 @@
 #include "serve/scheduler.h"
 
-#include "model/transformer.h"
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+
+#include "model/transformer.h"
 
 namespace golinear::serve {
 
@@ -165,6 +167,7 @@ void Scheduler::run() {
   std::vector<int> batch;
   std::vector<int32_t> batch_ids;
   std::vector<float> batch_logits;
+  std::vector<TokenLogprob> choices;  // (B)
   const size_t V = backend_.vocab_size();
   for (;;) {
     std::vector<Slot*> admitted;
@@ -228,7 +231,17 @@ void Scheduler::run() {
           backend_.decode(batch.data(), batch_ids.data(), (int)batch.size(), batch_logits.data());
       ++metrics_.decode_steps;
       metrics_.decode_step_sequences += batch.size();
-      for (size_t b = 0; b < batch.size(); ++b) {
+      // The choices in parallel (each slot's own sampler), then the bookkeeping in slot order.
+      const long B = (long)batch.size();
+      choices.resize(B);
+      if (status.ok()) {
+        const int threads =
+            options_.sample_threads > 0 ? options_.sample_threads : omp_get_max_threads();
+#pragma omp parallel for schedule(dynamic) num_threads(threads) if (B > 1)
+        for (long b = 0; b < B; ++b)
+          choices[b] = choose(*slots_[batch[b]], batch_logits.data() + b * V);
+      }
+      for (long b = 0; b < B; ++b) {
         Slot& slot = *slots_[batch[b]];
         if (!status.ok()) {
           finish(slot, FinishReason::error, status.error());
@@ -236,7 +249,7 @@ void Scheduler::run() {
         }
         slot.tokens.push_back(slot.pending);
         slot.calls.push_back(0);
-        on_logits(slot, batch_logits.data() + b * V);
+        on_choice(slot, choices[b]);
       }
     }
 
@@ -306,7 +319,8 @@ void Scheduler::prefill(Slot& slot, int budget, int* used) {
   *used += n;
   metrics_.prompt_tokens_prefilled += n;
   const bool done = slot.prefilled == prompt.size();
-  if (options_.cache && backend_.can_snapshot() && (done || (every > 0 && slot.prefilled % every == 0)))
+  if (options_.cache && backend_.can_snapshot() &&
+      (done || (every > 0 && slot.prefilled % every == 0)))
     remember(slot);
   if (done) on_logits(slot, slot.logits.data());
 }
@@ -342,8 +356,7 @@ TokenLogprob logprobs_of(const float* logits, int V, int32_t id, int n) {
     std::partial_sort(order.begin(), order.begin() + n, order.end(), [&](int32_t a, int32_t b) {
       return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
     });
-    for (int i = 0; i < n; ++i)
-      out.top.emplace_back(order[i], log_softmax(order[i]));
+    for (int i = 0; i < n; ++i) out.top.emplace_back(order[i], log_softmax(order[i]));
   }
   return out;
 }
@@ -351,14 +364,26 @@ TokenLogprob logprobs_of(const float* logits, int V, int32_t id, int n) {
 }  // namespace
 
 void Scheduler::on_logits(Slot& slot, const float* logits) {
-  Job& job = *slot.job;
+  on_choice(slot, choose(slot, logits));
+}
+
+TokenLogprob Scheduler::choose(Slot& slot, const float* logits) const {
   const int V = backend_.vocab_size();
   const int32_t id = slot.sampler->sample(logits, V);
+  const int top_logprobs = slot.job->params.top_logprobs;
+  if (top_logprobs >= 0) return logprobs_of(logits, V, id, top_logprobs);
+  TokenLogprob choice;
+  choice.id = id;
+  return choice;
+}
+
+void Scheduler::on_choice(Slot& slot, const TokenLogprob& choice) {
+  Job& job = *slot.job;
+  const int32_t id = choice.id;
   ++job.completion_tokens;
   ++metrics_.generation_tokens;
   Delta delta;
-  if (job.params.top_logprobs >= 0)
-    delta.tokens.push_back(logprobs_of(logits, V, id, job.params.top_logprobs));
+  if (job.params.top_logprobs >= 0) delta.tokens.push_back(choice);
   const auto& stop_ids = job.params.stop_ids;
   if (std::find(stop_ids.begin(), stop_ids.end(), id) != stop_ids.end()) {
     delta.text = slot.text->finish();

@@ -102,13 +102,17 @@ struct SlotActionResult {
 };
 
 struct SchedulerOptions {
-  int max_queue = 64;            // requests waiting for a slot; submit() refuses beyond
-  int prefill_chunk = 512;       // prompt tokens prefilled per iteration, over all slots
+  int max_queue = 64;       // requests waiting for a slot; submit() refuses beyond
+  int prefill_chunk = 512;  // prompt tokens prefilled per iteration, over all slots
   // The prompt cache also keeps the state after every snapshot_every tokens of a long prompt
   // (its chunks are cut there), not only at its end; 0: at prompt ends only. A backend that
   // prefills an empty slot's prompt whole (the GPU) keeps prompt ends only.
   int snapshot_every = 2048;
   PromptCache* cache = nullptr;  // the prompt-state cache, or null
+  // Threads choosing the next tokens of a decode step's sequences (each with its own sampler, so
+  // the text does not depend on them); 0: OpenMP's count on the scheduler thread (the CPU
+  // backend's threads, else the cores).
+  int sample_threads = 0;
 };
 
 struct SlotInfo {
@@ -154,7 +158,11 @@ class Scheduler {
   // The slot's state (its tokens, calls and last logits) into the prompt cache; false when the
   // backend gave no snapshot.
   bool remember(const Slot& slot);
-  void on_logits(Slot& slot, const float* logits);  // sample, emit, maybe finish
+  void on_logits(Slot& slot, const float* logits);  // choose(), then on_choice()
+  // The slot's next token from its logits (V) with its logprobs when asked; touches nothing but
+  // the slot's sampler, so the rows of a decode step run it in parallel.
+  TokenLogprob choose(Slot& slot, const float* logits) const;
+  void on_choice(Slot& slot, const TokenLogprob& choice);  // emit, maybe finish
   void finish(Slot& slot, FinishReason reason, const std::string& error = "");
   // Finishes (cancelled) and removes the waiting jobs whose clients left. Under mutex_.
   void drop_cancelled_waiting();

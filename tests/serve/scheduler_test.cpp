@@ -171,6 +171,56 @@ TEST(Scheduler, DecodeStepsAdvanceAllRunningSequencesAndEachGetsItsOwnTokens) {
   EXPECT_EQ(metrics.generation_tokens.load(), 6u + 9 + 12 + 15 + 18);
 }
 
+// The rows of a decode step choose their tokens in parallel: each request's tokens and text are
+// those it gets alone, whatever the number of sampling threads, for unrestricted and restricted
+// sampling alike.
+TEST(Scheduler, ParallelSamplingGivesTheSameTextForAnyThreadCount) {
+  Tokenizer tokenizer = tiny_tokenizer();
+  const std::vector<runtime::SamplerOptions> samplers = {
+      {1.0f, 1.0f, 0, 0, 0.0f},   {0.8f, 0.9f, 0, 0, 0.0f}, {1.2f, 1.0f, 0, 5, 0.0f},
+      {1.0f, 0.95f, 0, 0, 0.05f}, {0.0f, 1.0f, 0, 0, 0.0f}, {2.0f, 0.5f, 0, 20, 0.1f}};
+  std::vector<std::string> first_texts;
+  for (int threads : {1, 3}) {
+    FakeBackend backend(6);
+    Metrics metrics;
+    SchedulerOptions options;
+    options.sample_threads = threads;
+    std::vector<std::shared_ptr<Job>> jobs;
+    std::vector<std::string> texts;
+    {
+      backend.set_open(false);  // every job queued before the first prefill ends
+      Scheduler scheduler(backend, tokenizer, metrics, options);
+      for (size_t i = 0; i < samplers.size(); ++i) {
+        GenerationParams p = params({1, 2, 3 + (int)i}, 20, 100 + i);
+        p.sampler = samplers[i];
+        p.sampler.seed = 100 + i;
+        jobs.push_back(std::make_shared<Job>(p));
+        ASSERT_EQ(scheduler.submit(jobs.back()), Scheduler::Submitted::accepted);
+      }
+      backend.set_open(true);
+      for (size_t i = 0; i < jobs.size(); ++i) {
+        std::vector<Delta> deltas;
+        for (int k = 0; k < 1500 && !jobs[i]->wait(std::chrono::milliseconds(20), &deltas); ++k) {
+        }
+        ASSERT_EQ(jobs[i]->finish_reason, FinishReason::length) << "job " << i;
+        std::vector<int32_t> ids;
+        std::string text;
+        for (const Delta& d : deltas) {
+          text += d.text;
+          for (const TokenLogprob& t : d.tokens) ids.push_back(t.id);
+        }
+        EXPECT_EQ(ids, reference_tokens(jobs[i]->params)) << "job " << i << ", threads " << threads;
+        texts.push_back(text);
+      }
+    }
+    EXPECT_GT(*std::max_element(backend.batch_sizes.begin(), backend.batch_sizes.end()), 3);
+    if (first_texts.empty())
+      first_texts = texts;
+    else
+      EXPECT_EQ(texts, first_texts) << "threads " << threads;
+  }
+}
+
 TEST(Scheduler, BoundedQueueAndCancellation) {
   Tokenizer tokenizer = tiny_tokenizer();
   FakeBackend backend(1);
