@@ -283,6 +283,9 @@ void Scheduler::start(Slot& slot) {
 
   std::shared_ptr<const CachedPrompt> hit;
   if (options_.cache && backend_.can_snapshot()) hit = options_.cache->lookup(job.params.prompt);
+  if (hit && !backend_.chunked_prefill() &&
+      job.params.prompt.size() - hit->tokens.size() > (size_t)std::max(0, options_.stepped_rest_max))
+    hit = nullptr;
   Status status = hit ? backend_.restore(slot.id, *hit->state) : backend_.reset(slot.id);
   if (!status.ok() && hit) {  // fall back to an empty state
     hit = nullptr;

@@ -109,6 +109,10 @@ struct SchedulerOptions {
   // prefills an empty slot's prompt whole (the GPU) keeps prompt ends only.
   int snapshot_every = 2048;
   PromptCache* cache = nullptr;  // the prompt-state cache, or null
+  // A backend without chunked prefill (the GPU) continues a restored state one decode step per
+  // token: there a cached prefix is used only when at most this many prompt tokens remain after
+  // it; else the whole prompt is prefilled in one forward, which costs less.
+  int stepped_rest_max = 64;
   // Threads choosing the next tokens of a decode step's sequences (each with its own sampler, so
   // the text does not depend on them); 0: OpenMP's count on the scheduler thread (the CPU
   // backend's threads, else the cores).

@@ -331,5 +331,37 @@ TEST(Scheduler, PromptCacheKeepsTheStateEverySnapshotEveryTokens) {
   }
 }
 
+// A backend that continues a restored state token by token (chunked_prefill() false, the GPU)
+// takes a cached prefix only when at most stepped_rest_max prompt tokens remain after it; a
+// longer rest is prefilled with the prefix, whole, in one call.
+TEST(Scheduler, AStateContinuedTokenByTokenIsRestoredOnlyForAShortRest) {
+  Tokenizer tokenizer = tiny_tokenizer();
+  for (const int rest_max : {2, 1}) {
+    FakeBackend backend(1);
+    backend.chunked = false;
+    Metrics metrics;
+    PromptCache cache(1 << 20);
+    SchedulerOptions options;
+    options.cache = &cache;
+    options.stepped_rest_max = rest_max;
+    Scheduler scheduler(backend, tokenizer, metrics, options);
+    const std::vector<int32_t> first = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+    const std::vector<int32_t> second = {1, 2, 3, 4, 5, 6, 7, 8, 9, 20, 21};
+    auto a = std::make_shared<Job>(params(first, 3, 5));
+    ASSERT_EQ(scheduler.submit(a), Scheduler::Submitted::accepted);
+    EXPECT_EQ(wait_tokens(*a), reference_tokens(a->params));
+    auto b = std::make_shared<Job>(params(second, 3, 5));
+    ASSERT_EQ(scheduler.submit(b), Scheduler::Submitted::accepted);
+    EXPECT_EQ(wait_tokens(*b), reference_tokens(b->params)) << "rest max " << rest_max;
+    if (rest_max == 2) {  // the 2 tokens after the cached 9
+      EXPECT_EQ(b->cached_tokens, 9);
+      EXPECT_EQ(backend.prefill_calls, (std::vector<int>{9, 2}));
+    } else {
+      EXPECT_EQ(b->cached_tokens, 0);
+      EXPECT_EQ(backend.prefill_calls, (std::vector<int>{9, 11}));
+    }
+  }
+}
+
 }  // namespace
 }  // namespace golinear::serve
