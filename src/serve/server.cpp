@@ -230,6 +230,7 @@ Result<int> Server::bind() {
   if (port <= 0)
     return make_error("cannot listen on ", options_.host, ":", options_.port,
                       " (address in use, or not an address of this machine)");
+  widen_listen_backlog(port);  // at worst the library's 5
   return port;
 }
 
@@ -541,6 +542,29 @@ void Server::routes() {
                {"n_restored", record.tokens.size()},
                {"n_read", text->size()}});
   });
+}
+
+bool widen_listen_backlog(int port) {
+  DIR* dir = opendir("/proc/self/fd");
+  if (!dir) return false;
+  bool done = false;
+  while (dirent* entry = readdir(dir)) {
+    char* end = nullptr;
+    const long fd = std::strtol(entry->d_name, &end, 10);
+    if (*end != '\0' || end == entry->d_name) continue;
+    int accepting = 0;
+    socklen_t len = sizeof(accepting);
+    if (getsockopt((int)fd, SOL_SOCKET, SO_ACCEPTCONN, &accepting, &len) != 0 || !accepting) continue;
+    sockaddr_storage local{};
+    socklen_t local_len = sizeof(local);
+    if (getsockname((int)fd, (sockaddr*)&local, &local_len) != 0) continue;
+    const int local_port = local.ss_family == AF_INET    ? ntohs(((const sockaddr_in&)local).sin_port)
+                           : local.ss_family == AF_INET6 ? ntohs(((const sockaddr_in6&)local).sin6_port)
+                                                         : -1;
+    if (local_port == port && ::listen((int)fd, SOMAXCONN) == 0) done = true;
+  }
+  closedir(dir);
+  return done;
 }
 
 }  // namespace golinear::serve

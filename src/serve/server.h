@@ -66,4 +66,11 @@ class Server {
   std::atomic<bool> stopping_{false};
 };
 
+// cpp-httplib 0.11 (Debian's shared library) listens with a backlog of 5: a burst of clients
+// connecting at once (64 streams of a load test) overflows the accept queue, and their SYNs wait
+// for a retransmit (about 1 s of first-token latency) or fail. Listening again on this process's
+// accepting socket of `port` sets the backlog to SOMAXCONN; returns whether one was found.
+// Server::bind calls it.
+bool widen_listen_backlog(int port);
+
 }  // namespace golinear::serve
