@@ -36,6 +36,18 @@ TrainOptions transfer_options(const LinearizeOptions& s) {
   return options;
 }
 
+// A probe's schedule: `steps` (at least 1) of the run's transfer options, warmup 5% of them (at
+// most 100), one checkpoint at the end, never resumed or stopped early.
+TrainOptions probe_options(const LinearizeOptions& s, long steps) {
+  TrainOptions options = transfer_options(s);
+  options.steps = std::max(1L, steps);
+  options.warmup = std::max(1L, std::min(100L, options.steps / 20));
+  options.checkpoint_every = options.steps;
+  options.resume = false;
+  options.stop_after = 0;
+  return options;
+}
+
 // The training sequences, tokenized on first use (a recipe with nothing to train never reads
 // them).
 class LazyData {
@@ -124,12 +136,7 @@ Result<Json> allocate_layer_windows(const LinearizeOptions& s, Model& model, Laz
     if (s.steps <= 0) return make_error("golinear linearize: --window-by probe needs an attention-transfer stage");
     GL_ASSIGN_OR_RETURN(const PackedDataset* sequences, data.get());
     GL_ASSIGN_OR_RETURN(MixerStack probe, linearized_mixers(model, s.mixer, full_layers, s.seed));
-    TrainOptions options = transfer_options(s);
-    options.steps = std::max(1L, s.steps / 8);
-    options.warmup = std::max(1L, std::min(100L, options.steps / 20));
-    options.checkpoint_every = options.steps;
-    options.resume = false;
-    options.stop_after = 0;
+    TrainOptions options = probe_options(s, s.steps / 8);
     std::fprintf(stderr, "golinear linearize: probe: %ld steps of the uniform recipe for the per-layer windows\n",
                  options.steps);
     GL_ASSIGN_OR_RETURN(TrainReport report, trainers.transfer(model, probe, *sequences, options));
@@ -142,12 +149,7 @@ Result<Json> allocate_layer_windows(const LinearizeOptions& s, Model& model, Laz
     if (s.steps <= 0) return make_error("golinear linearize: --window-by sensitivity needs an attention-transfer stage");
     GL_ASSIGN_OR_RETURN(const PackedDataset* sequences, data.get());
     GL_ASSIGN_OR_RETURN(MixerStack probe, linearized_mixers(model, s.mixer, full_layers, s.seed));
-    TrainOptions options = transfer_options(s);
-    options.steps = std::max(1L, s.steps / 4);
-    options.warmup = std::max(1L, std::min(100L, options.steps / 20));
-    options.checkpoint_every = options.steps;
-    options.resume = false;
-    options.stop_after = 0;
+    TrainOptions options = probe_options(s, s.steps / 4);
     std::fprintf(stderr, "golinear linearize: probe: %ld transfer steps of the uniform recipe for the per-layer windows\n",
                  options.steps);
     GL_ASSIGN_OR_RETURN(TrainReport report, trainers.transfer(model, probe, *sequences, options));
