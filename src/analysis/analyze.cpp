@@ -322,9 +322,11 @@ Result<std::vector<double>> layer_sensitivity(Model& teacher, MixerStack& studen
   if (!teacher.has_backbone())
     return make_error("analyze: the sensitivity runs the model on the CPU; its weights are not on the host");
   std::vector<float> logits;
-  const double base = sequence_nll(teacher, tokens, N, T, logits).perplexity();
+  // The teacher's perplexity, measured unless the caller already knows it.
+  const bool known = teacher_ppl && std::isfinite(*teacher_ppl);
+  const double base = known ? *teacher_ppl : sequence_nll(teacher, tokens, N, T, logits).perplexity();
   if (teacher_ppl) *teacher_ppl = base;
-  if (step) step();
+  if (!known && step) step();
   std::vector<double> out(L, std::numeric_limits<double>::quiet_NaN());
   for (int l = 0; l < L; ++l) {
     if (student[l]->kind() == "softmax") continue;
@@ -343,21 +345,23 @@ Status add_layer_sensitivity(Model& teacher, std::vector<StudentMixers>& student
   const int L = teacher.config.num_layers;
   if (result.students.size() != students.size())
     return make_error("analyze: ", result.students.size(), " student results for ", students.size(), " students");
-  long forwards = 0, done = 0;
+  long forwards = 1, done = 0;  // the teacher, then each student's layers and whole
   for (const StudentResult& s : result.students)
     for (int l = 0; l < L; ++l) forwards += s.linearized(l) ? 1 : 0;
-  forwards += 2 * (long)students.size();
+  forwards += (long)students.size();
   ProgressBar bar("sensitivity", forwards);
   auto step = [&] {
     if (show_progress) bar.update(++done, (double)done * N * T);
   };
   std::vector<float> logits;
   const double nan = std::numeric_limits<double>::quiet_NaN();
+  double teacher_ppl = nan;  // measured by the first student's layer_sensitivity
   for (size_t i = 0; i < students.size(); ++i) {
     StudentResult& out = result.students[i];
     MixerStack& mixers = students[i].mixers;
     GL_ASSIGN_OR_RETURN(out.layer_sensitivity,
-                        layer_sensitivity(teacher, mixers, tokens, N, T, &out.teacher_ppl, step));
+                        layer_sensitivity(teacher, mixers, tokens, N, T, &teacher_ppl, step));
+    out.teacher_ppl = teacher_ppl;
     for (int l = 0; l < L; ++l) std::swap(teacher.mixers[l], mixers[l]);
     out.student_ppl = sequence_nll(teacher, tokens, N, T, logits).perplexity();
     for (int l = 0; l < L; ++l) std::swap(teacher.mixers[l], mixers[l]);

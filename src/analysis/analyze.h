@@ -131,8 +131,10 @@ Result<AnalysisResult> analysis_run(const Model& teacher, const std::vector<Stud
 // are swapped in and back; on return `teacher` and `students` are as they were.
 // One student's layer sensitivity: for each layer l that `student` linearizes (kind() !=
 // "softmax"), ppl(teacher with layer l's mixer swapped for the student's) / ppl(teacher) − 1 on
-// the N sequences of T tokens; NaN for the layers it keeps softmax. CPU forwards: 1 + linearized
-// layers; `step` (may be empty) after each. The mixers are swapped back before it returns.
+// the N sequences of T tokens; NaN for the layers it keeps softmax. `teacher_ppl`: a finite value
+// there is taken as ppl(teacher) on these tokens, else it receives the one measured. CPU
+// forwards: the linearized layers (+1 for the teacher); `step` (may be empty) after each. The
+// mixers are swapped back before it returns.
 // Also the input of `linearize --window-by sensitivity` (train/linearize.cpp).
 Result<std::vector<double>> layer_sensitivity(Model& teacher, MixerStack& student,
                                               const int32_t* tokens, long N, int T,
