@@ -1,7 +1,6 @@
 #include "train/linearize.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <optional>
@@ -46,6 +45,25 @@ TrainOptions probe_options(const LinearizeOptions& s, long steps) {
   options.resume = false;
   options.stop_after = 0;
   return options;
+}
+
+// The end-to-end schedule of `steps` steps on the transfer options `options`: the run's
+// distillation rate, warmup 5% (at most 50), a resume checkpoint every 10%.
+TrainOptions e2e_options(const LinearizeOptions& s, TrainOptions options, long steps) {
+  options.steps = steps;
+  options.lr = s.e2e_lr;
+  options.warmup = std::max(1L, std::min(50L, steps / 20));
+  options.checkpoint_every = std::max(1L, steps / 10);
+  return options;
+}
+
+// The run's LoRA adapters (s.lora) on the layers `students` linearize; none when disabled.
+Result<LoraAdapters> students_lora(const LinearizeOptions& s, const Model& model,
+                                   const MixerStack& students) {
+  if (!s.lora.enabled()) return LoraAdapters{};
+  std::vector<bool> adapted;
+  for (const auto& mixer : students) adapted.push_back(mixer->kind() != "softmax");
+  return lora_create(model, s.lora, adapted, s.seed);
 }
 
 // The training sequences, tokenized on first use (a recipe with nothing to train never reads
@@ -155,15 +173,8 @@ Result<Json> allocate_layer_windows(const LinearizeOptions& s, Model& model, Laz
     GL_ASSIGN_OR_RETURN(TrainReport report, trainers.transfer(model, probe, *sequences, options));
     probe_tokens = options.steps * s.batch * (long)s.seq_len;
     if (s.e2e_steps > 0) {
-      LoraAdapters lora;
-      if (s.lora.enabled()) {
-        std::vector<bool> adapted;
-        for (const auto& mixer : probe) adapted.push_back(mixer->kind() != "softmax");
-        GL_ASSIGN_OR_RETURN(lora, lora_create(model, s.lora, adapted, s.seed));
-      }
-      options.steps = std::max(1L, options.steps / 2);
-      options.lr = s.e2e_lr;
-      options.warmup = std::max(1L, std::min(50L, options.steps / 20));
+      GL_ASSIGN_OR_RETURN(LoraAdapters lora, students_lora(s, model, probe));
+      options = e2e_options(s, options, std::max(1L, options.steps / 2));
       options.checkpoint_every = options.steps;
       std::fprintf(stderr, "golinear linearize: probe: %ld end-to-end steps\n", options.steps);
       GL_ASSIGN_OR_RETURN(report, trainers.end_to_end(model, probe, *sequences, options,
@@ -175,7 +186,7 @@ Result<Json> allocate_layer_windows(const LinearizeOptions& s, Model& model, Laz
                  n, sequences->seq_len);
     GL_ASSIGN_OR_RETURN(signal, analysis::layer_sensitivity(model, probe, sequences->tokens.data(),
                                                             n, sequences->seq_len));
-    for (double& v : signal) v = std::isnan(v) ? -1.0 : std::max(0.0, v);  // softmax: not counted
+    for (double& v : signal) v = sensitivity_signal(v);
   } else if (s.window_signal == "hardness") {
     GL_ASSIGN_OR_RETURN(const PackedDataset* sequences, data.get());
     const long n = std::min(4L, sequences->size());
@@ -200,10 +211,10 @@ Result<Json> allocate_layer_windows(const LinearizeOptions& s, Model& model, Laz
   const int floor = by_sensitivity
                         ? std::max(quantum, std::min(3 * quantum, s.mixer.window / quantum * quantum))
                         : quantum;
-  // A probe whose layers cost nothing measurable (a short run on a small model) has nothing to
-  // allocate by: the windows stay uniform.
+  // A sensitivity where no layer costs anything measurable (a short probe of a small model) has
+  // nothing to allocate by: the windows stay uniform.
   const bool measured = std::any_of(signal.begin(), signal.end(), [](double v) { return v > 0.0; });
-  auto windows = s.window_signal == "sensitivity" && !measured
+  auto windows = by_sensitivity && !measured
                      ? Result<std::vector<int>>(std::vector<int>(L, s.mixer.window))
                      : allocate_windows(signal, s.mixer.window, quantum, floor);
   if (!windows.ok()) return make_error("golinear linearize: --window-by: ", windows.error());
@@ -461,11 +472,8 @@ Result<LinearizeOutcome> linearize(const LinearizeOptions& s, Model& model, cons
     }
     GL_ASSIGN_OR_RETURN(students, linearized_mixers(model, s.mixer, keep.layers, s.seed, budgets));
   }
-  if (s.lora.enabled()) {  // on the linearized layers; layers kept full stay the base model's
-    std::vector<bool> adapted;
-    for (const auto& mixer : students) adapted.push_back(mixer->kind() != "softmax");
-    GL_ASSIGN_OR_RETURN(lora, lora_create(model, s.lora, adapted, s.seed));
-  }
+  // LoRA on the linearized layers; layers kept full stay the base model's.
+  if (s.lora.enabled()) { GL_ASSIGN_OR_RETURN(lora, students_lora(s, model, students)); }
   // A recipe without parameters (--mixer none --no-conv: no linear branch, no gate, no
   // convolution) has nothing to train: no teacher or student runs, the stages report 0 steps.
   long trainable = 0;
@@ -503,14 +511,10 @@ Result<LinearizeOutcome> linearize(const LinearizeOptions& s, Model& model, cons
   Json e2e = Json::object();
   if (!train && s.e2e_steps > 0) e2e = {{"steps", 0}, {"tokens", 0}};
   if (train && s.e2e_steps > 0) {
-    TrainOptions e2e_options = options;
-    e2e_options.steps = s.e2e_steps;
-    e2e_options.lr = s.e2e_lr;
-    e2e_options.warmup = std::max(1L, std::min(50L, s.e2e_steps / 20));
-    e2e_options.checkpoint_every = std::max(1L, s.e2e_steps / 10);
-    e2e_options.state_path = partial + "/e2e_state.safetensors";
+    TrainOptions distill = e2e_options(s, options, s.e2e_steps);
+    distill.state_path = partial + "/e2e_state.safetensors";
     GL_ASSIGN_OR_RETURN(const PackedDataset* sequences, data.get());
-    GL_ASSIGN_OR_RETURN(TrainReport report, trainers.end_to_end(model, students, *sequences, e2e_options,
+    GL_ASSIGN_OR_RETURN(TrainReport report, trainers.end_to_end(model, students, *sequences, distill,
                                                                 lora.enabled() ? &lora : nullptr));
     if (report.steps_done < s.e2e_steps) return stopped_at("distillation step ", report.steps_done, s.e2e_steps);
     e2e = {{"steps", s.e2e_steps}, {"tokens", s.e2e_steps * s.batch * (long)s.seq_len},
