@@ -140,39 +140,34 @@ Result<FullLayers> choose_full_layers(const Model& model, LazyData& data, const 
 }
 
 // --window-by SIGNAL: per-layer windows with the uniform recipe's total (train/exact_budget.h),
-// from the per-layer transfer NMSE of a probe (`probe`: a short attention transfer of the
-// uniform recipe run here, an eighth of the transfer steps; a resumed run reads the windows its
-// first run wrote to OUT.partial/window_allocation.json; or a finished run's directory) or the teacher's hardness; layers kept
-// as softmax take no part. Returns what the report records.
+// from a probe of the uniform recipe run here (`sensitivity`: its layers' perplexity costs;
+// `probe`: its per-layer transfer NMSE), a finished run's directory (its NMSE), an analysis's
+// summary.json (its sensitivity) or the teacher's hardness; a resumed run reads the windows its
+// first run wrote to OUT.partial/window_allocation.json. Layers kept as softmax take no part.
+// Returns what the report records.
 Result<Json> allocate_layer_windows(const LinearizeOptions& s, Model& model, LazyData& data,
                                     const Trainers& trainers, const std::vector<int>& full_layers,
                                     LayerBudgets& budgets) {
   const int L = model.config.num_layers;
   std::vector<double> signal;
   long probe_tokens = 0;
-  if (s.window_signal == "probe") {
-    if (s.steps <= 0) return make_error("golinear linearize: --window-by probe needs an attention-transfer stage");
+  if (s.window_signal == "probe" || s.window_signal == "sensitivity") {
+    // A probe: the uniform recipe trained on an eighth of the transfer steps, its per-layer NMSE
+    // the signal; or, for the sensitivity, on a quarter (then half as many end-to-end steps, with
+    // the run's LoRA, when the run has that stage), and each layer's perplexity cost linearized
+    // alone on 16 K tokens of the training data (CPU forwards).
+    const bool by_cost = s.window_signal == "sensitivity";
+    if (s.steps <= 0)
+      return make_error("golinear linearize: --window-by ", s.window_signal, " needs an attention-transfer stage");
     GL_ASSIGN_OR_RETURN(const PackedDataset* sequences, data.get());
     GL_ASSIGN_OR_RETURN(MixerStack probe, linearized_mixers(model, s.mixer, full_layers, s.seed));
-    TrainOptions options = probe_options(s, s.steps / 8);
-    std::fprintf(stderr, "golinear linearize: probe: %ld steps of the uniform recipe for the per-layer windows\n",
+    TrainOptions options = probe_options(s, s.steps / (by_cost ? 4 : 8));
+    std::fprintf(stderr, "golinear linearize: probe: %ld transfer steps of the uniform recipe for the per-layer windows\n",
                  options.steps);
     GL_ASSIGN_OR_RETURN(TrainReport report, trainers.transfer(model, probe, *sequences, options));
     signal = report.layer_nmse;
     probe_tokens = options.steps * s.batch * (long)s.seq_len;
-  } else if (s.window_signal == "sensitivity") {
-    // The uniform recipe trained on a quarter of the transfer steps (then half as many
-    // end-to-end steps, with the run's LoRA, when the run has that stage); each layer's
-    // perplexity cost linearized alone, on 16 K tokens of the training data (CPU forwards).
-    if (s.steps <= 0) return make_error("golinear linearize: --window-by sensitivity needs an attention-transfer stage");
-    GL_ASSIGN_OR_RETURN(const PackedDataset* sequences, data.get());
-    GL_ASSIGN_OR_RETURN(MixerStack probe, linearized_mixers(model, s.mixer, full_layers, s.seed));
-    TrainOptions options = probe_options(s, s.steps / 4);
-    std::fprintf(stderr, "golinear linearize: probe: %ld transfer steps of the uniform recipe for the per-layer windows\n",
-                 options.steps);
-    GL_ASSIGN_OR_RETURN(TrainReport report, trainers.transfer(model, probe, *sequences, options));
-    probe_tokens = options.steps * s.batch * (long)s.seq_len;
-    if (s.e2e_steps > 0) {
+    if (by_cost && s.e2e_steps > 0) {
       GL_ASSIGN_OR_RETURN(LoraAdapters lora, students_lora(s, model, probe));
       options = e2e_options(s, options, std::max(1L, options.steps / 2));
       options.checkpoint_every = options.steps;
@@ -181,12 +176,14 @@ Result<Json> allocate_layer_windows(const LinearizeOptions& s, Model& model, Laz
                                                        lora.enabled() ? &lora : nullptr));
       probe_tokens += options.steps * s.batch * (long)s.seq_len;
     }
-    const long n = std::min(sequences->size(), std::max(1L, 16384L / sequences->seq_len));
-    std::fprintf(stderr, "golinear linearize: probe: each layer's perplexity cost on %ld × %d tokens (CPU)\n",
-                 n, sequences->seq_len);
-    GL_ASSIGN_OR_RETURN(signal, analysis::layer_sensitivity(model, probe, sequences->tokens.data(),
-                                                            n, sequences->seq_len));
-    for (double& v : signal) v = sensitivity_signal(v);
+    if (by_cost) {
+      const long n = std::min(sequences->size(), std::max(1L, 16384L / sequences->seq_len));
+      std::fprintf(stderr, "golinear linearize: probe: each layer's perplexity cost on %ld × %d tokens (CPU)\n",
+                   n, sequences->seq_len);
+      GL_ASSIGN_OR_RETURN(signal, analysis::layer_sensitivity(model, probe, sequences->tokens.data(),
+                                                              n, sequences->seq_len));
+      for (double& v : signal) v = sensitivity_signal(v);
+    }
   } else if (s.window_signal == "hardness") {
     GL_ASSIGN_OR_RETURN(const PackedDataset* sequences, data.get());
     const long n = std::min(4L, sequences->size());
