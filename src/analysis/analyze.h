@@ -139,6 +139,20 @@ Result<std::vector<double>> layer_sensitivity(Model& teacher, MixerStack& studen
                                               double* teacher_ppl = nullptr,
                                               const std::function<void()>& step = {});
 
+// What layer_sensitivity runs on a device: Σ_t −log p(tokens[t + 1] | tokens[..t]) of one
+// sequence of T tokens from position 0 under the model's mixers as they stand (the CPU model's
+// forward, or the GPU's: analysis/cuda/analyze.h) ...
+using SequenceNll = std::function<Result<double>(const int32_t* tokens, int T)>;
+// ... and layer `layer`'s mixer set to the student's (student = true) or back to the teacher's.
+using LayerMixerSwap = std::function<Status(int layer, bool student)>;
+// layer_sensitivity's measurement with the device's forward: the teacher's NLL, then for each
+// layer that `student` linearizes, the NLL with that layer swapped (and swapped back, also when
+// the forward fails); the layers, their kinds and the result as above.
+Result<std::vector<double>> layer_sensitivity(const SequenceNll& nll, const LayerMixerSwap& swap,
+                                              const MixerStack& student, const int32_t* tokens,
+                                              long N, int T, double* teacher_ppl = nullptr,
+                                              const std::function<void()>& step = {});
+
 Status add_layer_sensitivity(Model& teacher, std::vector<StudentMixers>& students,
                              AnalysisResult& result, const int32_t* tokens, long N, int T,
                              bool show_progress = false);

@@ -138,7 +138,8 @@ Result<Json> allocate_layer_windows(const LinearizeOptions& s, Model& model, Laz
   } else if (s.window_signal == "sensitivity") {
     // The uniform recipe trained on a quarter of the transfer steps (then half as many
     // end-to-end steps, with the run's LoRA, when the run has that stage); each layer's
-    // perplexity cost linearized alone, on 16 K tokens of the training data (CPU forwards).
+    // perplexity cost linearized alone, on 16 K tokens of the training data (forwards on the
+    // trainers' device).
     if (s.steps <= 0) return make_error("golinear linearize: --window-by sensitivity needs an attention-transfer stage");
     GL_ASSIGN_OR_RETURN(const PackedDataset* sequences, data.get());
     GL_ASSIGN_OR_RETURN(MixerStack probe, linearized_mixers(model, s.mixer, full_layers, s.seed));
@@ -169,10 +170,11 @@ Result<Json> allocate_layer_windows(const LinearizeOptions& s, Model& model, Laz
       probe_tokens += options.steps * s.batch * (long)s.seq_len;
     }
     const long n = std::min(sequences->size(), std::max(1L, 16384L / sequences->seq_len));
-    std::fprintf(stderr, "golinear linearize: probe: each layer's perplexity cost on %ld × %d tokens (CPU)\n",
-                 n, sequences->seq_len);
-    GL_ASSIGN_OR_RETURN(signal, analysis::layer_sensitivity(model, probe, sequences->tokens.data(),
-                                                            n, sequences->seq_len));
+    std::fprintf(stderr, "golinear linearize: probe: each layer's perplexity cost on %ld × %d tokens (%s)\n",
+                 n, sequences->seq_len, trainers.device.c_str());
+    if (!trainers.layer_sensitivity) return make_error("golinear linearize: the trainers cannot measure a layer sensitivity");
+    GL_ASSIGN_OR_RETURN(signal, trainers.layer_sensitivity(model, probe, sequences->tokens.data(), n,
+                                                           sequences->seq_len));
     for (double& v : signal) v = std::isnan(v) ? -1.0 : std::max(0.0, v);  // softmax: not counted
   } else if (s.window_signal == "hardness") {
     GL_ASSIGN_OR_RETURN(const PackedDataset* sequences, data.get());
@@ -381,7 +383,11 @@ Result<LinearizeOutcome> run_sweep(const LinearizeOptions& s, Model& model, Lazy
 Trainers cpu_trainers() {
   return {attention_transfer,
           [](Model& model, MixerStack& students, const PackedDataset& data, const TrainOptions& options,
-             LoraAdapters* lora) { return distill_end_to_end(model, students, data, options, lora); }};
+             LoraAdapters* lora) { return distill_end_to_end(model, students, data, options, lora); },
+          [](Model& teacher, MixerStack& student, const int32_t* tokens, long N, int T) {
+            return analysis::layer_sensitivity(teacher, student, tokens, N, T);
+          },
+          "cpu"};
 }
 
 Status linearize_check_output(const LinearizeOptions& options) {
