@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The bundled model and its shipped linearized student (models/tiny-llama3-25m-linear, an adapter
-# of the default recipe trained on the GPU, docs/RESULTS.md §2c): perplexity and a generation,
+# of the default recipe trained on the GPU, docs/RESULTS.md §2e): perplexity and a generation,
 # no training. Then the main job: linearize it (default recipe: GDN + 8 sinks + a mean 56-token
-# window allocated per layer by a probe + conv, mix split; LoRA r = 8 when there is an
-# end-to-end stage) on a sample of its training text, then compare validation perplexity
-# with the teacher's and generate from the linearized model. About 5 minutes on 2 cores.
+# window allocated per layer by a uniform probe's per-layer perplexity cost + conv, mix split;
+# LoRA r = 8 when there is an end-to-end stage) on a sample of its training text, then compare
+# validation perplexity with the teacher's and generate from the linearized model. About 5
+# minutes on 2 cores, plus the probe's sensitivity (CPU forwards of 16 K tokens per layer).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 golinear=build/golinear
