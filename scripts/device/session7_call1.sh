@@ -3,16 +3,7 @@
 # (uniform probe -> layer sensitivity on training text -> windows by it, 17.3 M tokens -> val ppl);
 # a first timing of the patched batched decode.
 cd "$(dirname "$0")/.."
-T0=$(date +%s)
-mkdir -p /tmp/lib /work && tar xJf carry2/libs.tar.xz -C /tmp && cp /tmp/libs/* /tmp/lib/
-tar xJf carry2/bins.tar.xz -C /tmp
-mkdir -p /tmp/fx && tar xJf carry2/fixtures.tar.xz -C /tmp/fx && export GOLINEAR_GPU_FIXTURES=/tmp/fx/fixtures
-tar xJf carry2/model.tar.xz -C .
-ln -sfn "$PWD" /work/main
-export LD_LIBRARY_PATH=/tmp/lib:/usr/local/cuda/lib64
-R=$OUT/results.txt; G=/tmp/bins/golinear
-el() { echo $(( $(date +%s) - T0 )); }
-echo "setup $(el) s" > $R
+source scripts/device/setup.sh
 for t in test_model_cuda test_runtime_cuda test_attention_cuda test_mixers_cuda; do
   echo "== $t" >> $OUT/tests.txt; timeout 100 /tmp/bins/$t >> $OUT/tests.txt 2>&1; echo "$t exit $? at $(el) s" >> $R
 done

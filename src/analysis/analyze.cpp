@@ -325,10 +325,15 @@ Result<std::vector<double>> layer_sensitivity(const SequenceNll& nll, const Laye
                                               const MixerStack& student, const int32_t* tokens,
                                               long N, int T, double* teacher_ppl,
                                               const std::function<void()>& step) {
-  GL_ASSIGN_OR_RETURN(NllSum teacher, sequences_nll(nll, tokens, N, T));
-  const double base = teacher.perplexity();
+  // The teacher's perplexity, measured unless the caller already knows it.
+  const bool known = teacher_ppl && std::isfinite(*teacher_ppl);
+  double base = known ? *teacher_ppl : 0.0;
+  if (!known) {
+    GL_ASSIGN_OR_RETURN(NllSum teacher, sequences_nll(nll, tokens, N, T));
+    base = teacher.perplexity();
+    if (step) step();
+  }
   if (teacher_ppl) *teacher_ppl = base;
-  if (step) step();
   const int L = (int)student.size();
   std::vector<double> out(L, std::numeric_limits<double>::quiet_NaN());
   for (int l = 0; l < L; ++l) {
@@ -367,21 +372,23 @@ Status add_layer_sensitivity(Model& teacher, std::vector<StudentMixers>& student
   const int L = teacher.config.num_layers;
   if (result.students.size() != students.size())
     return make_error("analyze: ", result.students.size(), " student results for ", students.size(), " students");
-  long forwards = 0, done = 0;
+  long forwards = 1, done = 0;  // the teacher, then each student's layers and whole
   for (const StudentResult& s : result.students)
     for (int l = 0; l < L; ++l) forwards += s.linearized(l) ? 1 : 0;
-  forwards += 2 * (long)students.size();
+  forwards += (long)students.size();
   ProgressBar bar("sensitivity", forwards);
   auto step = [&] {
     if (show_progress) bar.update(++done, (double)done * N * T);
   };
   const SequenceNll nll = cpu_sequence_nll(teacher);
   const double nan = std::numeric_limits<double>::quiet_NaN();
+  double teacher_ppl = nan;  // measured by the first student's layer_sensitivity
   for (size_t i = 0; i < students.size(); ++i) {
     StudentResult& out = result.students[i];
     MixerStack& mixers = students[i].mixers;
     GL_ASSIGN_OR_RETURN(out.layer_sensitivity,
-                        layer_sensitivity(teacher, mixers, tokens, N, T, &out.teacher_ppl, step));
+                        layer_sensitivity(teacher, mixers, tokens, N, T, &teacher_ppl, step));
+    out.teacher_ppl = teacher_ppl;
     for (int l = 0; l < L; ++l) std::swap(teacher.mixers[l], mixers[l]);
     Result<NllSum> whole = sequences_nll(nll, tokens, N, T);
     for (int l = 0; l < L; ++l) std::swap(teacher.mixers[l], mixers[l]);

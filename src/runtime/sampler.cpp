@@ -6,6 +6,8 @@
 #include <cmath>
 #include <numeric>
 
+#include "kernels/cpu/fast_exp.h"
+
 namespace golinear::runtime {
 
 int32_t argmax(const float* values, int n) {
@@ -32,35 +34,6 @@ void Sampler::sort_range(int begin, int end) {
   std::sort(first, last, more_likely);
 }
 
-namespace {
-
-// e^x for x ≤ 0 in float, in arithmetic the compiler vectorizes (std::exp is a call per token;
-// no branches or float compares either, which GCC's if-conversion refuses under trapping math):
-// 2^n · e^r with n = round(x / ln 2) (by adding 1.5·2^23), r = x − n·ln 2 in two parts
-// (Cody–Waite) and e^r by Cephes' expf polynomial on |r| ≤ ln 2 / 2, within 2 ulp. Below −87.3
-// (e^x near FLT_MIN), a −inf logit's included: 0.
-inline float exp_nonpositive(float x) {
-  // For x ≤ 0 the bits grow with |x|: x ≥ −87.3 is bits ≤ lowest's.
-  const uint32_t bits = std::bit_cast<uint32_t>(x), lowest = std::bit_cast<uint32_t>(-87.3f);
-  const uint32_t kept = 0u - (uint32_t)(bits <= lowest);  // all ones, or 0 below −87.3
-  x = std::bit_cast<float>(bits ^ ((bits ^ lowest) & ~kept));
-  const float shifted = x * 1.44269504088896341f + 12582912.0f;
-  const float n = shifted - 12582912.0f;
-  const float r = x - n * 0.693359375f - n * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  const float e_r = p * r * r + r + 1.0f;
-  const uint32_t n_plus_bias = std::bit_cast<uint32_t>(shifted) - 0x4B400000u + 127u;  // n + 127
-  const float two_n = std::bit_cast<float>(n_plus_bias << 23);
-  return std::bit_cast<float>(std::bit_cast<uint32_t>(e_r * two_n) & kept);
-}
-
-}  // namespace
-
 SamplerCandidates Sampler::candidates(const float* logits, int V) {
   weight_.resize(V);
   float* w = weight_.data();
@@ -70,7 +43,7 @@ SamplerCandidates Sampler::candidates(const float* logits, int V) {
   // A temperature so small that its inverse overflows keeps only the max's weight (greedy).
   const float inverse_temperature = std::min(1.0f / options_.temperature, FLT_MAX);
 #pragma omp simd
-  for (int i = 0; i < V; ++i) w[i] = exp_nonpositive((logits[i] - m) * inverse_temperature);
+  for (int i = 0; i < V; ++i) w[i] = kernels::cpu::exp_nonpositive((logits[i] - m) * inverse_temperature);
   // The total in double, over kBlock-token blocks (the draw skips whole blocks), each summed in
   // 8 interleaved lanes: a fixed order, so the same on every build.
   const int blocks = (V + kBlock - 1) / kBlock;

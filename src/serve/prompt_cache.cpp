@@ -4,12 +4,13 @@
 
 namespace golinear::serve {
 
-std::shared_ptr<const CachedPrompt> PromptCache::lookup(const std::vector<int32_t>& prompt) {
+std::shared_ptr<const CachedPrompt> PromptCache::lookup(const std::vector<int32_t>& prompt,
+                                                       size_t min_tokens) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto best = entries_.end();
   for (auto it = entries_.begin(); it != entries_.end(); ++it) {
     const auto& tokens = (*it)->tokens;
-    if (tokens.size() > prompt.size() || tokens.empty()) continue;
+    if (tokens.size() > prompt.size() || tokens.empty() || tokens.size() < min_tokens) continue;
     if (best != entries_.end() && tokens.size() <= (*best)->tokens.size()) continue;
     if (std::equal(tokens.begin(), tokens.end(), prompt.begin())) best = it;
   }

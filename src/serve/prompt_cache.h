@@ -36,9 +36,11 @@ struct PromptCacheStats {
 class PromptCache {
  public:
   explicit PromptCache(size_t capacity_bytes) : capacity_(capacity_bytes) {}
-  // The longest entry whose tokens are a prefix of `prompt` (at most all of it), or null; counts
-  // a hit or a miss and makes the entry the most recently used.
-  std::shared_ptr<const CachedPrompt> lookup(const std::vector<int32_t>& prompt);
+  // The longest entry whose tokens are a prefix of `prompt` (at most all of it) and number at
+  // least `min_tokens`, or null; counts a hit or a miss and makes the entry the most recently
+  // used.
+  std::shared_ptr<const CachedPrompt> lookup(const std::vector<int32_t>& prompt,
+                                             size_t min_tokens = 0);
   // Adds `entry` (replacing one with the same tokens), evicting the least recently used until it
   // fits; an entry larger than the whole budget is not kept.
   void insert(std::shared_ptr<const CachedPrompt> entry);

@@ -282,10 +282,14 @@ void Scheduler::start(Slot& slot) {
   metrics_.prompt_tokens += job.params.prompt.size();
 
   std::shared_ptr<const CachedPrompt> hit;
-  if (options_.cache && backend_.can_snapshot()) hit = options_.cache->lookup(job.params.prompt);
-  if (hit && !backend_.chunked_prefill() &&
-      job.params.prompt.size() - hit->tokens.size() > (size_t)std::max(0, options_.stepped_rest_max))
-    hit = nullptr;
+  if (options_.cache && backend_.can_snapshot()) {
+    // A backend that continues a state token by token takes only a prefix with a short rest.
+    const size_t rest_max = (size_t)std::max(0, options_.stepped_rest_max);
+    const size_t min_tokens = backend_.chunked_prefill() || job.params.prompt.size() <= rest_max
+                                  ? 0
+                                  : job.params.prompt.size() - rest_max;
+    hit = options_.cache->lookup(job.params.prompt, min_tokens);
+  }
   Status status = hit ? backend_.restore(slot.id, *hit->state) : backend_.reset(slot.id);
   if (!status.ok() && hit) {  // fall back to an empty state
     hit = nullptr;

@@ -45,38 +45,51 @@ ApiError error_of(int status, std::string message, std::string param = "") {
   return ApiError{status, std::move(message), type, "", std::move(param)};
 }
 
-// The socket of the connection `req` came on, found by its two addresses among the process's
-// descriptors (cpp-httplib 0.11 does not hand it to handlers); -1 when not found. The
-// descriptor stays this connection's until the handler and its content provider return.
-int connection_socket(const httplib::Request& req) {
+// Calls `visit(fd)` for each descriptor of this process until it returns true (cpp-httplib 0.11
+// hands neither the listening nor a connection's socket to its users); whether one did.
+template <class Visit>
+bool any_descriptor(Visit visit) {
   DIR* dir = opendir("/proc/self/fd");
-  if (!dir) return -1;
-  int found = -1;
+  if (!dir) return false;
+  bool found = false;
   while (dirent* entry = readdir(dir)) {
     char* end = nullptr;
     const long fd = std::strtol(entry->d_name, &end, 10);
     if (*end != '\0' || end == entry->d_name) continue;
+    if ((found = visit((int)fd))) break;
+  }
+  closedir(dir);
+  return found;
+}
+
+// The port of a socket address (IPv4 or IPv6), or -1.
+int port_of(const sockaddr_storage& a) {
+  return a.ss_family == AF_INET    ? ntohs(((const sockaddr_in&)a).sin_port)
+         : a.ss_family == AF_INET6 ? ntohs(((const sockaddr_in6&)a).sin6_port)
+                                   : -1;
+}
+
+// The socket of the connection `req` came on, found by its two addresses among the process's
+// descriptors; -1 when not found. The descriptor stays this connection's until the handler and
+// its content provider return.
+int connection_socket(const httplib::Request& req) {
+  int found = -1;
+  any_descriptor([&](int fd) {
     sockaddr_storage local{}, peer{};
     socklen_t local_len = sizeof(local), peer_len = sizeof(peer);
-    if (getsockname((int)fd, (sockaddr*)&local, &local_len) != 0) continue;
-    if (getpeername((int)fd, (sockaddr*)&peer, &peer_len) != 0) continue;
-    auto port_of = [](const sockaddr_storage& a) {
-      return a.ss_family == AF_INET    ? ntohs(((const sockaddr_in&)a).sin_port)
-             : a.ss_family == AF_INET6 ? ntohs(((const sockaddr_in6&)a).sin6_port)
-                                       : -1;
-    };
+    if (getsockname(fd, (sockaddr*)&local, &local_len) != 0) return false;
+    if (getpeername(fd, (sockaddr*)&peer, &peer_len) != 0) return false;
     // The peer's address as cpp-httplib writes req.remote_addr (getnameinfo, numeric host).
     char host[NI_MAXHOST];
     const bool same_peer =
         getnameinfo((const sockaddr*)&peer, peer_len, host, sizeof host, nullptr, 0,
                     NI_NUMERICHOST) == 0 &&
         req.remote_addr == host;
-    if (port_of(local) == req.local_port && port_of(peer) == req.remote_port && same_peer) {
-      found = (int)fd;
-      break;
-    }
-  }
-  closedir(dir);
+    if (port_of(local) != req.local_port || port_of(peer) != req.remote_port || !same_peer)
+      return false;
+    found = fd;
+    return true;
+  });
   return found;
 }
 
@@ -545,26 +558,15 @@ void Server::routes() {
 }
 
 bool widen_listen_backlog(int port) {
-  DIR* dir = opendir("/proc/self/fd");
-  if (!dir) return false;
-  bool done = false;
-  while (dirent* entry = readdir(dir)) {
-    char* end = nullptr;
-    const long fd = std::strtol(entry->d_name, &end, 10);
-    if (*end != '\0' || end == entry->d_name) continue;
+  return any_descriptor([port](int fd) {
     int accepting = 0;
     socklen_t len = sizeof(accepting);
-    if (getsockopt((int)fd, SOL_SOCKET, SO_ACCEPTCONN, &accepting, &len) != 0 || !accepting) continue;
+    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &accepting, &len) != 0 || !accepting) return false;
     sockaddr_storage local{};
     socklen_t local_len = sizeof(local);
-    if (getsockname((int)fd, (sockaddr*)&local, &local_len) != 0) continue;
-    const int local_port = local.ss_family == AF_INET    ? ntohs(((const sockaddr_in&)local).sin_port)
-                           : local.ss_family == AF_INET6 ? ntohs(((const sockaddr_in6&)local).sin6_port)
-                                                         : -1;
-    if (local_port == port && ::listen((int)fd, SOMAXCONN) == 0) done = true;
-  }
-  closedir(dir);
-  return done;
+    if (getsockname(fd, (sockaddr*)&local, &local_len) != 0) return false;
+    return port_of(local) == port && ::listen(fd, SOMAXCONN) == 0;
+  });
 }
 
 }  // namespace golinear::serve

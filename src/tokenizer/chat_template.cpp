@@ -29,6 +29,11 @@ struct TemplateError {
 
 // Bound on the size of a string repetition or a range(), against templates that exhaust memory.
 constexpr uint64_t kMaxElements = 1 << 24;
+// Bounds on a render (nodes visited, loop bodies included, and bytes written), against templates
+// whose nested loops multiply (found by fuzz/chat_template: loops over long strings inside
+// loops); the Llama-3 and Qwen3 templates render a 100-message chat in a few thousand steps.
+constexpr uint64_t kMaxRenderSteps = 1 << 20;
+constexpr size_t kMaxRenderBytes = 4u << 20;
 
 [[noreturn]] void fail(size_t offset, const std::string& message) {
   throw TemplateError{offset, message};
@@ -1168,6 +1173,9 @@ class Renderer {
 
  private:
   void render(const Node& n, std::string& out) {
+    step(n.offset);
+    if (out.size() > kMaxRenderBytes)
+      fail(n.offset, "the template renders more than " + std::to_string(kMaxRenderBytes >> 20) + " MiB");
     switch (n.kind) {
       case Node::Kind::Text:
         out += n.text;
@@ -1214,11 +1222,17 @@ class Renderer {
     for (size_t t = 0; t < n.targets.size(); ++t) dict_set(frame, n.targets[t], (*item.list)[t]);
   }
 
+  void step(size_t offset) {
+    if (++steps_ > kMaxRenderSteps)
+      fail(offset, "the template takes more than " + std::to_string(kMaxRenderSteps) + " steps to render");
+  }
+
   void render_for(const Node& n, std::string& out) {
     List items = iterate(eval(*n.expr), n.expr->offset);
     if (n.filter) {
       List kept;
       for (const Value& item : items) {
+        step(n.offset);
         frames_.emplace_back();
         bind_targets(n, item, frames_.back());
         const bool keep = truthy(eval(*n.filter));
@@ -1233,6 +1247,7 @@ class Renderer {
     }
     const int64_t length = (int64_t)items.size();
     for (int64_t i = 0; i < length; ++i) {
+      step(n.offset);
       Dict loop = {{"index0", Value::of(i)},
                    {"index", Value::of(i + 1)},
                    {"revindex0", Value::of(length - 1 - i)},
@@ -1834,6 +1849,7 @@ class Renderer {
   }
 
   std::vector<Dict> frames_;  // innermost last; frames_[0] holds the context
+  uint64_t steps_ = 0;        // nodes rendered (kMaxRenderSteps)
 };
 
 Error located_error(const std::string& source, const TemplateError& error) {

@@ -73,7 +73,7 @@ Result<std::vector<double>> analysis_layer_sensitivity(const std::string& path, 
   std::vector<double> signal(num_layers);
   for (int l = 0; l < num_layers; ++l) {
     if (values[l].is_null()) signal[l] = -1.0;  // kept as softmax by that student
-    else if (values[l].is_number() && std::isfinite(values[l].get<double>())) signal[l] = std::max(0.0, values[l].get<double>());
+    else if (values[l].is_number() && std::isfinite(values[l].get<double>())) signal[l] = sensitivity_signal(values[l].get<double>());
     else return make_error(path, ": layer_sensitivity[", l, "] is not a number");
   }
   return signal;

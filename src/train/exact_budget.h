@@ -6,6 +6,8 @@
 // (an analysis's summary.json).
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -37,5 +39,11 @@ inline bool is_analysis_summary(const std::string& source) {
 // values (noise around no cost) as 0; a layer that student kept as softmax as −1 (not counted).
 Result<std::vector<double>> analysis_layer_sensitivity(const std::string& summary_json,
                                                        int num_layers);
+
+// A layer's leave-one-layer-linearized cost as an allocation signal: noise below no cost as 0,
+// a layer kept softmax (NaN) as −1 (not counted).
+inline double sensitivity_signal(double cost) {
+  return std::isnan(cost) ? -1.0 : std::max(0.0, cost);
+}
 
 }  // namespace golinear::train

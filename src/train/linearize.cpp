@@ -1,7 +1,6 @@
 #include "train/linearize.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <optional>
@@ -34,6 +33,37 @@ TrainOptions transfer_options(const LinearizeOptions& s) {
   options.stop_after = s.stop_after;
   options.nan_fault = s.nan_fault;
   return options;
+}
+
+// A probe's schedule: `steps` (at least 1) of the run's transfer options, warmup 5% of them (at
+// most 100), one checkpoint at the end, never resumed or stopped early.
+TrainOptions probe_options(const LinearizeOptions& s, long steps) {
+  TrainOptions options = transfer_options(s);
+  options.steps = std::max(1L, steps);
+  options.warmup = std::max(1L, std::min(100L, options.steps / 20));
+  options.checkpoint_every = options.steps;
+  options.resume = false;
+  options.stop_after = 0;
+  return options;
+}
+
+// The end-to-end schedule of `steps` steps on the transfer options `options`: the run's
+// distillation rate, warmup 5% (at most 50), a resume checkpoint every 10%.
+TrainOptions e2e_options(const LinearizeOptions& s, TrainOptions options, long steps) {
+  options.steps = steps;
+  options.lr = s.e2e_lr;
+  options.warmup = std::max(1L, std::min(50L, steps / 20));
+  options.checkpoint_every = std::max(1L, steps / 10);
+  return options;
+}
+
+// The run's LoRA adapters (s.lora) on the layers `students` linearize; none when disabled.
+Result<LoraAdapters> students_lora(const LinearizeOptions& s, const Model& model,
+                                   const MixerStack& students) {
+  if (!s.lora.enabled()) return LoraAdapters{};
+  std::vector<bool> adapted;
+  for (const auto& mixer : students) adapted.push_back(mixer->kind() != "softmax");
+  return lora_create(model, s.lora, adapted, s.seed);
 }
 
 // The training sequences, tokenized on first use (a recipe with nothing to train never reads
@@ -110,72 +140,52 @@ Result<FullLayers> choose_full_layers(const Model& model, LazyData& data, const 
 }
 
 // --window-by SIGNAL: per-layer windows with the uniform recipe's total (train/exact_budget.h),
-// from the per-layer transfer NMSE of a probe (`probe`: a short attention transfer of the
-// uniform recipe run here, an eighth of the transfer steps; a resumed run reads the windows its
-// first run wrote to OUT.partial/window_allocation.json; or a finished run's directory) or the teacher's hardness; layers kept
-// as softmax take no part. Returns what the report records.
+// from a probe of the uniform recipe run here (`sensitivity`: its layers' perplexity costs;
+// `probe`: its per-layer transfer NMSE), a finished run's directory (its NMSE), an analysis's
+// summary.json (its sensitivity) or the teacher's hardness; a resumed run reads the windows its
+// first run wrote to OUT.partial/window_allocation.json. Layers kept as softmax take no part.
+// Returns what the report records.
 Result<Json> allocate_layer_windows(const LinearizeOptions& s, Model& model, LazyData& data,
                                     const Trainers& trainers, const std::vector<int>& full_layers,
                                     LayerBudgets& budgets) {
   const int L = model.config.num_layers;
   std::vector<double> signal;
   long probe_tokens = 0;
-  if (s.window_signal == "probe") {
-    if (s.steps <= 0) return make_error("golinear linearize: --window-by probe needs an attention-transfer stage");
+  if (s.window_signal == "probe" || s.window_signal == "sensitivity") {
+    // A probe: the uniform recipe trained on an eighth of the transfer steps, its per-layer NMSE
+    // the signal; or, for the sensitivity, on a quarter (then half as many end-to-end steps, with
+    // the run's LoRA, when the run has that stage), and each layer's perplexity cost linearized
+    // alone on 16 K tokens of the training data (forwards on the trainers' device).
+    const bool by_cost = s.window_signal == "sensitivity";
+    if (s.steps <= 0)
+      return make_error("golinear linearize: --window-by ", s.window_signal, " needs an attention-transfer stage");
     GL_ASSIGN_OR_RETURN(const PackedDataset* sequences, data.get());
     GL_ASSIGN_OR_RETURN(MixerStack probe, linearized_mixers(model, s.mixer, full_layers, s.seed));
-    TrainOptions options = transfer_options(s);
-    options.steps = std::max(1L, s.steps / 8);
-    options.warmup = std::max(1L, std::min(100L, options.steps / 20));
-    options.checkpoint_every = options.steps;
-    options.resume = false;
-    options.stop_after = 0;
-    std::fprintf(stderr, "golinear linearize: probe: %ld steps of the uniform recipe for the per-layer windows\n",
+    TrainOptions options = probe_options(s, s.steps / (by_cost ? 4 : 8));
+    std::fprintf(stderr, "golinear linearize: probe: %ld transfer steps of the uniform recipe for the per-layer windows\n",
                  options.steps);
     GL_ASSIGN_OR_RETURN(TrainReport report, trainers.transfer(model, probe, *sequences, options));
     signal = report.layer_nmse;
     probe_tokens = options.steps * s.batch * (long)s.seq_len;
-  } else if (s.window_signal == "sensitivity") {
-    // The uniform recipe trained on a quarter of the transfer steps (then half as many
-    // end-to-end steps, with the run's LoRA, when the run has that stage); each layer's
-    // perplexity cost linearized alone, on 16 K tokens of the training data (forwards on the
-    // trainers' device).
-    if (s.steps <= 0) return make_error("golinear linearize: --window-by sensitivity needs an attention-transfer stage");
-    GL_ASSIGN_OR_RETURN(const PackedDataset* sequences, data.get());
-    GL_ASSIGN_OR_RETURN(MixerStack probe, linearized_mixers(model, s.mixer, full_layers, s.seed));
-    TrainOptions options = transfer_options(s);
-    options.steps = std::max(1L, s.steps / 4);
-    options.warmup = std::max(1L, std::min(100L, options.steps / 20));
-    options.checkpoint_every = options.steps;
-    options.resume = false;
-    options.stop_after = 0;
-    std::fprintf(stderr, "golinear linearize: probe: %ld transfer steps of the uniform recipe for the per-layer windows\n",
-                 options.steps);
-    GL_ASSIGN_OR_RETURN(TrainReport report, trainers.transfer(model, probe, *sequences, options));
-    probe_tokens = options.steps * s.batch * (long)s.seq_len;
-    if (s.e2e_steps > 0) {
-      LoraAdapters lora;
-      if (s.lora.enabled()) {
-        std::vector<bool> adapted;
-        for (const auto& mixer : probe) adapted.push_back(mixer->kind() != "softmax");
-        GL_ASSIGN_OR_RETURN(lora, lora_create(model, s.lora, adapted, s.seed));
-      }
-      options.steps = std::max(1L, options.steps / 2);
-      options.lr = s.e2e_lr;
-      options.warmup = std::max(1L, std::min(50L, options.steps / 20));
+    if (by_cost && s.e2e_steps > 0) {
+      GL_ASSIGN_OR_RETURN(LoraAdapters lora, students_lora(s, model, probe));
+      options = e2e_options(s, options, std::max(1L, options.steps / 2));
       options.checkpoint_every = options.steps;
       std::fprintf(stderr, "golinear linearize: probe: %ld end-to-end steps\n", options.steps);
       GL_ASSIGN_OR_RETURN(report, trainers.end_to_end(model, probe, *sequences, options,
                                                        lora.enabled() ? &lora : nullptr));
       probe_tokens += options.steps * s.batch * (long)s.seq_len;
     }
-    const long n = std::min(sequences->size(), std::max(1L, 16384L / sequences->seq_len));
-    std::fprintf(stderr, "golinear linearize: probe: each layer's perplexity cost on %ld × %d tokens (%s)\n",
-                 n, sequences->seq_len, trainers.device.c_str());
-    if (!trainers.layer_sensitivity) return make_error("golinear linearize: the trainers cannot measure a layer sensitivity");
-    GL_ASSIGN_OR_RETURN(signal, trainers.layer_sensitivity(model, probe, sequences->tokens.data(), n,
-                                                           sequences->seq_len));
-    for (double& v : signal) v = std::isnan(v) ? -1.0 : std::max(0.0, v);  // softmax: not counted
+    if (by_cost) {
+      const long n = std::min(sequences->size(), std::max(1L, 16384L / sequences->seq_len));
+      std::fprintf(stderr, "golinear linearize: probe: each layer's perplexity cost on %ld × %d tokens (%s)\n",
+                   n, sequences->seq_len, trainers.device.c_str());
+      if (!trainers.layer_sensitivity)
+        return make_error("golinear linearize: the trainers cannot measure a layer sensitivity");
+      GL_ASSIGN_OR_RETURN(signal, trainers.layer_sensitivity(model, probe, sequences->tokens.data(), n,
+                                                             sequences->seq_len));
+      for (double& v : signal) v = sensitivity_signal(v);
+    }
   } else if (s.window_signal == "hardness") {
     GL_ASSIGN_OR_RETURN(const PackedDataset* sequences, data.get());
     const long n = std::min(4L, sequences->size());
@@ -200,10 +210,10 @@ Result<Json> allocate_layer_windows(const LinearizeOptions& s, Model& model, Laz
   const int floor = by_sensitivity
                         ? std::max(quantum, std::min(3 * quantum, s.mixer.window / quantum * quantum))
                         : quantum;
-  // A probe whose layers cost nothing measurable (a short run on a small model) has nothing to
-  // allocate by: the windows stay uniform.
+  // A sensitivity where no layer costs anything measurable (a short probe of a small model) has
+  // nothing to allocate by: the windows stay uniform.
   const bool measured = std::any_of(signal.begin(), signal.end(), [](double v) { return v > 0.0; });
-  auto windows = s.window_signal == "sensitivity" && !measured
+  auto windows = by_sensitivity && !measured
                      ? Result<std::vector<int>>(std::vector<int>(L, s.mixer.window))
                      : allocate_windows(signal, s.mixer.window, quantum, floor);
   if (!windows.ok()) return make_error("golinear linearize: --window-by: ", windows.error());
@@ -465,11 +475,8 @@ Result<LinearizeOutcome> linearize(const LinearizeOptions& s, Model& model, cons
     }
     GL_ASSIGN_OR_RETURN(students, linearized_mixers(model, s.mixer, keep.layers, s.seed, budgets));
   }
-  if (s.lora.enabled()) {  // on the linearized layers; layers kept full stay the base model's
-    std::vector<bool> adapted;
-    for (const auto& mixer : students) adapted.push_back(mixer->kind() != "softmax");
-    GL_ASSIGN_OR_RETURN(lora, lora_create(model, s.lora, adapted, s.seed));
-  }
+  // LoRA on the linearized layers; layers kept full stay the base model's.
+  if (s.lora.enabled()) { GL_ASSIGN_OR_RETURN(lora, students_lora(s, model, students)); }
   // A recipe without parameters (--mixer none --no-conv: no linear branch, no gate, no
   // convolution) has nothing to train: no teacher or student runs, the stages report 0 steps.
   long trainable = 0;
@@ -507,14 +514,10 @@ Result<LinearizeOutcome> linearize(const LinearizeOptions& s, Model& model, cons
   Json e2e = Json::object();
   if (!train && s.e2e_steps > 0) e2e = {{"steps", 0}, {"tokens", 0}};
   if (train && s.e2e_steps > 0) {
-    TrainOptions e2e_options = options;
-    e2e_options.steps = s.e2e_steps;
-    e2e_options.lr = s.e2e_lr;
-    e2e_options.warmup = std::max(1L, std::min(50L, s.e2e_steps / 20));
-    e2e_options.checkpoint_every = std::max(1L, s.e2e_steps / 10);
-    e2e_options.state_path = partial + "/e2e_state.safetensors";
+    TrainOptions distill = e2e_options(s, options, s.e2e_steps);
+    distill.state_path = partial + "/e2e_state.safetensors";
     GL_ASSIGN_OR_RETURN(const PackedDataset* sequences, data.get());
-    GL_ASSIGN_OR_RETURN(TrainReport report, trainers.end_to_end(model, students, *sequences, e2e_options,
+    GL_ASSIGN_OR_RETURN(TrainReport report, trainers.end_to_end(model, students, *sequences, distill,
                                                                 lora.enabled() ? &lora : nullptr));
     if (report.steps_done < s.e2e_steps) return stopped_at("distillation step ", report.steps_done, s.e2e_steps);
     e2e = {{"steps", s.e2e_steps}, {"tokens", s.e2e_steps * s.batch * (long)s.seq_len},

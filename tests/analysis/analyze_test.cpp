@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <random>
 #include <set>
 #include <sstream>
@@ -231,7 +232,7 @@ TEST(AnalysisRun, LayerSensitivityMeasurementSwapsEachLinearizedLayerOnce) {
     swapped = to_student ? l : -1;
     return ok_status();
   };
-  double ppl = 0;
+  double ppl = std::numeric_limits<double>::quiet_NaN();  // unknown: measured
   int steps = 0;
   auto s = layer_sensitivity(nll, swap, *student, tokens.data(), N, T, &ppl, [&] { ++steps; });
   ASSERT_TRUE(s.ok()) << s.error();
@@ -241,6 +242,16 @@ TEST(AnalysisRun, LayerSensitivityMeasurementSwapsEachLinearizedLayerOnce) {
   EXPECT_TRUE(std::isnan((*s)[1]));
   EXPECT_EQ(steps, 2);
   EXPECT_EQ(calls, (std::vector<std::string>{"nll", "nll", "nll", "in0", "nll0", "nll0", "nll0", "out0"}));
+  // A known teacher perplexity is taken as is: no teacher forwards, no step for them.
+  calls.clear();
+  steps = 0;
+  double known = std::exp(3.0);
+  auto k = layer_sensitivity(nll, swap, *student, tokens.data(), N, T, &known, [&] { ++steps; });
+  ASSERT_TRUE(k.ok()) << k.error();
+  EXPECT_NEAR((*k)[0], std::exp(2.0) - 1.0, 1e-9);
+  EXPECT_EQ(known, std::exp(3.0));
+  EXPECT_EQ(steps, 1);
+  EXPECT_EQ(calls, (std::vector<std::string>{"in0", "nll0", "nll0", "nll0", "out0"}));
   calls.clear();
   fail = true;
   auto e = layer_sensitivity(nll, swap, *student, tokens.data(), N, T);

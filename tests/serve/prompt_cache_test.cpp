@@ -41,6 +41,10 @@ TEST(PromptCache, LongestCachedPrefixOfThePrompt) {
   EXPECT_EQ(stats.hits, 2u);
   EXPECT_EQ(stats.misses, 2u);
   EXPECT_EQ(stats.entries, 4u);
+  // At least min_tokens: a prefix shorter than that is a miss.
+  EXPECT_FALSE(cache.lookup({1, 2, 3, 4, 5, 6}, 5));
+  EXPECT_EQ(cache.lookup({1, 2, 3, 4, 5, 6}, 4)->tokens.size(), 4u);
+  EXPECT_EQ(cache.stats().misses, 3u);
 }
 
 TEST(PromptCache, EvictsLeastRecentlyUsedWithinTheBudget) {

@@ -256,6 +256,15 @@ TEST(ChatTemplate, TruncatedAndHostileTemplatesFailCleanly) {
   EXPECT_NE(render("{{ 'ab' * 100000000 }}").find("too large"), std::string::npos);
   EXPECT_NE(render("{% for i in range(100000000) %}{% endfor %}").find("too large"),
             std::string::npos);
+  // Nested loops that multiply (fuzz/chat_template found one over long strings): bounded in
+  // steps, also with empty bodies, and in the bytes rendered.
+  EXPECT_NE(render("{% for a in range(10000) %}{% for b in range(10000) %}{% endfor %}{% endfor %}")
+                .find("steps to render"),
+            std::string::npos);
+  EXPECT_NE(render("{% for a in range(3000) %}{{ 'x' * 10000 }}{% endfor %}").find("MiB"),
+            std::string::npos);
+  EXPECT_EQ(render("{% for a in range(100) %}{% for b in range(100) %}.{% endfor %}{% endfor %}").size(),
+            10000u);
 }
 
 TEST(ChatTemplate, BundledModelTemplateRenders) {

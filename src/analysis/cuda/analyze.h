@@ -21,8 +21,9 @@ analysis::SequenceNll gpu_sequence_nll(golinear::model::cuda::GpuModel& model);
 
 // analysis::layer_sensitivity of `student` against `teacher` on the GPU: `teacher` must be the
 // base (every layer softmax attention, no LoRA adapters) and is so again on return; each layer
-// `student` linearizes must be a hybrid mixer of a recipe the GPU runs. Forwards: 1 + the
-// linearized layers, N sequences each; `step` (may be empty) after each.
+// `student` linearizes must be a hybrid mixer of a recipe the GPU runs. `teacher_ppl` as there (a
+// finite value is the known teacher perplexity, else it receives the one measured). Forwards: the
+// linearized layers (+1 for the teacher), N sequences each; `step` (may be empty) after each.
 Result<std::vector<double>> layer_sensitivity(golinear::model::cuda::GpuModel& teacher,
                                               MixerStack& student, const int32_t* tokens, long N,
                                               int T, double* teacher_ppl = nullptr,

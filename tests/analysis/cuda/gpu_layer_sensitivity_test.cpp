@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 
 #include "analysis/analyze.h"
 #include "analysis/cuda/analyze.h"
@@ -100,7 +101,9 @@ TEST(GpuLayerSensitivity, MatchesCpu) {
     std::vector<float> before((size_t)T * V), after((size_t)T * V);
     ASSERT_OK((*gpu)->forward(tokens.data(), T, before.data(), false));
 
-    double cpu_ppl = 0, gpu_ppl = 0;
+    // NaN: measured here (a finite value would be taken as the known teacher perplexity).
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    double cpu_ppl = nan, gpu_ppl = nan;
     auto want = analysis::layer_sensitivity(*teacher, student, tokens.data(), N, T, &cpu_ppl);
     ASSERT_TRUE(want.ok()) << want.error();
     int steps = 0;

@@ -1,0 +1,35 @@
+# Sourced by each call of this folder, from the repository root on the GPU machine: unpacks
+# carry2/ (libs, bins, fixtures, the model moved out of the tree), links the tree at /work/main
+# (the absolute paths compiled into the tests), and defines R (the results file), G (golinear),
+# el (seconds since the start), health PORT and serve_load MODEL P... (golinear serve
+# --device cuda under golinear_serve_load, 64 streams, one run per prompt length P, then the
+# server's prompt-token counters from /metrics).
+T0=$(date +%s)
+mkdir -p /tmp/lib /work && tar xJf carry2/libs.tar.xz -C /tmp && cp /tmp/libs/* /tmp/lib/
+tar xJf carry2/bins.tar.xz -C /tmp
+mkdir -p /tmp/fx && tar xJf carry2/fixtures.tar.xz -C /tmp/fx && export GOLINEAR_GPU_FIXTURES=/tmp/fx/fixtures
+tar xJf carry2/model.tar.xz -C .
+ln -sfn "$PWD" /work/main
+export LD_LIBRARY_PATH=/tmp/lib:/usr/local/cuda/lib64
+R=$OUT/results.txt; G=/tmp/bins/golinear
+el() { echo $(( $(date +%s) - T0 )); }
+echo "setup $(el) s" > $R
+health() {
+  for i in $(seq 1 60); do
+    python3 -c "import urllib.request,sys; sys.exit(0 if urllib.request.urlopen('http://127.0.0.1:$1/health').status == 200 else 1)" 2>/dev/null && return 0
+    sleep 1
+  done
+  return 1
+}
+serve_load() {
+  local m=$1; shift
+  $G serve $m --device cuda --parallel 64 --port 8090 >> $OUT/logs.txt 2>&1 &
+  local sp=$!
+  health 8090 || echo "server $m not healthy" >> $R
+  for P in "$@"; do
+    timeout 40 /tmp/bins/golinear_serve_load http://127.0.0.1:8090 --concurrency 64 --requests 2 --max-tokens 128 --prompt-tokens $P >> $R 2>&1
+    echo "load $m P=$P exit $? at $(el) s" >> $R
+  done
+  curl -s http://127.0.0.1:8090/metrics 2>/dev/null | grep -E "^golinear_prompt_tokens" >> $R
+  kill -TERM $sp; wait $sp; echo "serve $m exit $?" >> $R
+}
