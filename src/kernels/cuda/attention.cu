@@ -874,24 +874,33 @@ __global__ void __launch_bounds__(kDecodeThreads, 2) decode_split_kernel(DecodeA
   }
 }
 
-// grid (H, B), D threads: combines the splits of sequence b's head h that hold keys.
+// grid (H, B), D threads, `splits` floats of dynamic shared memory: combines the splits of
+// sequence b's head h that hold keys. Each split's m and l is read by one thread (the weights to
+// shared memory), then each thread sums its dim over the splits as independent loads.
 __global__ void decode_combine_kernel(bf16* __restrict__ y, const float* __restrict__ part_m,
                                       const float* __restrict__ part_l,
                                       const float* __restrict__ part_o, const long* lengths,
                                       long length0, int splits, int split_keys, int H, int D) {
+  extern __shared__ float combine_w[];  // [splits]
+  __shared__ float scratch[32];
   const int h = blockIdx.x, b = blockIdx.y, d = threadIdx.x;
   const long len = lengths ? lengths[b] : length0;
   const int used = (int)min((long)splits, (len + split_keys - 1) / split_keys);
   const size_t base = ((size_t)b * H + h) * splits;
-  float M = -1e30f;
-  for (int s = 0; s < used; ++s) M = fmaxf(M, part_m[base + s]);
-  float Lsum = 0.0f, o = 0.0f;
-  for (int s = 0; s < used; ++s) {
+  float M = -INFINITY;
+  for (int s = d; s < used; s += blockDim.x) M = fmaxf(M, part_m[base + s]);
+  M = device::block_max(M, scratch);
+  float L = 0.0f;
+  for (int s = d; s < used; s += blockDim.x) {
     const float w = exp2f(part_m[base + s] - M);
-    Lsum += part_l[base + s] * w;
-    o += part_o[(base + s) * D + d] * w;
+    combine_w[s] = w;
+    L += part_l[base + s] * w;
   }
-  y[((size_t)b * H + h) * D + d] = __float2bfloat16(o / Lsum);
+  L = device::block_sum(L, scratch);  // its barriers publish combine_w
+  float o = 0.0f;
+#pragma unroll 8
+  for (int s = 0; s < used; ++s) o += part_o[(base + s) * D + d] * combine_w[s];
+  y[((size_t)b * H + h) * D + d] = __float2bfloat16(o / L);
 }
 
 // Row b of k, v (B, G, D) into row positions[b] of its cache k_rows[b], v_rows[b] (·, G, D).
@@ -929,9 +938,9 @@ int decode_prepare(cudaError_t* err) {
   *err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                               (int)DecodeSmem<D>::total);
   static const int resident = [&] {
-    int sms = 0, per_sm = 0;
-    if (*err != cudaSuccess ||
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess ||
+    int device = 0, sms = 0, per_sm = 0;
+    if (*err != cudaSuccess || cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kDecodeThreads,
                                                       DecodeSmem<D>::total) != cudaSuccess)
       return 0;
@@ -1086,9 +1095,9 @@ Status launch_decode(bf16* y, DecodeArgs args, int B, long max_length, int D, vo
     decode_split_kernel<Dc><<<dim3(sp.splits, G, B), kDecodeThreads, DecodeSmem<Dc>::total,
                               stream>>>(args);
     GL_CUDA_CHECK_LAUNCH();
-    decode_combine_kernel<<<dim3(H, B), Dc, 0, stream>>>(y, args.part_m, args.part_l, args.part_o,
-                                                         args.lengths, args.length0, sp.splits,
-                                                         sp.split_keys, H, Dc);
+    decode_combine_kernel<<<dim3(H, B), Dc, sp.splits * sizeof(float), stream>>>(
+        y, args.part_m, args.part_l, args.part_o, args.lengths, args.length0, sp.splits,
+        sp.split_keys, H, Dc);
     GL_CUDA_CHECK_LAUNCH();
     return ok_status();
   });
