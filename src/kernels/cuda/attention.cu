@@ -731,24 +731,27 @@ __global__ void __launch_bounds__(kThreads, 2) backward_dq_kernel(BackwardArgs a
 // Flash decoding over the kv heads on tensor cores: block (split, g, b) reads its keys [j0, j1)
 // of kv head g of sequence b once for all R = H/G query heads of the group (GQA: each key and
 // value row leaves HBM once per group). The R heads are the rows of a 16-row Q tile (rows R..15
-// zero), so a 16-key stage is the forward's step (forward_step: S = Q·Kᵀ and O += P·V by
-// mma.sync, online softmax in registers). Each warp streams its own stages (warp w: stages w,
+// zero), so a stage of 16·kDecodeSub keys is the forward's step (forward_step: S = Q·Kᵀ and
+// O += P·V by mma.sync, online softmax in registers). Each warp streams its own stages (warp w: stages w,
 // w + 4, w + 8, … of the block's keys) through its own ring of kDecodeStages shared buffers
 // filled by 16-byte cp.async, kDecodeStages − 1 stages in flight while one is used, synchronized
 // by __syncwarp only; the four warps meet once, at the end, to fold their (m, l, o) into the
 // block's partial. The split gives one wave of resident blocks (decode_split).
-constexpr int kDecodeKeys = 16;     // keys per warp stage (one 16-key mma sub-block)
-constexpr int kDecodeStages = 3;    // ring buffers per warp
+constexpr int kDecodeSub = 1;                 // 16-key mma sub-blocks per warp stage
+constexpr int kDecodeKeys = 16 * kDecodeSub;  // keys per warp stage
+constexpr int kDecodeStages = 3;              // ring buffers per warp
 constexpr int kDecodeWarps = 4;
 constexpr int kDecodeThreads = kDecodeWarps * 32;
-constexpr int kDecodeMaxGroup = 8;  // query heads per kv head (rows of the Q tile that are used)
+constexpr int kDecodeMaxGroup = 8;            // query heads per kv head (used rows of the Q tile)
+constexpr int kDecodeMinBlocks = 2;           // resident blocks per SM asked of the compiler
 
 template <int D>
 struct DecodeSmem {
   static constexpr int LD = D + 8;                                  // as the forward's tiles
-  static constexpr size_t tile = (size_t)kDecodeKeys * LD * 2;      // one 16-row bf16 tile
+  static constexpr size_t q = (size_t)16 * LD * 2;                  // the 16-row Q tile
+  static constexpr size_t tile = (size_t)kDecodeKeys * LD * 2;      // one stage of K (or V)
   static constexpr size_t ring = 2 * kDecodeStages * tile;          // a warp's K and V buffers
-  static constexpr size_t total = tile + kDecodeWarps * ring;       // Q, then the rings
+  static constexpr size_t total = q + kDecodeWarps * ring;          // Q, then the rings
   // The end-of-block fold reuses the rings: m, l (warps × 8) and o (warps × 8 × D) in fp32.
   static_assert(kDecodeWarps * kDecodeMaxGroup * (D + 2) * 4 <= kDecodeWarps * ring);
 };
@@ -771,7 +774,7 @@ struct DecodeKeyMask {
 };
 
 template <int D>
-__global__ void __launch_bounds__(kDecodeThreads, 2) decode_split_kernel(DecodeArgs a) {
+__global__ void __launch_bounds__(kDecodeThreads, kDecodeMinBlocks) decode_split_kernel(DecodeArgs a) {
   using Smem = DecodeSmem<D>;
   constexpr int LD = Smem::LD, KS = D / 16, NO = D / 8, VPR = D / 8;
   constexpr int kTileElems = kDecodeKeys * LD;
@@ -783,7 +786,7 @@ __global__ void __launch_bounds__(kDecodeThreads, 2) decode_split_kernel(DecodeA
   const long len = a.lengths ? a.lengths[b] : a.length0;
   const long j0 = (long)split * a.split_keys, j1 = min(len, j0 + a.split_keys);
   if (j0 >= j1) return;  // beyond this sequence: the combine reads only its own splits
-  bf16* Kr = Qs + kTileElems + (size_t)warp * 2 * kDecodeStages * kTileElems;  // this warp's ring
+  bf16* Kr = Qs + 16 * LD + (size_t)warp * 2 * kDecodeStages * kTileElems;  // this warp's ring
   bf16* Vr = Kr + kDecodeStages * kTileElems;
   const size_t row_stride = (size_t)a.G * D;
   const bf16* K = (a.k_rows ? a.k_rows[b] : a.k0) + (size_t)g * D;
@@ -814,7 +817,7 @@ __global__ void __launch_bounds__(kDecodeThreads, 2) decode_split_kernel(DecodeA
   }
   // The Q tile: rows 0..R-1 the group's query heads, the rest zero.
   const bf16* qg = a.q + ((size_t)b * a.H + (size_t)g * R) * D;
-  for (int i = threadIdx.x; i < kDecodeKeys * D; i += kDecodeThreads) {
+  for (int i = threadIdx.x; i < 16 * D; i += kDecodeThreads) {
     const int r = i / D, d = i % D;
     Qs[r * LD + d] = r < R ? qg[r * D + d] : __float2bfloat16(0.0f);
   }
@@ -835,8 +838,9 @@ __global__ void __launch_bounds__(kDecodeThreads, 2) decode_split_kernel(DecodeA
     if (i + kDecodeStages - 1 < n) load(i + kDecodeStages - 1);  // refills stage i − 1's buffer
     device::cp_async_commit();
     const long jt = stage_key(i);
-    forward_step<D, 1>(Kr + (i % kDecodeStages) * kTileElems, Vr + (i % kDecodeStages) * kTileElems,
-                       0, (int)jt, 0, jt + kDecodeKeys <= j1, mask, scale, qf, o, m, l, lane);
+    const int slot = i % kDecodeStages;
+    forward_step<D, kDecodeSub>(Kr + slot * kTileElems, Vr + slot * kTileElems, 0, (int)jt, 0,
+                                jt + kDecodeKeys <= j1, mask, scale, qf, o, m, l, lane);
   }
   device::cp_async_wait<0>();
   l[0] += __shfl_xor_sync(0xffffffffu, l[0], 1);
@@ -844,7 +848,7 @@ __global__ void __launch_bounds__(kDecodeThreads, 2) decode_split_kernel(DecodeA
 
   // Fold the warps (row gr of each C fragment is query head gr of the group; rows ≥ R unused).
   __syncthreads();  // every warp is past its ring: reuse it
-  float* fm = reinterpret_cast<float*>(smem + Smem::tile);  // [warps][8]
+  float* fm = reinterpret_cast<float*>(smem + Smem::q);  // [warps][8]
   float* fl = fm + kDecodeWarps * kDecodeMaxGroup;          // [warps][8]
   float* fo = fl + kDecodeWarps * kDecodeMaxGroup;          // [warps][8][D]
   if (gr < R) {
