@@ -918,20 +918,40 @@ __global__ void kv_cache_append_kernel(bf16* const* k_rows, bf16* const* v_rows,
   }
 }
 
-// How many splits of how many keys: one wave of resident blocks (B·G·splits ≈ resident; a
-// block's keys a multiple of one stage per warp), so every block streams one long run. At
-// Llama-3.1-8B shapes on an H200 (132 SMs × 2 blocks): 33 splits of 4,032 keys at 128K.
+// How many splits of how many keys. Each block streams its split's keys (a whole number of
+// rounds, one stage per warp), so a step takes about ⌈B·G·splits / resident⌉ waves of 1/splits of
+// a sequence each: the fewest splits within 5% of the ideal B·G / resident waves of a whole
+// sequence, else the best found (at most `reach`). B = 1 at Llama-3.1-8B shapes on an H200
+// (132 SMs × 2 blocks): 32 splits, 256 blocks of 4,096 keys at 128K; B = 100: 6 splits.
 struct DecodeSplit {
   int splits, split_keys;
   int capacity;  // the most splits of any length ≤ max_length (the workspace's size)
 };
+struct WaveSplits {
+  long splits;
+  bool met;  // within 5% of the ideal
+};
+WaveSplits decode_wave_splits(long blocks, long resident, long reach) {
+  long best = 1;
+  double best_cost = INFINITY;
+  for (long s = 1; s <= reach; ++s) {
+    const long waves = (blocks * s + resident - 1) / resident;
+    if (waves * resident * 100 <= 105 * blocks * s) return {s, true};
+    const double cost = (double)waves / s;
+    if (cost < best_cost) best = s, best_cost = cost;
+  }
+  return {best, false};
+}
 DecodeSplit decode_split(int B, int G, long max_length, int resident) {
   constexpr long kRound = (long)kDecodeWarps * kDecodeKeys;
-  const long want = std::max(1L, (long)resident / std::max(1L, (long)B * G));
-  const long rounds = (max_length + kRound - 1) / kRound;
-  const long splits = std::min(want, std::max(1L, rounds));
-  const long split_keys = (rounds + splits - 1) / splits * kRound;
-  return {(int)((max_length + split_keys - 1) / split_keys), (int)split_keys, (int)splits};
+  const long blocks = std::max(1L, (long)B * G), res = std::max(1, resident);
+  const long rounds = std::max(1L, (max_length + kRound - 1) / kRound);
+  const long reach = std::min(rounds, 2 * ((res + blocks - 1) / blocks) + 16);
+  const WaveSplits w = decode_wave_splits(blocks, res, reach);
+  const long split_keys = (rounds + w.splits - 1) / w.splits * kRound;
+  // A shorter length takes the same splits once its reach passes them, else at most its reach.
+  return {(int)((max_length + split_keys - 1) / split_keys), (int)split_keys,
+          (int)(w.met ? w.splits : reach)};
 }
 
 // decode_split_kernel<D> with its shared memory allowed; how many of its blocks the device holds
