@@ -737,13 +737,13 @@ __global__ void __launch_bounds__(kThreads, 2) backward_dq_kernel(BackwardArgs a
 // filled by 16-byte cp.async, kDecodeStages − 1 stages in flight while one is used, synchronized
 // by __syncwarp only; the four warps meet once, at the end, to fold their (m, l, o) into the
 // block's partial. The split gives one wave of resident blocks (decode_split).
-constexpr int kDecodeSub = 1;                 // 16-key mma sub-blocks per warp stage
+constexpr int kDecodeSub = 2;                 // 16-key mma sub-blocks per warp stage
 constexpr int kDecodeKeys = 16 * kDecodeSub;  // keys per warp stage
 constexpr int kDecodeStages = 3;              // ring buffers per warp
 constexpr int kDecodeWarps = 4;
 constexpr int kDecodeThreads = kDecodeWarps * 32;
 constexpr int kDecodeMaxGroup = 8;            // query heads per kv head (used rows of the Q tile)
-constexpr int kDecodeMinBlocks = 2;           // resident blocks per SM asked of the compiler
+constexpr int kDecodeMinBlocks = 1;           // resident blocks per SM asked of the compiler
 
 template <int D>
 struct DecodeSmem {
