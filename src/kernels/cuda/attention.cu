@@ -144,10 +144,11 @@ struct FwdSmem {
 // One key block for one warp: its NK consecutive needed 16-key sub-blocks from kk0 (a
 // compile-time count, so every product of the block is unrolled without branches and the
 // 2·NK score tiles accumulate as independent chains). Online softmax on rows gr (x = 0, 1) and
-// gr + 8 (x = 2, 3) of the C fragments.
-template <int D, int NK>
+// gr + 8 (x = 2, 3) of the C fragments. MaskT::allows(t, j): may row t see key j (Mask here; the
+// decode kernel's key bound).
+template <int D, int NK, class MaskT>
 __device__ __forceinline__ void forward_step(const bf16* Kb, const bf16* Vb, int kk0, int j0,
-                                             int r0, bool full, const Mask& mask, float scale,
+                                             int r0, bool full, const MaskT& mask, float scale,
                                              const unsigned (&qf)[D / 16][4],
                                              float (&o)[D / 8][4], float (&m)[2], float (&l)[2],
                                              int lane) {
@@ -727,13 +728,33 @@ __global__ void __launch_bounds__(kThreads, 2) backward_dq_kernel(BackwardArgs a
 
 // ---- decode ---------------------------------------------------------------------------------
 
-// Flash decoding over the kv heads: block (split, g, b) reads its keys [j0, j1) of kv head g of
-// sequence b once (16-byte cp.async into shared memory, two tiles in flight) for all R = H/G
-// query heads of the group (GQA: each key and value row leaves HBM once per group, not once per
-// query head). Warp w serves heads w and w + 4 (R ≤ 8): in the score phase lane i scores key i of
-// the tile, in the PV phase lane i accumulates dims [i·E, i·E + E).
-constexpr int kDecodeTile = 32;     // keys per tile
-constexpr int kDecodeMaxGroup = 8;  // query heads per kv head
+// Flash decoding over the kv heads on tensor cores: block (split, g, b) reads its keys [j0, j1)
+// of kv head g of sequence b once for all R = H/G query heads of the group (GQA: each key and
+// value row leaves HBM once per group). The R heads are the rows of a 16-row Q tile (rows R..15
+// zero), so a stage of 16·kDecodeSub keys is the forward's step (forward_step: S = Q·Kᵀ and
+// O += P·V by mma.sync, online softmax in registers). Each warp streams its own stages (warp w: stages w,
+// w + 4, w + 8, … of the block's keys) through its own ring of kDecodeStages shared buffers
+// filled by 16-byte cp.async, kDecodeStages − 1 stages in flight while one is used, synchronized
+// by __syncwarp only; the four warps meet once, at the end, to fold their (m, l, o) into the
+// block's partial. The split gives one wave of resident blocks (decode_split).
+constexpr int kDecodeSub = 2;                 // 16-key mma sub-blocks per warp stage
+constexpr int kDecodeKeys = 16 * kDecodeSub;  // keys per warp stage
+constexpr int kDecodeStages = 3;              // ring buffers per warp
+constexpr int kDecodeWarps = 4;
+constexpr int kDecodeThreads = kDecodeWarps * 32;
+constexpr int kDecodeMaxGroup = 8;            // query heads per kv head (used rows of the Q tile)
+constexpr int kDecodeMinBlocks = 1;           // resident blocks per SM asked of the compiler
+
+template <int D>
+struct DecodeSmem {
+  static constexpr int LD = D + 8;                                  // as the forward's tiles
+  static constexpr size_t q = (size_t)16 * LD * 2;                  // the 16-row Q tile
+  static constexpr size_t tile = (size_t)kDecodeKeys * LD * 2;      // one stage of K (or V)
+  static constexpr size_t ring = 2 * kDecodeStages * tile;          // a warp's K and V buffers
+  static constexpr size_t total = q + kDecodeWarps * ring;          // Q, then the rings
+  // The end-of-block fold reuses the rings: m, l (warps × 8) and o (warps × 8 × D) in fp32.
+  static_assert(kDecodeWarps * kDecodeMaxGroup * (D + 2) * 4 <= kDecodeWarps * ring);
+};
 
 struct DecodeArgs {
   float *part_m, *part_l, *part_o;  // (B, H, splits) and (B, H, splits, D)
@@ -746,138 +767,144 @@ struct DecodeArgs {
   int H, G, splits, split_keys;
 };
 
+// Keys at or past the block's end are masked (their rows were zero-filled).
+struct DecodeKeyMask {
+  int j1;
+  __device__ __forceinline__ bool allows(int, int j) const { return j < j1; }
+};
+
 template <int D>
-__global__ void __launch_bounds__(128) decode_split_kernel(DecodeArgs a) {
-  constexpr int LDS = D + 8;  // bf16 row stride: 16-byte reads of 8 consecutive rows hit
-                              // distinct banks
-  constexpr int E = D / 32;
-  __shared__ __align__(16) bf16 Ks[2][kDecodeTile][LDS];
-  __shared__ __align__(16) bf16 Vs[2][kDecodeTile][LDS];
-  __shared__ __align__(16) float qs[kDecodeMaxGroup][D];
-  __shared__ float ps[kDecodeMaxGroup][kDecodeTile];
+__global__ void __launch_bounds__(kDecodeThreads, kDecodeMinBlocks) decode_split_kernel(DecodeArgs a) {
+  using Smem = DecodeSmem<D>;
+  constexpr int LD = Smem::LD, KS = D / 16, NO = D / 8, VPR = D / 8;
+  constexpr int kTileElems = kDecodeKeys * LD;
+  extern __shared__ __align__(128) unsigned char smem[];
+  bf16* Qs = reinterpret_cast<bf16*>(smem);
   const int split = blockIdx.x, g = blockIdx.y, b = blockIdx.z;
   const int R = a.H / a.G, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int gr = lane >> 2, gc = (lane & 3) * 2;
   const long len = a.lengths ? a.lengths[b] : a.length0;
   const long j0 = (long)split * a.split_keys, j1 = min(len, j0 + a.split_keys);
   if (j0 >= j1) return;  // beyond this sequence: the combine reads only its own splits
+  bf16* Kr = Qs + 16 * LD + (size_t)warp * 2 * kDecodeStages * kTileElems;  // this warp's ring
+  bf16* Vr = Kr + kDecodeStages * kTileElems;
   const size_t row_stride = (size_t)a.G * D;
   const bf16* K = (a.k_rows ? a.k_rows[b] : a.k0) + (size_t)g * D;
   const bf16* V = (a.v_rows ? a.v_rows[b] : a.v0) + (size_t)g * D;
-  const float scale = kLog2e / sqrtf((float)D);
-  const bf16* qg = a.q + ((size_t)b * a.H + (size_t)g * R) * D;
-  for (int i = threadIdx.x; i < R * D; i += blockDim.x) qs[i / D][i % D] = __bfloat162float(qg[i]) * scale;
 
-  auto load = [&](int buf, long jt) {
-    constexpr int kChunks = kDecodeTile * D / 8;
-    for (int c = threadIdx.x; c < kChunks; c += blockDim.x) {
-      const int row = c / (D / 8), col = (c % (D / 8)) * 8;
-      const long j = jt + row;
-      const bool valid = j < j1;
-      const size_t off = (size_t)(valid ? j : j0) * row_stride + col;
-      device::cp_async16(&Ks[buf][row][col], K + off, valid);
-      device::cp_async16(&Vs[buf][row][col], V + off, valid);
+  // This warp's stages: w, w + 4, … of the block's ⌈(j1 − j0)/16⌉.
+  const int block_stages = (int)((j1 - j0 + kDecodeKeys - 1) / kDecodeKeys);
+  const int n = block_stages > warp ? (block_stages - warp + kDecodeWarps - 1) / kDecodeWarps : 0;
+  auto stage_key = [&](int i) { return j0 + (long)(i * kDecodeWarps + warp) * kDecodeKeys; };
+  auto load = [&](int i) {
+    const long jt = stage_key(i);
+    bf16* ks = Kr + (i % kDecodeStages) * kTileElems;
+    bf16* vs = Vr + (i % kDecodeStages) * kTileElems;
+    static_assert(kDecodeKeys * VPR % 32 == 0);
+#pragma unroll
+    for (int u = 0; u < kDecodeKeys * VPR / 32; ++u) {
+      const int c = u * 32 + lane, r = c / VPR, col = (c % VPR) * 8;
+      const bool valid = jt + r < j1;
+      const size_t off = (size_t)(valid ? jt + r : j0) * row_stride + col;
+      device::cp_async16(ks + r * LD + col, K + off, valid);
+      device::cp_async16(vs + r * LD + col, V + off, valid);
     }
-    device::cp_async_commit();
   };
-
-  float m[2] = {-1e30f, -1e30f}, l[2] = {0.0f, 0.0f}, acc[2][E];
 #pragma unroll
-  for (int hh = 0; hh < 2; ++hh)
-#pragma unroll
-    for (int x = 0; x < E; ++x) acc[hh][x] = 0.0f;
-  const int tiles = (int)((j1 - j0 + kDecodeTile - 1) / kDecodeTile);
-  load(0, j0);
-  for (int t = 0; t < tiles; ++t) {
-    if (t + 1 < tiles) {
-      load((t + 1) & 1, j0 + (long)(t + 1) * kDecodeTile);
-      device::cp_async_wait<1>();
-    } else {
-      device::cp_async_wait<0>();
-    }
-    __syncthreads();  // the tile (and, on the first, qs) visible to every warp
-    const int buf = t & 1;
-    const int n = (int)min((long)kDecodeTile, j1 - (j0 + (long)t * kDecodeTile));
-#pragma unroll
-    for (int hh = 0; hh < 2; ++hh) {
-      const int r = warp + 4 * hh;
-      if (r >= R) break;  // warp-uniform
-      float s = -1e30f;
-      if (lane < n) {
-        s = 0.0f;
-#pragma unroll
-        for (int d = 0; d < D; d += 8) {
-          const uint4 kk = *reinterpret_cast<const uint4*>(&Ks[buf][lane][d]);
-          const float4 qa = *reinterpret_cast<const float4*>(&qs[r][d]);
-          const float4 qb = *reinterpret_cast<const float4*>(&qs[r][d + 4]);
-          const float2 k01 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&kk.x));
-          const float2 k23 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&kk.y));
-          const float2 k45 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&kk.z));
-          const float2 k67 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&kk.w));
-          s += qa.x * k01.x + qa.y * k01.y + qa.z * k23.x + qa.w * k23.y + qb.x * k45.x +
-               qb.y * k45.y + qb.z * k67.x + qb.w * k67.y;
-        }
-      }
-      const float m_new = fmaxf(m[hh], device::warp_max(s));
-      const float p = lane < n ? exp2f(s - m_new) : 0.0f;
-      const float corr = exp2f(m[hh] - m_new);
-      l[hh] = l[hh] * corr + device::warp_sum(p);
-      m[hh] = m_new;
-      ps[r][lane] = p;
-#pragma unroll
-      for (int x = 0; x < E; ++x) acc[hh][x] *= corr;
-    }
-    __syncwarp();  // a warp reads back only its own heads' probabilities
-#pragma unroll
-    for (int hh = 0; hh < 2; ++hh) {
-      const int r = warp + 4 * hh;
-      if (r >= R) break;
-      for (int j = 0; j < n; ++j) {
-        const float p = ps[r][j];
-        if constexpr (E == 4) {
-          const uint2 vv = *reinterpret_cast<const uint2*>(&Vs[buf][j][lane * 4]);
-          const float2 v01 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&vv.x));
-          const float2 v23 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&vv.y));
-          acc[hh][0] += p * v01.x;
-          acc[hh][1] += p * v01.y;
-          acc[hh][2] += p * v23.x;
-          acc[hh][3] += p * v23.y;
-        } else {
-#pragma unroll
-          for (int x = 0; x < E; ++x) acc[hh][x] += p * __bfloat162float(Vs[buf][j][lane * E + x]);
-        }
-      }
-    }
-    __syncthreads();  // every warp done with `buf` before the next iteration's load refills it
+  for (int s = 0; s < kDecodeStages - 1; ++s) {
+    if (s < n) load(s);
+    device::cp_async_commit();  // empty groups keep the count uniform
   }
+  // The Q tile: rows 0..R-1 the group's query heads, the rest zero.
+  const bf16* qg = a.q + ((size_t)b * a.H + (size_t)g * R) * D;
+  for (int i = threadIdx.x; i < 16 * D; i += kDecodeThreads) {
+    const int r = i / D, d = i % D;
+    Qs[r * LD + d] = r < R ? qg[r * D + d] : __float2bfloat16(0.0f);
+  }
+  __syncthreads();
+  unsigned qf[KS][4];
 #pragma unroll
-  for (int hh = 0; hh < 2; ++hh) {
-    const int r = warp + 4 * hh;
-    if (r >= R) break;
+  for (int ks = 0; ks < KS; ++ks) ldsm_x4(qf[ks], frag_a<LD>(Qs, 0, ks * 16, lane));
+  float o[NO][4];
+#pragma unroll
+  for (int x = 0; x < NO; ++x) o[x][0] = o[x][1] = o[x][2] = o[x][3] = 0.0f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  const float scale = kLog2e / sqrtf((float)D);
+  const DecodeKeyMask mask{(int)j1};
+
+  for (int i = 0; i < n; ++i) {
+    device::cp_async_wait<kDecodeStages - 2>();  // stage i has landed (this lane's copies)
+    __syncwarp();  // every lane's copies visible; every lane done with stage i − 1's buffer
+    if (i + kDecodeStages - 1 < n) load(i + kDecodeStages - 1);  // refills stage i − 1's buffer
+    device::cp_async_commit();
+    const long jt = stage_key(i);
+    const int slot = i % kDecodeStages;
+    forward_step<D, kDecodeSub>(Kr + slot * kTileElems, Vr + slot * kTileElems, 0, (int)jt, 0,
+                                jt + kDecodeKeys <= j1, mask, scale, qf, o, m, l, lane);
+  }
+  device::cp_async_wait<0>();
+  l[0] += __shfl_xor_sync(0xffffffffu, l[0], 1);
+  l[0] += __shfl_xor_sync(0xffffffffu, l[0], 2);
+
+  // Fold the warps (row gr of each C fragment is query head gr of the group; rows ≥ R unused).
+  __syncthreads();  // every warp is past its ring: reuse it
+  float* fm = reinterpret_cast<float*>(smem + Smem::q);  // [warps][8]
+  float* fl = fm + kDecodeWarps * kDecodeMaxGroup;          // [warps][8]
+  float* fo = fl + kDecodeWarps * kDecodeMaxGroup;          // [warps][8][D]
+  if (gr < R) {
+    const int row = warp * kDecodeMaxGroup + gr;
+    if ((lane & 3) == 0) fm[row] = m[0], fl[row] = l[0];
+#pragma unroll
+    for (int x = 0; x < NO; ++x)
+      *reinterpret_cast<float2*>(fo + (size_t)row * D + x * 8 + gc) = make_float2(o[x][0], o[x][1]);
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < R * D; i += kDecodeThreads) {
+    const int r = i / D, d = i % D;
+    float M = -INFINITY;  // finite: warp 0 holds key j0
+#pragma unroll
+    for (int w = 0; w < kDecodeWarps; ++w) M = fmaxf(M, fm[w * kDecodeMaxGroup + r]);
+    float L = 0.0f, O = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kDecodeWarps; ++w) {
+      const int row = w * kDecodeMaxGroup + r;
+      const float wt = exp2f(fm[row] - M);  // 0 for a warp without keys (m = −∞)
+      L += fl[row] * wt;
+      O += fo[(size_t)row * D + d] * wt;
+    }
     const size_t part = ((size_t)b * a.H + (size_t)g * R + r) * a.splits + split;
-#pragma unroll
-    for (int x = 0; x < E; ++x) a.part_o[part * D + lane * E + x] = acc[hh][x];
-    if (lane == 0) a.part_m[part] = m[hh], a.part_l[part] = l[hh];
+    a.part_o[part * D + d] = O;
+    if (d == 0) a.part_m[part] = M, a.part_l[part] = L;
   }
 }
 
-// grid (H, B), D threads: combines the splits of sequence b's head h that hold keys.
+// grid (H, B), D threads, `splits` floats of dynamic shared memory: combines the splits of
+// sequence b's head h that hold keys. Each split's m and l is read by one thread (the weights to
+// shared memory), then each thread sums its dim over the splits as independent loads.
 __global__ void decode_combine_kernel(bf16* __restrict__ y, const float* __restrict__ part_m,
                                       const float* __restrict__ part_l,
                                       const float* __restrict__ part_o, const long* lengths,
                                       long length0, int splits, int split_keys, int H, int D) {
+  extern __shared__ float combine_w[];  // [splits]
+  __shared__ float scratch[32];
   const int h = blockIdx.x, b = blockIdx.y, d = threadIdx.x;
   const long len = lengths ? lengths[b] : length0;
   const int used = (int)min((long)splits, (len + split_keys - 1) / split_keys);
   const size_t base = ((size_t)b * H + h) * splits;
-  float M = -1e30f;
-  for (int s = 0; s < used; ++s) M = fmaxf(M, part_m[base + s]);
-  float Lsum = 0.0f, o = 0.0f;
-  for (int s = 0; s < used; ++s) {
+  float M = -INFINITY;
+  for (int s = d; s < used; s += blockDim.x) M = fmaxf(M, part_m[base + s]);
+  M = device::block_max(M, scratch);
+  float L = 0.0f;
+  for (int s = d; s < used; s += blockDim.x) {
     const float w = exp2f(part_m[base + s] - M);
-    Lsum += part_l[base + s] * w;
-    o += part_o[(base + s) * D + d] * w;
+    combine_w[s] = w;
+    L += part_l[base + s] * w;
   }
-  y[((size_t)b * H + h) * D + d] = __float2bfloat16(o / Lsum);
+  L = device::block_sum(L, scratch);  // its barriers publish combine_w
+  float o = 0.0f;
+#pragma unroll 8
+  for (int s = 0; s < used; ++s) o += part_o[(base + s) * D + d] * combine_w[s];
+  y[((size_t)b * H + h) * D + d] = __float2bfloat16(o / L);
 }
 
 // Row b of k, v (B, G, D) into row positions[b] of its cache k_rows[b], v_rows[b] (·, G, D).
@@ -891,18 +918,66 @@ __global__ void kv_cache_append_kernel(bf16* const* k_rows, bf16* const* v_rows,
   }
 }
 
-// How many splits of how many keys: enough blocks to fill the GPU (B·G·splits ≈ 1024) without
-// splits of fewer than one tile.
+// How many splits of how many keys. Each block streams its split's keys (a whole number of
+// rounds, one stage per warp), so a step takes about ⌈B·G·splits / resident⌉ waves of 1/splits of
+// a sequence each: the fewest splits within 5% of the ideal B·G / resident waves of a whole
+// sequence, else the best found (at most `reach`). B = 1 at Llama-3.1-8B shapes on an H200
+// (132 SMs × 2 blocks): 32 splits, 256 blocks of 4,096 keys at 128K; B = 100: 6 splits.
 struct DecodeSplit {
   int splits, split_keys;
+  int capacity;  // the most splits of any length ≤ max_length (the workspace's size)
 };
-DecodeSplit decode_split(int B, int G, long max_length) {
-  const long want = std::max(1L, 1024L / std::max(1L, (long)B * G));
-  const long tiles = (max_length + kDecodeTile - 1) / kDecodeTile;
-  const long splits = std::min(want, std::max(1L, tiles));
-  const long tiles_per_split = (tiles + splits - 1) / splits;
-  const long split_keys = tiles_per_split * kDecodeTile;
-  return {(int)((max_length + split_keys - 1) / split_keys), (int)split_keys};
+struct WaveSplits {
+  long splits;
+  bool met;  // within 5% of the ideal
+};
+WaveSplits decode_wave_splits(long blocks, long resident, long reach) {
+  long best = 1;
+  double best_cost = INFINITY;
+  for (long s = 1; s <= reach; ++s) {
+    const long waves = (blocks * s + resident - 1) / resident;
+    if (waves * resident * 100 <= 105 * blocks * s) return {s, true};
+    const double cost = (double)waves / s;
+    if (cost < best_cost) best = s, best_cost = cost;
+  }
+  return {best, false};
+}
+DecodeSplit decode_split(int B, int G, long max_length, int resident) {
+  constexpr long kRound = (long)kDecodeWarps * kDecodeKeys;
+  const long blocks = std::max(1L, (long)B * G), res = std::max(1, resident);
+  const long rounds = std::max(1L, (max_length + kRound - 1) / kRound);
+  const long reach = std::min(rounds, 2 * ((res + blocks - 1) / blocks) + 16);
+  const WaveSplits w = decode_wave_splits(blocks, res, reach);
+  const long split_keys = (rounds + w.splits - 1) / w.splits * kRound;
+  // A shorter length takes the same splits once its reach passes them, else at most its reach.
+  return {(int)((max_length + split_keys - 1) / split_keys), (int)split_keys,
+          (int)(w.met ? w.splits : reach)};
+}
+
+// decode_split_kernel<D> with its shared memory allowed; how many of its blocks the device holds
+// at once (computed once per head dim; 0 where the device refuses the kernel).
+template <int D>
+int decode_prepare(cudaError_t* err) {
+  auto kernel = decode_split_kernel<D>;
+  *err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              (int)DecodeSmem<D>::total);
+  static const int resident = [&] {
+    int device = 0, sms = 0, per_sm = 0;
+    if (*err != cudaSuccess || cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kDecodeThreads,
+                                                      DecodeSmem<D>::total) != cudaSuccess)
+      return 0;
+    return sms * per_sm;
+  }();
+  return resident;
+}
+
+int decode_resident_blocks(int D, cudaError_t* err) {
+  *err = cudaSuccess;
+  if (D == 64) return decode_prepare<64>(err);
+  if (D == 128) return decode_prepare<128>(err);
+  return 1;  // refused by dispatch_head_dim at launch
 }
 
 constexpr int kSinkChunk = 512;  // queries per sink-part block (a multiple of 64)
@@ -1015,8 +1090,9 @@ Status attention_backward(float* dq, float* dk, float* dv, const float* dy, cons
 }
 
 size_t attention_decode_workspace_bytes(int B, int H, int G, int D, long max_length) {
-  const DecodeSplit sp = decode_split(B, G, max_length);
-  return (size_t)B * H * sp.splits * (2 + D) * sizeof(float);
+  cudaError_t err;
+  const DecodeSplit sp = decode_split(B, G, max_length, decode_resident_blocks(D, &err));
+  return (size_t)B * H * sp.capacity * (2 + D) * sizeof(float);
 }
 
 namespace {
@@ -1030,7 +1106,9 @@ Status launch_decode(bf16* y, DecodeArgs args, int B, long max_length, int D, vo
   if (workspace_bytes < attention_decode_workspace_bytes(B, H, G, D, max_length))
     return make_error("attention_decode: workspace too small for ", B, " sequences of ",
                       max_length, " keys");
-  const DecodeSplit sp = decode_split(B, G, max_length);
+  cudaError_t err;
+  const DecodeSplit sp = decode_split(B, G, max_length, decode_resident_blocks(D, &err));
+  GL_CUDA_CHECK(err);
   args.splits = sp.splits;
   args.split_keys = sp.split_keys;
   args.part_m = static_cast<float*>(workspace);
@@ -1038,11 +1116,12 @@ Status launch_decode(bf16* y, DecodeArgs args, int B, long max_length, int D, vo
   args.part_o = args.part_l + (size_t)B * H * sp.splits;
   return dispatch_head_dim(D, [&](auto d) -> Status {
     constexpr int Dc = decltype(d)::value;
-    decode_split_kernel<Dc><<<dim3(sp.splits, G, B), 128, 0, stream>>>(args);
+    decode_split_kernel<Dc><<<dim3(sp.splits, G, B), kDecodeThreads, DecodeSmem<Dc>::total,
+                              stream>>>(args);
     GL_CUDA_CHECK_LAUNCH();
-    decode_combine_kernel<<<dim3(H, B), Dc, 0, stream>>>(y, args.part_m, args.part_l, args.part_o,
-                                                         args.lengths, args.length0, sp.splits,
-                                                         sp.split_keys, H, Dc);
+    decode_combine_kernel<<<dim3(H, B), Dc, sp.splits * sizeof(float), stream>>>(
+        y, args.part_m, args.part_l, args.part_o, args.lengths, args.length0, sp.splits,
+        sp.split_keys, H, Dc);
     GL_CUDA_CHECK_LAUNCH();
     return ok_status();
   });
