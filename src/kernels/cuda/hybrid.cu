@@ -249,94 +249,101 @@ __device__ __forceinline__ void store_f32(float* dst, const float* in) {
   else *reinterpret_cast<float2*>(dst) = make_float2(in[0], in[1]);
 }
 
+// The exact branch's keys at position pos: j < sinks, then pos − window < j ≤ pos; key idx of n.
+struct ExactKeys {
+  long n_sink, w_begin;
+  int n;
+  __device__ ExactKeys(long pos, int sinks, int window, bool has_exact)
+      : n_sink(min((long)sinks, pos + 1)), w_begin(max((long)sinks, pos - window + 1)),
+        n(has_exact ? (int)(n_sink + max(0L, pos - w_begin + 1)) : 0) {}
+  __device__ long operator()(int idx) const { return idx < n_sink ? (long)idx : w_begin + (idx - n_sink); }
+};
+
+// The decode kernel's tuning: of the R = D / 8 state rows a warp owns, kSmemRows sit in shared
+// memory (cp.async'd at the kernel's start, so their reads overlap the whole front end) and the
+// rest in registers; the registers are bounded for kMinBlocks blocks of 256 threads per SM; the
+// exact branch visits kKeysPerPass keys per warp and pass, their loads issued together.
+template <int D>
+struct DecodeTuning {
+  // D = 128: 8 of the 16 rows in shared memory (32 KiB a block), 64 registers: 4 blocks per SM
+  // (the register file and 200 of the 228 KiB of shared memory). D = 64: all in registers, 3.
+  static constexpr int kSmemRows = D >= 128 ? D / 16 : 0;
+  static constexpr int kMinBlocks = D >= 128 ? 4 : 3;
+  static constexpr int kKeysPerPass = 4;
+};
+
 // grid (H, B), 256 threads: block (h, b) owns query head h (kv head h / (H / G)) of sequence b:
 // the front end (conv, gates, norms, RoPE, scores) once, then every column of the head's state
 // and output (warp w holds state rows [wR, wR + R), lane the NC consecutive columns
-// [lane·NC, lane·NC + NC), read and written as one 16- or 8-byte access per row). The exact
-// branch visits its keys KU at a time per warp, their loads issued together. The block of a
-// sequence that finishes last advances its cache.position (one launch per token). Dynamic shared
-// memory: the exact branch's scores, sinks + window + 1 floats.
+// [lane·NC, lane·NC + NC), read and written as one 16- or 8-byte access per row). Few values stay
+// live across the kernel so that DecodeTuning's blocks fit an SM: the cache view, the head's
+// parameters and the row leaving the window wait in shared memory (the last two loaded at the
+// start, beside the conv rows). The block of a sequence that finishes last advances its
+// cache.position (one launch per token). Dynamic shared memory: the state rows held there
+// (8·kSmemRows·D floats), then the exact branch's scores (sinks + window + 1 floats).
 template <int D, int NR, bool kBatch>
-__global__ void __launch_bounds__(256, 2) hybrid_decode_kernel(
+__global__ void __launch_bounds__(256, DecodeTuning<D>::kMinBlocks) hybrid_decode_kernel(
     bf16* __restrict__ y, HybridParams p, HybridCacheView one,
     const HybridCacheView* __restrict__ caches, const bf16* __restrict__ x,
     const bf16* __restrict__ q, const bf16* __restrict__ k, const bf16* __restrict__ v, int C,
     int H, int G, int sinks, int window, HybridMix mix, bool linear_rope, bool count_far) {
   constexpr int R = D / 8;    // state rows per warp
   constexpr int NC = D / 32;  // state columns per lane
-  constexpr int KU = 4;       // exact-branch keys per warp and pass
-  extern __shared__ float scores[];
-  __shared__ __align__(16) float qc[D], kc[D], vc[D], qn[D], kn[D], qr[D], kr[D];
-  __shared__ float red[8][5], stat[2];
+  constexpr int RS = DecodeTuning<D>::kSmemRows, RG = R - RS;  // of them in shared memory, registers
+  constexpr int KU = DecodeTuning<D>::kKeysPerPass;
+  static_assert(D <= 256 && RG > 0 && (RS == 0 || NC == 4), "one row of D per thread; 16-byte copies");
+  extern __shared__ float4 dynamic_smem[];
+  float* const srows = reinterpret_cast<float*>(dynamic_smem);  // (8, RS, D)
+  float* const scores = srows + 8 * RS * D;
+  __shared__ __align__(16) float qc[D], kc[D], vc[D], qn[D], kn[D], qr[D], kr[D], kl[D], vl[D];
+  __shared__ __align__(16) float raw[3][D];  // this token's q, k, v rows as they came (conv history)
+  __shared__ float red[8][5], stat[2], hp[7], gb[2];
+  __shared__ long spos;
   __shared__ __align__(16) float part_r[8][D], part_o[8][D], part_y[8][D];
+  __shared__ __align__(16) unsigned char view[sizeof(HybridCacheView)];
+  HybridCacheView& cache = *reinterpret_cast<HybridCacheView*>(view);
   const int h = blockIdx.x, seq = blockIdx.y, group = H / G, hk = h / group;
-  // One sequence: its view is a kernel parameter (no dependent load before the first read, no
-  // select between the two that would take the parameter's address).
-  HybridCacheView cache;
-  if constexpr (kBatch) cache = caches[seq];
-  else cache = one;
-  x += (long)seq * C;
-  q += (long)seq * H * D;
-  k += (long)seq * G * D;
-  v += (long)seq * G * D;
-  y += (long)seq * H * D;
   const bool leader = h % group == 0;
   const bool has_exact = mix != HybridMix::linear, has_linear = mix != HybridMix::exact;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  const long pos = *cache.position;
-  const int ring = window + 1;
-  // The state's lines and the exact rows of this kv head asked into L2 first: their DRAM reads
-  // overlap the front end (conv, gate dot products, RoPE) instead of following it.
-  if (has_linear) {
-    const char* s0 = reinterpret_cast<const char*>(cache.state + (long)h * D * D);
-    for (int off = tid * 128; off < D * D * 4; off += 256 * 128)
-      asm volatile("prefetch.global.L2 [%0];" ::"l"(s0 + off));
+  const int c0 = lane * NC;  // this lane's dims (scores) and columns (state, output)
+  // The sequence's cache view into shared memory, read from there after each barrier rather than
+  // held in 28 registers (one sequence: from the kernel parameter).
+  if (tid == 0) {
+    if constexpr (kBatch) cache = caches[seq];
+    else cache = one;
   }
-  if (has_exact) {
-    constexpr int kLines = D * 2 / 128 > 0 ? D * 2 / 128 : 1;  // 128-byte lines per bf16 row
-    const int rows = ring + sinks;
-    for (int idx = tid; idx < 2 * rows * kLines; idx += 256) {
-      const int kv = idx / (rows * kLines), row = idx / kLines % rows, line = idx % kLines;
-      const bf16* base = row < ring ? (kv ? cache.ring_v : cache.ring_k) + ((long)row * G + hk) * D
-                                    : (kv ? cache.sink_v : cache.sink_k) + ((long)(row - ring) * G + hk) * D;
-      asm volatile("prefetch.global.L2 [%0];" ::"l"(reinterpret_cast<const char*>(base) + line * 128));
-    }
+  // The head's parameters (hp: A_log, dt_bias, b_beta, b_λ, c_lse, a_far, γ; those the mix reads)
+  // and this thread's RoPE frequency, asked for before anything waits.
+  float param = 0.0f;
+  if (tid < 7) {
+    const bool gate = mix == HybridMix::gate;
+    const float* src = tid == 0   ? (has_linear ? p.A_log : nullptr)
+                       : tid == 1 ? (has_linear ? p.dt_bias : nullptr)
+                       : tid == 2 ? (has_linear ? p.b_beta : nullptr)
+                       : tid == 3 ? (gate ? p.b_lambda : nullptr)
+                       : tid == 4 ? (gate ? p.c_lse : nullptr)
+                       : tid == 5 ? (gate && count_far ? p.a_far : nullptr)
+                                  : (mix == HybridMix::scale ? p.gamma : nullptr);
+    if (src) param = src[h];
   }
-
-  // 1 short conv over the raw rows of the last 3 tokens and this one (conv off: the rows as they
-  //   are).
-  for (int idx = tid; idx < 3 * D; idx += 256) {
-    const int which = idx / D, d = idx % D;
-    const float* hist = which == 0 ? cache.conv_q : which == 1 ? cache.conv_k : cache.conv_v;
-    const float* w = which == 0 ? p.conv_q : which == 1 ? p.conv_k : p.conv_v;
-    const int heads = which == 0 ? H : G, head = which == 0 ? h : hk;
-    const bf16* now = which == 0 ? q : which == 1 ? k : v;
-    const long ch = (long)head * D + d;
-    float acc = __bfloat162float(now[ch]);
-    if (w) {
-      acc *= w[ch * kConvWidth + 3];
-#pragma unroll
-      for (int i = 0; i < 3; ++i) {
-        const long j = pos - 3 + i;
-        if (j >= 0) acc += w[ch * kConvWidth + i] * hist[((j % 4) * heads + head) * (long)D + d];
-      }
-    }
-    (which == 0 ? qc : which == 1 ? kc : vc)[d] = acc;
-  }
-  // 2 gate logits: NR dot products of length C (rows a, b, λ: NR = 3; a, b: 2; none: 0), 16-byte
-  //   loads issued together.
+  const float freq = tid < D ? p.inv_freq[tid % (D / 2)] : 0.0f;
+  // 1 gate logits: NR dot products of length C (rows a, b, λ: NR = 3; a, b: 2; none: 0), 16-byte
+  //   loads issued together; first, while the view and the position are being read (they need
+  //   neither).
+  const bf16* const x_seq = x + (long)seq * C;
   float part[5] = {0, 0, 0, 0, 0};
   const bf16* wrow[3];
 #pragma unroll
   for (int r = 0; r < NR; ++r)
     wrow[r] = p.w_gates + ((long)(r == 2 ? p.lambda_row : r * H) + h) * C;
   const int C8 = C / 8;
-  bool aligned = (reinterpret_cast<size_t>(x) & 15) == 0;
+  bool aligned = (reinterpret_cast<size_t>(x_seq) & 15) == 0;
 #pragma unroll
   for (int r = 0; r < NR; ++r) aligned = aligned && (reinterpret_cast<size_t>(wrow[r]) & 15) == 0;
   if (NR > 0 && aligned) {
     for (int c8 = tid; c8 < C8; c8 += 256) {
-      const uint4 xv = reinterpret_cast<const uint4*>(x)[c8];
+      const uint4 xv = reinterpret_cast<const uint4*>(x_seq)[c8];
       uint4 av[NR > 0 ? NR : 1];
 #pragma unroll
       for (int r = 0; r < NR; ++r) av[r] = reinterpret_cast<const uint4*>(wrow[r])[c8];
@@ -354,19 +361,88 @@ __global__ void __launch_bounds__(256, 2) hybrid_decode_kernel(
   }
   if (NR > 0) {
     for (int c = aligned ? C8 * 8 + tid : tid; c < C; c += 256) {
-      const float xc = __bfloat162float(x[c]);
+      const float xc = __bfloat162float(x_seq[c]);
 #pragma unroll
       for (int r = 0; r < NR; ++r) part[r] += xc * __bfloat162float(wrow[r][c]);
     }
   }
-  __syncthreads();  // conv rows visible
+  __syncthreads();  // the view
+  const long pos = *cache.position;
+  const int ring = window + 1;
+  // The state's rows held in shared memory copied in now; the lines of those held in registers and
+  // the exact rows of this kv head asked into L2: their DRAM reads overlap the front end.
+  if (has_linear) {
+    const float* S0 = cache.state + (long)h * D * D;
+    if constexpr (RS > 0) {
+#pragma unroll
+      for (int i = 0; i < RS; ++i)
+        device::cp_async16(srows + (warp * RS + i) * D + c0, S0 + (long)(warp * R + RG + i) * D + c0, true);
+      device::cp_async_commit();
+    }
+    constexpr int kRowLines = D * 4 / 128;  // 128-byte lines per fp32 row
+    for (int idx = tid; idx < 8 * RG * kRowLines; idx += 256) {
+      const int row = idx / kRowLines / RG * R + idx / kRowLines % RG;
+      asm volatile("prefetch.global.L2 [%0];" ::"l"(reinterpret_cast<const char*>(S0 + (long)row * D) + idx % kRowLines * 128));
+    }
+  }
+  if (has_exact) {
+    constexpr int kLines = D * 2 / 128 > 0 ? D * 2 / 128 : 1;  // 128-byte lines per bf16 row
+    const int rows = ring + sinks;
+    for (int idx = tid; idx < 2 * rows * kLines; idx += 256) {
+      const int kv = idx / (rows * kLines), row = idx / kLines % rows, line = idx % kLines;
+      const bf16* base = row < ring ? (kv ? cache.ring_v : cache.ring_k) + ((long)row * G + hk) * D
+                                    : (kv ? cache.sink_v : cache.sink_k) + ((long)(row - ring) * G + hk) * D;
+      asm volatile("prefetch.global.L2 [%0];" ::"l"(reinterpret_cast<const char*>(base) + line * 128));
+    }
+  }
+  // The token leaving the window enters the state (with window 0, this token itself): its unit
+  // key, value, decay and β (window > 0) asked for now, kept in kl, vl once the conv rows are done.
+  const long leaving = pos - window;
+  const bool enters = has_linear && leaving >= sinks && leaving >= 0;
+  float kl_now = 0.0f, vl_now = 0.0f, g_leave = 0.0f, b_leave = 0.0f;
+  if (enters && window > 0) {
+    const long slot = leaving % ring;
+    if (tid < D) {
+      kl_now = __bfloat162float(cache.ring_key[(slot * G + hk) * (long)D + tid]);
+      vl_now = __bfloat162float(cache.ring_v[(slot * G + hk) * (long)D + tid]);
+    }
+    g_leave = cache.ring_g[slot * H + h];
+    b_leave = cache.ring_beta[slot * H + h];
+  }
+
+  // 2 short conv over the raw rows of the last 3 tokens and this one (conv off: the rows as they
+  //   are).
+  for (int idx = tid; idx < 3 * D; idx += 256) {
+    const int which = idx / D, d = idx % D;
+    const float* hist = which == 0 ? cache.conv_q : which == 1 ? cache.conv_k : cache.conv_v;
+    const float* w = which == 0 ? p.conv_q : which == 1 ? p.conv_k : p.conv_v;
+    const int heads = which == 0 ? H : G, head = which == 0 ? h : hk;
+    const bf16* now = which == 0 ? q + (long)seq * H * D : (which == 1 ? k : v) + (long)seq * G * D;
+    const long ch = (long)head * D + d;
+    const float now_d = __bfloat162float(now[ch]);
+    raw[which][d] = now_d;
+    float acc = now_d;
+    if (w) {
+      acc *= w[ch * kConvWidth + 3];
+#pragma unroll
+      for (int i = 0; i < 3; ++i) {
+        const long j = pos - 3 + i;
+        if (j >= 0) acc += w[ch * kConvWidth + i] * hist[((j % 4) * heads + head) * (long)D + d];
+      }
+    }
+    (which == 0 ? qc : which == 1 ? kc : vc)[d] = acc;
+  }
+  if (tid < D) kl[tid] = kl_now, vl[tid] = vl_now;
+  if (tid < 7) hp[tid] = param;
+  if (tid == 0) spos = pos;
+  __syncthreads();  // conv rows, kl, vl, hp visible
   // 3 RoPE (the exact branch, and the linear branch with linear_rope) and the squared norms of
   //   what the linear branch reads (the RoPE'd rows with linear_rope: one more barrier).
   if (!linear_rope && tid < D) part[3] = qc[tid] * qc[tid], part[4] = kc[tid] * kc[tid];
-  for (int d = tid; d < D; d += 256) {
-    const int i = d % (D / 2);
+  if (tid < D) {
+    const int d = tid;
     float s, c;
-    sincosf((float)pos * p.inv_freq[i], &s, &c);
+    sincosf((float)pos * freq, &s, &c);
     const int other = d < D / 2 ? d + D / 2 : d - D / 2;
     const float sgn = d < D / 2 ? -1.0f : 1.0f;
     qr[d] = qc[d] * c + sgn * qc[other] * s;
@@ -391,134 +467,159 @@ __global__ void __launch_bounds__(256, 2) hybrid_decode_kernel(
 #pragma unroll
     for (int w = 0; w < 8; ++w) tot[i] += red[w][i];
   }
-  const float g_now = has_linear ? -expf(p.A_log[h]) * device::softplusf_(tot[0] + p.dt_bias[h]) : 0.0f;
-  const float beta_now = has_linear ? device::sigmoidf_(tot[1] + p.b_beta[h]) : 0.0f;
+  const float g_now = has_linear ? -expf(hp[0]) * device::softplusf_(tot[0] + hp[1]) : 0.0f;
+  const float beta_now = has_linear ? device::sigmoidf_(tot[1] + hp[2]) : 0.0f;
   const float inv_q = rsqrtf(tot[3] + kUnitNormEps), inv_k = rsqrtf(tot[4] + kUnitNormEps);
-  for (int d = tid; d < D; d += 256) qn[d] = lq[d] * inv_q, kn[d] = lk[d] * inv_k;
+  if (tid < D) qn[tid] = lq[tid] * inv_q, kn[tid] = lk[tid] * inv_k;
+  if (tid == 0) gb[0] = g_now, gb[1] = beta_now;
   __syncthreads();
   // 4 exact branch scores: keys j < sinks, then t − window < j ≤ t (the current one from smem).
-  const long n_sink = min((long)sinks, pos + 1);
-  const long w_begin = max((long)sinks, pos - window + 1);
-  const int n_keys = has_exact ? (int)(n_sink + max(0L, pos - w_begin + 1)) : 0;
-  auto key_pos = [&](int idx) -> long { return idx < n_sink ? (long)idx : w_begin + (idx - n_sink); };
   const float scale = rsqrtf((float)D);
-  const int c0 = lane * NC;  // this lane's dims (scores) and columns (state, output)
-  for (int base = warp; base < n_keys; base += 8 * KU) {
-    float kv[KU][NC];
+  {
+    const ExactKeys keys(pos, sinks, window, has_exact);
+    for (int base = warp; base < keys.n; base += 8 * KU) {
+      float kv[KU][NC];
 #pragma unroll
-    for (int u = 0; u < KU; ++u) {
-      const int idx = base + 8 * u;
-      const long j = idx < n_keys ? key_pos(idx) : -1;
-      if (j == pos) {
+      for (int u = 0; u < KU; ++u) {
+        const int idx = base + 8 * u;
+        const long j = idx < keys.n ? keys(idx) : -1;
+        if (j == pos) {
 #pragma unroll
-        for (int c = 0; c < NC; ++c) kv[u][c] = kr[c0 + c];
-      } else if (j >= 0) {
-        const bf16* kj = idx < n_sink ? cache.sink_k + ((long)idx * G + hk) * D
-                                      : cache.ring_k + ((j % ring) * G + hk) * (long)D;
-        load_row_part<NC>(kj + c0, kv[u]);
-      } else {
+          for (int c = 0; c < NC; ++c) kv[u][c] = kr[c0 + c];
+        } else if (j >= 0) {
+          const bf16* kj = idx < keys.n_sink ? cache.sink_k + ((long)idx * G + hk) * D
+                                          : cache.ring_k + ((j % ring) * G + hk) * (long)D;
+          load_row_part<NC>(kj + c0, kv[u]);
+        } else {
 #pragma unroll
-        for (int c = 0; c < NC; ++c) kv[u][c] = 0.0f;
+          for (int c = 0; c < NC; ++c) kv[u][c] = 0.0f;
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < KU; ++u) {
+        float s = 0.0f;
+#pragma unroll
+        for (int c = 0; c < NC; ++c) s += qr[c0 + c] * kv[u][c];
+        s = device::warp_sum(s);
+        if (lane == 0 && base + 8 * u < keys.n) scores[base + 8 * u] = s * scale;
       }
     }
-#pragma unroll
-    for (int u = 0; u < KU; ++u) {
-      float s = 0.0f;
-#pragma unroll
-      for (int c = 0; c < NC; ++c) s += qr[c0 + c] * kv[u][c];
-      s = device::warp_sum(s);
-      if (lane == 0 && base + 8 * u < n_keys) scores[base + 8 * u] = s * scale;
-    }
   }
-  // 5 linear branch over the state (independent of the scores): the token leaving the window
-  //   enters it (with window 0, this token itself), then q̂ reads it.
-  const long leaving = pos - window;
-  const bool enters = has_linear && leaving >= sinks && leaving >= 0;
+  // 5 linear branch over the state (independent of the scores): the leaving token enters it, then
+  //   q̂ reads it. Rows i < RG of a warp's slice in registers, the rest in shared memory (each
+  //   thread reads back only what it copied: no barrier), every sum over rows in row order.
+  const float* kls = window == 0 ? kn : kl;  // the entering key and value
+  const float* vls = window == 0 ? vc : vl;
+  float alpha = 1.0f, b = 0.0f;
+  if (enters) {
+    if (window == 0) alpha = expf(g_now), b = beta_now;
+    else alpha = expf(g_leave), b = b_leave;
+  }
   float* S = cache.state + (long)h * D * D + c0;
-  float sreg[R][NC];
+  const float* Ss = srows + warp * RS * D + c0;
+  float sreg[RG][NC];
   if (has_linear) {  // (zero without a linear branch: not read)
 #pragma unroll
-    for (int i = 0; i < R; ++i) load_f32<NC>(S + (long)(warp * R + i) * D, sreg[i]);
+    for (int i = 0; i < RG; ++i) load_f32<NC>(S + (long)(warp * R + i) * D, sreg[i]);
   } else {
 #pragma unroll
-    for (int i = 0; i < R; ++i)
+    for (int i = 0; i < RG; ++i)
 #pragma unroll
       for (int c = 0; c < NC; ++c) sreg[i][c] = 0.0f;
   }
-  float alpha = 1.0f, b = 0.0f, v_leave[NC], k_leave[R];
+  if constexpr (RS > 0) device::cp_async_wait<0>();
   if (enters) {
-    if (window == 0) {
-      alpha = expf(g_now), b = beta_now;
+    float r[NC];
 #pragma unroll
-      for (int c = 0; c < NC; ++c) v_leave[c] = vc[c0 + c];
+    for (int c = 0; c < NC; ++c) r[c] = 0.0f;
 #pragma unroll
-      for (int i = 0; i < R; ++i) k_leave[i] = kn[warp * R + i];
-    } else {
-      const long slot = leaving % ring;
-      alpha = expf(cache.ring_g[slot * H + h]);
-      b = cache.ring_beta[slot * H + h];
-      load_row_part<NC>(cache.ring_v + (slot * G + hk) * (long)D + c0, v_leave);
-      const bf16* kl = cache.ring_key + (slot * G + hk) * (long)D + warp * R;
+    for (int i = 0; i < RG; ++i)
 #pragma unroll
-      for (int i = 0; i < R; ++i) k_leave[i] = __bfloat162float(kl[i]);
+      for (int c = 0; c < NC; ++c) r[c] += kls[warp * R + i] * sreg[i][c];
+#pragma unroll
+    for (int i = 0; i < RS; ++i) {
+      float s[NC];
+      load_f32<NC>(Ss + i * D, s);
+#pragma unroll
+      for (int c = 0; c < NC; ++c) r[c] += kls[warp * R + RG + i] * s[c];
     }
 #pragma unroll
-    for (int c = 0; c < NC; ++c) {
-      float r = 0.0f;
-#pragma unroll
-      for (int i = 0; i < R; ++i) r += k_leave[i] * sreg[i][c];
-      part_r[warp][c0 + c] = r;
-    }
+    for (int c = 0; c < NC; ++c) part_r[warp][c0 + c] = r[c];
   }
   __syncthreads();  // scores and part_r
-  if (warp == 0 && n_keys > 0) {  // softmax statistics
-    float m = -INFINITY;
-    for (int idx = lane; idx < n_keys; idx += 32) m = fmaxf(m, scores[idx]);
-    m = device::warp_max(m);
-    float se = 0.0f;
-    for (int idx = lane; idx < n_keys; idx += 32) se += expf(scores[idx] - m);
-    se = device::warp_sum(se);
-    if (lane == 0) stat[0] = m, stat[1] = se;
-  }
-  if (enters) {
+  // pos, the key range, the gates and the λ logit read again from shared memory from here on,
+  // rather than kept live across the state phase.
+  const long pos_l = spos;
+  const ExactKeys keys(pos_l, sinks, window, has_exact);
+  auto red_total = [&](int i) { float t = 0.0f; for (int w = 0; w < 8; ++w) t += red[w][i]; return t; };
+  {
+    float u[NC], o[NC];
 #pragma unroll
-    for (int c = 0; c < NC; ++c) {
-      float r = 0.0f;
+    for (int c = 0; c < NC; ++c) u[c] = 0.0f, o[c] = 0.0f;
+    if (enters) {
 #pragma unroll
-      for (int w = 0; w < 8; ++w) r += part_r[w][c0 + c];
-      const float u = b * (v_leave[c] - alpha * r);
+      for (int c = 0; c < NC; ++c) {
+        float r = 0.0f;
 #pragma unroll
-      for (int i = 0; i < R; ++i) sreg[i][c] = alpha * sreg[i][c] + k_leave[i] * u;
+        for (int w = 0; w < 8; ++w) r += part_r[w][c0 + c];
+        u[c] = b * (vls[c0 + c] - alpha * r);
+      }
+#pragma unroll
+      for (int i = 0; i < RG; ++i) {
+#pragma unroll
+        for (int c = 0; c < NC; ++c) sreg[i][c] = alpha * sreg[i][c] + kls[warp * R + i] * u[c];
+        store_f32<NC>(S + (long)(warp * R + i) * D, sreg[i]);
+      }
     }
 #pragma unroll
-    for (int i = 0; i < R; ++i) store_f32<NC>(S + (long)(warp * R + i) * D, sreg[i]);
+    for (int i = 0; i < RG; ++i)
+#pragma unroll
+      for (int c = 0; c < NC; ++c) o[c] += qn[warp * R + i] * sreg[i][c];  // 0 without a linear branch
+    if (RS > 0 && has_linear) {
+#pragma unroll
+      for (int i = 0; i < RS; ++i) {
+        float s[NC];
+        load_f32<NC>(Ss + i * D, s);
+        if (enters) {
+#pragma unroll
+          for (int c = 0; c < NC; ++c) s[c] = alpha * s[c] + kls[warp * R + RG + i] * u[c];
+          store_f32<NC>(S + (long)(warp * R + RG + i) * D, s);
+        }
+#pragma unroll
+        for (int c = 0; c < NC; ++c) o[c] += qn[warp * R + RG + i] * s[c];
+      }
+    }
+#pragma unroll
+    for (int c = 0; c < NC; ++c) part_o[warp][c0 + c] = o[c];
   }
-#pragma unroll
-  for (int c = 0; c < NC; ++c) {
-    float o = 0.0f;
-#pragma unroll
-    for (int i = 0; i < R; ++i) o += qn[warp * R + i] * sreg[i][c];  // 0 without a linear branch
-    part_o[warp][c0 + c] = o;
+  if (warp == 0 && keys.n > 0) {  // softmax statistics (after the state phase: fewer live registers)
+    float m = -INFINITY;
+    for (int idx = lane; idx < keys.n; idx += 32) m = fmaxf(m, scores[idx]);
+    m = device::warp_max(m);
+    float se = 0.0f;
+    for (int idx = lane; idx < keys.n; idx += 32) se += expf(scores[idx] - m);
+    se = device::warp_sum(se);
+    if (lane == 0) stat[0] = m, stat[1] = se;
   }
   __syncthreads();  // stat
   // 6 exact output: warp w sums keys w, w + 8, … (KU per pass, loads together), lane its columns.
   {
-    const float m = n_keys > 0 ? stat[0] : 0.0f;
+    const float m = keys.n > 0 ? stat[0] : 0.0f;
     float ye[NC];
 #pragma unroll
     for (int c = 0; c < NC; ++c) ye[c] = 0.0f;
-    for (int base = warp; base < n_keys; base += 8 * KU) {
+    for (int base = warp; base < keys.n; base += 8 * KU) {
       float vv[KU][NC], pw[KU];
 #pragma unroll
       for (int u = 0; u < KU; ++u) {
         const int idx = base + 8 * u;
-        const long j = idx < n_keys ? key_pos(idx) : -1;
+        const long j = idx < keys.n ? keys(idx) : -1;
         pw[u] = j >= 0 ? expf(scores[idx] - m) : 0.0f;
-        if (j == pos) {
+        if (j == pos_l) {
 #pragma unroll
           for (int c = 0; c < NC; ++c) vv[u][c] = vc[c0 + c];
         } else if (j >= 0) {
-          load_row_part<NC>(idx < n_sink ? cache.sink_v + ((long)j * G + hk) * D + c0
+          load_row_part<NC>(idx < keys.n_sink ? cache.sink_v + ((long)j * G + hk) * D + c0
                                          : cache.ring_v + ((j % ring) * G + hk) * (long)D + c0,
                             vv[u]);
         } else {
@@ -538,14 +639,14 @@ __global__ void __launch_bounds__(256, 2) hybrid_decode_kernel(
   if (warp == 0) {
     float a = 1.0f, bl = 1.0f;  // y = a·y_exact + bl·y_lin
     if (mix == HybridMix::gate) {
-      float z = tot[NR == 3 ? 2 : 0] + p.b_lambda[h];  // gate: NR = 3, the λ row last
-      if (p.c_lse) z -= p.c_lse[h] * (stat[0] + logf(stat[1]));
-      const long n_far = count_far ? pos - sinks - window + 1 : 1;  // tokens in the state
-      if (count_far && n_far > 0) z += p.a_far[h] * logf((float)n_far);
+      float z = red_total(NR == 3 ? 2 : 0) + hp[3];  // gate: NR = 3, the λ row last
+      if (p.c_lse) z -= hp[4] * (stat[0] + logf(stat[1]));
+      const long n_far = count_far ? pos_l - sinks - window + 1 : 1;  // tokens in the state
+      if (count_far && n_far > 0) z += hp[5] * logf((float)n_far);
       const float lambda = n_far > 0 ? device::sigmoidf_(z) : 0.0f;
       a = 1.0f - lambda, bl = lambda;
     } else if (mix == HybridMix::scale) {
-      bl = p.gamma[h];
+      bl = hp[6];
     } else if (mix == HybridMix::exact) {
       bl = 0.0f;
     } else if (mix == HybridMix::linear) {
@@ -556,32 +657,32 @@ __global__ void __launch_bounds__(256, 2) hybrid_decode_kernel(
       float ye = 0.0f, yl = 0.0f;
 #pragma unroll
       for (int w = 0; w < 8; ++w) ye += part_y[w][c0 + c], yl += part_o[w][c0 + c];
-      if (n_keys > 0) ye /= stat[1];
-      y[(long)h * D + c0 + c] = __float2bfloat16(a * ye + bl * yl);
+      if (keys.n > 0) ye /= stat[1];
+      y[((long)seq * H + h) * D + c0 + c] = __float2bfloat16(a * ye + bl * yl);
     }
   }
   // 7 this token into the cache (slots no block reads in this step).
   {
-    const long slot = pos % ring;
+    const long slot = pos_l % ring;
     for (int d = tid; d < D; d += 256) {
-      if (p.conv_q) cache.conv_q[((pos % 4) * H + h) * (long)D + d] = __bfloat162float(q[(long)h * D + d]);
+      if (p.conv_q) cache.conv_q[((pos_l % 4) * H + h) * (long)D + d] = raw[0][d];
       if (leader) {
         if (p.conv_k) {
-          cache.conv_k[((pos % 4) * G + hk) * (long)D + d] = __bfloat162float(k[(long)hk * D + d]);
-          cache.conv_v[((pos % 4) * G + hk) * (long)D + d] = __bfloat162float(v[(long)hk * D + d]);
+          cache.conv_k[((pos_l % 4) * G + hk) * (long)D + d] = raw[1][d];
+          cache.conv_v[((pos_l % 4) * G + hk) * (long)D + d] = raw[2][d];
         }
         cache.ring_k[(slot * G + hk) * (long)D + d] = __float2bfloat16(kr[d]);
         cache.ring_v[(slot * G + hk) * (long)D + d] = __float2bfloat16(vc[d]);
         cache.ring_key[(slot * G + hk) * (long)D + d] = __float2bfloat16(kn[d]);
-        if (pos < sinks) {
-          cache.sink_k[(pos * G + hk) * (long)D + d] = __float2bfloat16(kr[d]);
-          cache.sink_v[(pos * G + hk) * (long)D + d] = __float2bfloat16(vc[d]);
+        if (pos_l < sinks) {
+          cache.sink_k[(pos_l * G + hk) * (long)D + d] = __float2bfloat16(kr[d]);
+          cache.sink_v[(pos_l * G + hk) * (long)D + d] = __float2bfloat16(vc[d]);
         }
       }
     }
     if (tid == 0) {
-      cache.ring_g[slot * H + h] = g_now;
-      cache.ring_beta[slot * H + h] = beta_now;
+      cache.ring_g[slot * H + h] = gb[0];
+      cache.ring_beta[slot * H + h] = gb[1];
     }
   }
   // 8 the last block of this sequence to finish advances its position (every block has read it).
@@ -590,7 +691,7 @@ __global__ void __launch_bounds__(256, 2) hybrid_decode_kernel(
     __threadfence();
     const unsigned ticket = atomicAdd(cache.step_done, 1u);
     if (ticket == gridDim.x - 1) {
-      *cache.position = pos + 1;
+      *cache.position = pos_l + 1;
       *cache.step_done = 0;
       __threadfence();
     }
@@ -718,12 +819,19 @@ Status decode_launch(bf16* y, const HybridShape& s, const HybridParams& p,
     return make_error("hybrid_decode_step: no exact branch needs sinks = window = 0");
   if (s.G <= 0 || s.H % s.G != 0) return make_error("hybrid_decode_step: G must divide H");
   if (B <= 0) return ok_status();
-  const size_t smem = (size_t)(s.sinks + s.window + 1) * sizeof(float);
   return dispatch_head_dim(s.D, [&](auto d) -> Status {
     constexpr int Dc = decltype(d)::value;
+    // The state rows held in shared memory (DecodeTuning), then the scores.
+    constexpr size_t kStateSmem = (size_t)8 * DecodeTuning<Dc>::kSmemRows * Dc * sizeof(float);
+    const size_t smem = kStateSmem + (size_t)(s.sinks + s.window + 1) * sizeof(float);
     auto launch = [&](auto kernel) -> Status {
-      if (smem > 48 * 1024)
+      // Past 48 KiB with the static arrays; the SM's memory as shared memory, so that
+      // DecodeTuning's blocks per SM are not held back by the L1 carveout.
+      if (smem > 16 * 1024)
         GL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+      if (kStateSmem > 0)
+        GL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                           (int)cudaSharedmemCarveoutMaxShared));
       kernel<<<dim3(s.H, B), 256, smem, stream>>>(y, p, one, caches, x, q, k, v, s.C, s.H,
                                                            s.G, s.sinks, s.window, s.mix,
                                                            s.linear_rope, s.count_far);
