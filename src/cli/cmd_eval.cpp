@@ -289,9 +289,12 @@ int eval_synthetic(const std::string& task, const Argv& argv) {
     };
 #ifdef GOLINEAR_HAVE_CUDA
     if (*device == "cuda")
-      slots = [&gpu = *loaded->gpu](int count, long max_context) -> Result<std::unique_ptr<runtime::SequenceSlots>> {
-        GL_ASSIGN_OR_RETURN(auto created, golinear::runtime::cuda::GpuSequenceSlots::create(gpu, count, max_context));
-        return std::unique_ptr<runtime::SequenceSlots>(std::move(created));
+      slots = [&gpu = *loaded->gpu, command](int count, long max_context) -> Result<std::unique_ptr<runtime::SequenceSlots>> {
+        auto created = golinear::runtime::cuda::GpuSequenceSlots::create(gpu, count, max_context);
+        if (!created.ok())
+          return make_error("golinear ", command, ": ", count, " GPU sequences of ", max_context,
+                            " tokens: ", created.error(), " (lower --batch)");
+        return std::unique_ptr<runtime::SequenceSlots>(std::move(*created));
       };
 #endif
     report = eval::synthetic_evaluate(slots, (int)*batch, model.config, tokenizer, name, generated, options);
