@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <numeric>
 
 #include "analysis/diagnostics.h"
@@ -295,21 +296,57 @@ struct NllSum {
   double perplexity() const { return std::exp(nll / std::max(1L, count)); }
 };
 
-NllSum sequence_nll(const Model& model, const int32_t* tokens, long N, int T,
-                    std::vector<float>& logits) {
-  const int V = model.config.vocab_size;
+Result<NllSum> sequences_nll(const SequenceNll& nll, const int32_t* tokens, long N, int T) {
   NllSum sum;
-  logits.resize((size_t)T * V);
   for (long n = 0; n < N; ++n) {
-    const int32_t* ids = tokens + n * T;
-    model_forward(model, ids, T, logits.data());
-    for (float lp : logprobs_of_next_tokens(logits.data(), ids, T, V)) sum.nll -= lp;
+    GL_ASSIGN_OR_RETURN(double s, nll(tokens + n * T, T));
+    sum.nll += s;
     sum.count += T - 1;
   }
   return sum;
 }
 
+// The CPU model's SequenceNll (model_forward of its mixers as they stand); `model` must outlive it.
+SequenceNll cpu_sequence_nll(const Model& model) {
+  auto logits = std::make_shared<std::vector<float>>();
+  return [&model, logits](const int32_t* ids, int T) -> Result<double> {
+    const int V = model.config.vocab_size;
+    logits->resize((size_t)T * V);
+    model_forward(model, ids, T, logits->data());
+    double nll = 0;
+    for (float lp : logprobs_of_next_tokens(logits->data(), ids, T, V)) nll -= lp;
+    return nll;
+  };
+}
+
 }  // namespace
+
+Result<std::vector<double>> layer_sensitivity(const SequenceNll& nll, const LayerMixerSwap& swap,
+                                              const MixerStack& student, const int32_t* tokens,
+                                              long N, int T, double* teacher_ppl,
+                                              const std::function<void()>& step) {
+  // The teacher's perplexity, measured unless the caller already knows it.
+  const bool known = teacher_ppl && std::isfinite(*teacher_ppl);
+  double base = known ? *teacher_ppl : 0.0;
+  if (!known) {
+    GL_ASSIGN_OR_RETURN(NllSum teacher, sequences_nll(nll, tokens, N, T));
+    base = teacher.perplexity();
+    if (step) step();
+  }
+  if (teacher_ppl) *teacher_ppl = base;
+  const int L = (int)student.size();
+  std::vector<double> out(L, std::numeric_limits<double>::quiet_NaN());
+  for (int l = 0; l < L; ++l) {
+    if (student[l]->kind() == "softmax") continue;
+    GL_TRY(swap(l, true));
+    Result<NllSum> swapped = sequences_nll(nll, tokens, N, T);
+    GL_TRY(swap(l, false));
+    if (!swapped.ok()) return std::move(swapped).take_error();
+    out[l] = swapped->perplexity() / base - 1.0;
+    if (step) step();
+  }
+  return out;
+}
 
 Result<std::vector<double>> layer_sensitivity(Model& teacher, MixerStack& student,
                                               const int32_t* tokens, long N, int T,
@@ -321,22 +358,12 @@ Result<std::vector<double>> layer_sensitivity(Model& teacher, MixerStack& studen
     return make_error("analyze: the teacher carries LoRA adapters; the sensitivity needs the base");
   if (!teacher.has_backbone())
     return make_error("analyze: the sensitivity runs the model on the CPU; its weights are not on the host");
-  std::vector<float> logits;
-  // The teacher's perplexity, measured unless the caller already knows it.
-  const bool known = teacher_ppl && std::isfinite(*teacher_ppl);
-  const double base = known ? *teacher_ppl : sequence_nll(teacher, tokens, N, T, logits).perplexity();
-  if (teacher_ppl) *teacher_ppl = base;
-  if (!known && step) step();
-  std::vector<double> out(L, std::numeric_limits<double>::quiet_NaN());
-  for (int l = 0; l < L; ++l) {
-    if (student[l]->kind() == "softmax") continue;
+  // Swapping twice restores: the student's mixer goes in and comes back out.
+  const LayerMixerSwap swap = [&teacher, &student](int l, bool) {
     std::swap(teacher.mixers[l], student[l]);
-    const double ppl = sequence_nll(teacher, tokens, N, T, logits).perplexity();
-    std::swap(teacher.mixers[l], student[l]);
-    out[l] = ppl / base - 1.0;
-    if (step) step();
-  }
-  return out;
+    return ok_status();
+  };
+  return layer_sensitivity(cpu_sequence_nll(teacher), swap, student, tokens, N, T, teacher_ppl, step);
 }
 
 Status add_layer_sensitivity(Model& teacher, std::vector<StudentMixers>& students,
@@ -353,7 +380,7 @@ Status add_layer_sensitivity(Model& teacher, std::vector<StudentMixers>& student
   auto step = [&] {
     if (show_progress) bar.update(++done, (double)done * N * T);
   };
-  std::vector<float> logits;
+  const SequenceNll nll = cpu_sequence_nll(teacher);
   const double nan = std::numeric_limits<double>::quiet_NaN();
   double teacher_ppl = nan;  // measured by the first student's layer_sensitivity
   for (size_t i = 0; i < students.size(); ++i) {
@@ -363,8 +390,10 @@ Status add_layer_sensitivity(Model& teacher, std::vector<StudentMixers>& student
                         layer_sensitivity(teacher, mixers, tokens, N, T, &teacher_ppl, step));
     out.teacher_ppl = teacher_ppl;
     for (int l = 0; l < L; ++l) std::swap(teacher.mixers[l], mixers[l]);
-    out.student_ppl = sequence_nll(teacher, tokens, N, T, logits).perplexity();
+    Result<NllSum> whole = sequences_nll(nll, tokens, N, T);
     for (int l = 0; l < L; ++l) std::swap(teacher.mixers[l], mixers[l]);
+    if (!whole.ok()) return std::move(whole).take_error();
+    out.student_ppl = whole->perplexity();
     step();
     std::vector<double> sensitivity, nmse;
     for (int l = 0; l < L; ++l)

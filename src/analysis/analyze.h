@@ -127,7 +127,7 @@ Result<AnalysisResult> analysis_run(const Model& teacher, const std::vector<Stud
 // analysis's own) with its layer l's mixer swapped for the student's, all others softmax; fills
 // result.students[i].layer_sensitivity, teacher_ppl, student_ppl and adds the Spearman
 // correlation of the sensitivity with the NMSE over the linearized layers ("sensitivity",
-// "layer"). CPU forwards: (linearized layers + 2) per sequence and student. The teacher's mixers
+// "layer"). CPU forwards per sequence: 1 for the teacher, then (linearized layers + 1) per student. The teacher's mixers
 // are swapped in and back; on return `teacher` and `students` are as they were.
 // One student's layer sensitivity: for each layer l that `student` linearizes (kind() !=
 // "softmax"), ppl(teacher with layer l's mixer swapped for the student's) / ppl(teacher) − 1 on
@@ -139,6 +139,21 @@ Result<AnalysisResult> analysis_run(const Model& teacher, const std::vector<Stud
 Result<std::vector<double>> layer_sensitivity(Model& teacher, MixerStack& student,
                                               const int32_t* tokens, long N, int T,
                                               double* teacher_ppl = nullptr,
+                                              const std::function<void()>& step = {});
+
+// What layer_sensitivity runs on a device: Σ_t −log p(tokens[t + 1] | tokens[..t]) of one
+// sequence of T tokens from position 0 under the model's mixers as they stand (the CPU model's
+// forward, or the GPU's: analysis/cuda/analyze.h) ...
+using SequenceNll = std::function<Result<double>(const int32_t* tokens, int T)>;
+// ... and layer `layer`'s mixer set to the student's (student = true) or back to the teacher's.
+using LayerMixerSwap = std::function<Status(int layer, bool student)>;
+// layer_sensitivity's measurement with the device's forward: the teacher's NLL (unless
+// `teacher_ppl` holds a finite value, as above), then for each layer that `student` linearizes,
+// the NLL with that layer swapped (and swapped back, also when the forward fails); the layers,
+// their kinds and the result as above.
+Result<std::vector<double>> layer_sensitivity(const SequenceNll& nll, const LayerMixerSwap& swap,
+                                              const MixerStack& student, const int32_t* tokens,
+                                              long N, int T, double* teacher_ppl = nullptr,
                                               const std::function<void()>& step = {});
 
 Status add_layer_sensitivity(Model& teacher, std::vector<StudentMixers>& students,

@@ -108,7 +108,9 @@ int eval_likelihood(eval::LikelihoodTask task, const Argv& argv) {
   if (!mmlu && (args->has("dev") || args->has("num-fewshot")))
     return fail("golinear " + command + ": --dev and --num-fewshot are for mmlu only");
   auto limit = args->get_int("limit", 0, 0, 1L << 40);
-  auto batch = args->get_int("batch", 1, 1, 1 << 20);
+  // Documents per scorer call: on the GPU one or more packed forwards (eval/loglikelihood.h
+  // RowsPassLimits), so many by default; on the CPU only the progress steps.
+  auto batch = args->get_int("batch", *device == "cuda" ? 64 : 1, 1, 1 << 20);
   auto num_fewshot = args->get_int("num-fewshot", 5, 0, 100);
   if (!limit.ok()) return fail(limit.error());
   if (!batch.ok()) return fail(batch.error());
@@ -146,19 +148,13 @@ int eval_likelihood(eval::LikelihoodTask task, const Argv& argv) {
   options.max_length = model.config.max_position_embeddings;
   options.batch = (int)*batch;
   options.show_progress = true;
-  // The requests of one document: on the CPU model (shared prefixes through the cache), or one
-  // GPU forward (bf16) per group of requests.
-  eval::RequestScorer score = [&model](const std::vector<eval::TokenizedRequest>& requests,
-                                       int max_length) {
-    return eval::loglikelihood_score_requests(model, requests, max_length);
-  };
+  // On the CPU model (each document's shared prefixes through the cache), or on the GPU (bf16)
+  // with the groups of `batch` documents packed into forwards.
+  eval::DocumentsScorer score = eval::cpu_documents_scorer(model);
 #ifdef GOLINEAR_HAVE_CUDA
-  if (*device == "cuda") {
-    score = [rows = golinear::eval::cuda::gpu_rows_forward(*loaded->gpu), V = model.config.vocab_size](
-                const std::vector<eval::TokenizedRequest>& requests, int max_length) {
-      return eval::loglikelihood_score_requests(rows, V, requests, max_length);
-    };
-  }
+  if (*device == "cuda")
+    score = eval::rows_documents_scorer(golinear::eval::cuda::gpu_rows_forward(*loaded->gpu),
+                                        model.config.vocab_size);
 #endif
   auto report = eval::likelihood_evaluate(score, loaded->tokenizer, task, *docs, options);
   if (!report.ok()) return fail(report.error());

@@ -10,6 +10,7 @@
 #include "train/exact_budget.h"
 #include "train/linearize.h"
 #if GOLINEAR_HAVE_CUDA
+#include "analysis/cuda/analyze.h"
 #include "mixers/cuda/hybrid_mixer.h"
 #include "train/cuda/gpu_attention_transfer.h"
 #include "train/cuda/gpu_distillation.h"
@@ -190,9 +191,10 @@ Result<train::LinearizeOptions> parse_settings(const Args& args, const ModelConf
 }
 
 // --device cuda: both stages on the GPU (train/cuda) against one teacher on the GPU, shared by
-// the stages: loaded straight from the checkpoint in bf16 (no host copy of the weights), or
-// uploaded once from the host model when that is loaded anyway (--keep-full K computes the
-// layers' hardness with the CPU teacher).
+// the stages and the probe's layer sensitivity (analysis/cuda/analyze.h): loaded straight from
+// the checkpoint in bf16 (no host copy of the weights), or uploaded once from the host model when
+// that is loaded anyway (--keep-full K and --window-by hardness compute the layers' hardness with
+// the CPU teacher).
 Result<train::Trainers> gpu_trainers(LoadedModel& loaded) {
 #if GOLINEAR_HAVE_CUDA
   if (!loaded.gpu) {
@@ -209,6 +211,11 @@ Result<train::Trainers> gpu_trainers(LoadedModel& loaded) {
                        const train::TrainOptions& options, LoraAdapters* lora) -> Result<train::TrainReport> {
     return train::cuda::gpu_distill_end_to_end(model, students, data, options, gpu, lora);
   };
+  t.layer_sensitivity = [gpu](Model&, MixerStack& student, const int32_t* tokens, long N,
+                              int T) -> Result<std::vector<double>> {
+    return analysis::cuda::layer_sensitivity(*gpu, student, tokens, N, T);
+  };
+  t.device = "cuda";
   return t;
 #else
   (void)loaded;
@@ -302,8 +309,7 @@ int cmd_linearize(const Argv& argv) {
   }
   if (Status st = train::linearize_check_output(s); !st.ok()) return fail(st.error());
   // --device cuda loads the weights straight to the GPU, unless the CPU teacher is needed.
-  const bool host_weights = s.device == "cpu" || s.keep_full_count > 0 || s.window_signal == "hardness" ||
-                            s.window_signal == "sensitivity";
+  const bool host_weights = s.device == "cpu" || s.keep_full_count > 0 || s.window_signal == "hardness";
   auto loaded = load_model_and_tokenizer(s.base, host_weights ? "cpu" : s.device, "linearize");
   if (!loaded.ok()) return fail(loaded.error());
   train::Trainers trainers = train::cpu_trainers();

@@ -94,23 +94,26 @@ TaskReport likelihood_report(LikelihoodTask task, const std::vector<LikelihoodDo
   return report;
 }
 
-Result<TaskReport> likelihood_evaluate(const RequestScorer& score, const Tokenizer& tokenizer,
+Result<TaskReport> likelihood_evaluate(const DocumentsScorer& score, const Tokenizer& tokenizer,
                                        LikelihoodTask task,
                                        const std::vector<LikelihoodDocument>& docs,
                                        const LikelihoodEvalOptions& options) {
   std::vector<std::vector<LoglikelihoodResult>> results(docs.size());
   ProgressBar bar(likelihood_task_name(task), (long)docs.size(), "req");
   long requests_done = 0;
-  for (size_t d = 0; d < docs.size(); ++d) {
-    std::vector<TokenizedRequest> requests;
-    for (const LikelihoodRequest& request : docs[d].requests)
-      requests.push_back(request_tokenize(tokenizer, request, options.tokenize));
-    auto scored = score(requests, options.max_length);
-    if (!scored.ok()) return make_error(likelihood_task_name(task), " document ", d, ": ", scored.error());
-    results[d] = std::move(*scored);
-    requests_done += (long)requests.size();
-    const bool step_end = (d + 1) % std::max(1, options.batch) == 0 || d + 1 == docs.size();
-    if (options.show_progress && step_end) bar.update((long)d + 1, (double)requests_done);
+  const size_t batch = std::max(1, options.batch);
+  for (size_t d0 = 0; d0 < docs.size(); d0 += batch) {
+    const size_t d1 = std::min(docs.size(), d0 + batch);
+    std::vector<std::vector<TokenizedRequest>> requests(d1 - d0);
+    for (size_t d = d0; d < d1; ++d) {
+      for (const LikelihoodRequest& request : docs[d].requests)
+        requests[d - d0].push_back(request_tokenize(tokenizer, request, options.tokenize));
+      requests_done += (long)requests[d - d0].size();
+    }
+    auto scored = score(requests, options.max_length, (long)d0);
+    if (!scored.ok()) return make_error(likelihood_task_name(task), " ", scored.error());
+    for (size_t d = d0; d < d1; ++d) results[d] = std::move((*scored)[d - d0]);
+    if (options.show_progress) bar.update((long)d1, (double)requests_done);
   }
   if (options.show_progress) bar.finish();
   TaskReport report = likelihood_report(task, docs, results);
@@ -119,14 +122,34 @@ Result<TaskReport> likelihood_evaluate(const RequestScorer& score, const Tokeniz
   return report;
 }
 
+DocumentsScorer cpu_documents_scorer(const Model& model) {
+  return [&model](const std::vector<std::vector<TokenizedRequest>>& documents, int max_length,
+                  long first_document) -> Result<std::vector<std::vector<LoglikelihoodResult>>> {
+    std::vector<std::vector<LoglikelihoodResult>> results;
+    for (size_t d = 0; d < documents.size(); ++d) {
+      auto scored = loglikelihood_score_requests(model, documents[d], max_length);
+      if (!scored.ok()) return make_error("document ", first_document + (long)d, ": ", scored.error());
+      results.push_back(std::move(*scored));
+    }
+    return results;
+  };
+}
+
+DocumentsScorer rows_documents_scorer(RowsForward forward, int vocab_size,
+                                      const RowsPassLimits& limits) {
+  return [forward = std::move(forward), vocab_size, limits](
+             const std::vector<std::vector<TokenizedRequest>>& documents, int max_length,
+             long first_document) {
+    return loglikelihood_score_documents(forward, vocab_size, documents, max_length, limits,
+                                         first_document);
+  };
+}
+
 Result<TaskReport> likelihood_evaluate(const Model& model, const Tokenizer& tokenizer,
                                        LikelihoodTask task,
                                        const std::vector<LikelihoodDocument>& docs,
                                        const LikelihoodEvalOptions& options) {
-  const RequestScorer score = [&model](const std::vector<TokenizedRequest>& requests, int max_length) {
-    return loglikelihood_score_requests(model, requests, max_length);
-  };
-  return likelihood_evaluate(score, tokenizer, task, docs, options);
+  return likelihood_evaluate(cpu_documents_scorer(model), tokenizer, task, docs, options);
 }
 
 }  // namespace golinear::eval

@@ -14,7 +14,8 @@ namespace golinear::eval {
 struct LikelihoodEvalOptions {
   TokenizeOptions tokenize;
   int max_length = 2048;       // the model's positions (max_position_embeddings)
-  int batch = 1;               // documents scored per progress step (results do not depend on it)
+  int batch = 1;               // documents per scorer call (one GPU pass or more; the CPU's
+                               // results do not depend on it)
   bool show_progress = false;  // progress bar on stderr
 };
 
@@ -28,12 +29,20 @@ struct LikelihoodEvalOptions {
 TaskReport likelihood_report(LikelihoodTask task, const std::vector<LikelihoodDocument>& docs,
                              const std::vector<std::vector<LoglikelihoodResult>>& results);
 
-// Scores the tokenized requests of one document (loglikelihood_score_requests on the CPU model or
-// with the forward of another device).
-using RequestScorer = std::function<Result<std::vector<LoglikelihoodResult>>(
-    const std::vector<TokenizedRequest>& requests, int max_length)>;
+// Scores the tokenized requests of several documents (results [d][r]): the CPU model's
+// loglikelihood_score_requests per document, or loglikelihood_score_documents with the forward
+// of another device. Errors name the document as first_document + d.
+using DocumentsScorer = std::function<Result<std::vector<std::vector<LoglikelihoodResult>>>(
+    const std::vector<std::vector<TokenizedRequest>>& documents, int max_length,
+    long first_document)>;
 
-Result<TaskReport> likelihood_evaluate(const RequestScorer& score, const Tokenizer& tokenizer,
+// The CPU model's scorer (each document's requests with shared prefixes through the cache) and
+// a RowsForward's (documents packed into passes under `limits`).
+DocumentsScorer cpu_documents_scorer(const Model& model);
+DocumentsScorer rows_documents_scorer(RowsForward forward, int vocab_size,
+                                      const RowsPassLimits& limits = {});
+
+Result<TaskReport> likelihood_evaluate(const DocumentsScorer& score, const Tokenizer& tokenizer,
                                        LikelihoodTask task,
                                        const std::vector<LikelihoodDocument>& docs,
                                        const LikelihoodEvalOptions& options);

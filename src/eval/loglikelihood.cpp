@@ -167,21 +167,85 @@ Result<std::vector<LoglikelihoodResult>> loglikelihood_score_requests(
   return results;
 }
 
+RowsForward cpu_rows_forward(const Model& model) {
+  return [&model](const std::vector<RowsInput>& inputs, float* rows) -> Status {
+    const size_t V = model.config.vocab_size;
+    std::vector<float> last(V);
+    for (const RowsInput& in : inputs) {
+      if (in.T <= 0 || in.first_row < 0 || in.first_row >= in.T)
+        return make_error("cpu rows: rows [", in.first_row, ", ", in.T, ") of ", in.T, " tokens");
+      SequenceCache cache = model_new_cache(model);
+      if (in.first_row > 0)
+        model_forward_cached(model, cache, in.ids, in.first_row, last.data(), /*last_only=*/true);
+      model_forward_cached(model, cache, in.ids + in.first_row, in.T - in.first_row, rows,
+                           /*last_only=*/false);
+      rows += (size_t)(in.T - in.first_row) * V;
+    }
+    return ok_status();
+  };
+}
+
+Result<std::vector<std::vector<LoglikelihoodResult>>> loglikelihood_score_documents(
+    const RowsForward& forward, int vocab_size,
+    const std::vector<std::vector<TokenizedRequest>>& documents, int max_length,
+    const RowsPassLimits& limits, long first_document) {
+  const size_t V = vocab_size;
+  std::vector<PreparedRequests> prepared(documents.size());
+  std::vector<std::vector<LoglikelihoodResult>> results(documents.size());
+  for (size_t d = 0; d < documents.size(); ++d) {
+    auto p = prepare_requests(documents[d], max_length);
+    if (!p.ok()) return make_error("document ", first_document + (long)d, ": ", p.error());
+    prepared[d] = std::move(*p);
+    results[d].resize(documents[d].size());
+  }
+  // Every (document, group) in order, cut into passes.
+  struct Member {
+    size_t document, group;
+  };
+  std::vector<Member> pass;
+  std::vector<RowsInput> inputs;
+  std::vector<float> rows;
+  long pass_tokens = 0, pass_rows = 0;
+  auto run_pass = [&]() -> Status {
+    if (pass.empty()) return ok_status();
+    rows.resize((size_t)pass_rows * V);
+    GL_TRY(forward(inputs, rows.data()));
+    const float* at = rows.data();
+    for (const Member& m : pass) {
+      const PreparedRequests& p = prepared[m.document];
+      const Group& group = p.groups[m.group];
+      score_group(p, group, documents[m.document], at, (int)V, results[m.document]);
+      at += (size_t)(p.inputs[group.leader].ids.size() - group.first_row) * V;
+    }
+    pass.clear();
+    inputs.clear();
+    pass_tokens = pass_rows = 0;
+    return ok_status();
+  };
+  for (size_t d = 0; d < documents.size(); ++d) {
+    for (size_t g = 0; g < prepared[d].groups.size(); ++g) {
+      const Group& group = prepared[d].groups[g];
+      const std::vector<int32_t>& ids = prepared[d].inputs[group.leader].ids;
+      const long T = (long)ids.size(), n = T - group.first_row;
+      if (!pass.empty() && (pass_tokens + T > limits.max_tokens || pass_rows + n > limits.max_rows))
+        GL_TRY(run_pass());
+      pass.push_back({d, g});
+      inputs.push_back({ids.data(), (int)T, group.first_row});
+      pass_tokens += T;
+      pass_rows += n;
+    }
+  }
+  GL_TRY(run_pass());
+  return results;
+}
+
 Result<std::vector<LoglikelihoodResult>> loglikelihood_score_requests(
     const RowsForward& forward, int vocab_size, const std::vector<TokenizedRequest>& requests,
     int max_length) {
-  const int V = vocab_size;
-  GL_ASSIGN_OR_RETURN(const PreparedRequests prepared, prepare_requests(requests, max_length));
-  std::vector<LoglikelihoodResult> results(requests.size());
-  std::vector<float> rows;
-  for (const Group& group : prepared.groups) {
-    const std::vector<int32_t>& ids = prepared.inputs[group.leader].ids;
-    const int T = (int)ids.size();
-    rows.resize((long)(T - group.first_row) * V);
-    GL_TRY(forward(ids.data(), T, group.first_row, rows.data()));
-    score_group(prepared, group, requests, rows.data(), V, results);
-  }
-  return results;
+  GL_ASSIGN_OR_RETURN(auto results,
+                      loglikelihood_score_documents(forward, vocab_size, {requests}, max_length,
+                                                    {.max_tokens = 1, .max_rows = 1}));
+  return std::move(results[0]);
 }
 
 }  // namespace golinear::eval

@@ -58,12 +58,39 @@ Result<std::vector<LoglikelihoodResult>> loglikelihood_score_requests(
     const Model& model, const std::vector<TokenizedRequest>& requests, int max_length,
     bool share_prefix = true);
 
-// Logit rows [first_row, T) of T tokens read from position 0: rows (T − first_row, V). The
-// forward of another device (the GPU model), for loglikelihood_score_requests below.
-using RowsForward = std::function<Status(const int32_t* ids, int T, int first_row, float* rows)>;
+// One model input of a RowsForward pass: T tokens read from position 0, the logit rows
+// [first_row, T) wanted.
+struct RowsInput {
+  const int32_t* ids = nullptr;
+  int T = 0;
+  int first_row = 0;
+};
+// The forward of a pass of inputs, each as if alone: rows (Σ (T − first_row), V), input i's rows
+// after those of the inputs before it. The forward of another device (the GPU model's packs
+// several inputs into one forward), or of the CPU model (cpu_rows_forward).
+using RowsForward = std::function<Status(const std::vector<RowsInput>& inputs, float* rows)>;
 
-// The same requests, inputs and groups as above, each group's input in one `forward` from
-// position 0 (no prefix sharing across groups).
+// Each input on the CPU model alone: its first first_row tokens through a new per-sequence cache
+// (last row only), then the rest with every row: the calls of loglikelihood_score_requests
+// without prefix sharing, so the same results to the bit. `model` must outlive it.
+RowsForward cpu_rows_forward(const Model& model);
+
+// How many inputs one RowsForward call gets: passes of at most max_tokens input tokens and
+// max_rows logit rows (an input larger than either goes alone).
+struct RowsPassLimits {
+  long max_tokens = 16384;
+  long max_rows = 512;
+};
+
+// The requests of several documents (the groups of loglikelihood_score_requests, each document's
+// own), their inputs packed into passes of `forward` under `limits` in document order; results
+// [d][r] of request r of document d. Errors name the document as first_document + d.
+Result<std::vector<std::vector<LoglikelihoodResult>>> loglikelihood_score_documents(
+    const RowsForward& forward, int vocab_size,
+    const std::vector<std::vector<TokenizedRequest>>& documents, int max_length,
+    const RowsPassLimits& limits = {}, long first_document = 0);
+
+// One document's requests through `forward` (a pass per group).
 Result<std::vector<LoglikelihoodResult>> loglikelihood_score_requests(
     const RowsForward& forward, int vocab_size, const std::vector<TokenizedRequest>& requests,
     int max_length);

@@ -155,7 +155,7 @@ Result<Json> allocate_layer_windows(const LinearizeOptions& s, Model& model, Laz
     // A probe: the uniform recipe trained on an eighth of the transfer steps, its per-layer NMSE
     // the signal; or, for the sensitivity, on a quarter (then half as many end-to-end steps, with
     // the run's LoRA, when the run has that stage), and each layer's perplexity cost linearized
-    // alone on 16 K tokens of the training data (CPU forwards).
+    // alone on 16 K tokens of the training data (forwards on the trainers' device).
     const bool by_cost = s.window_signal == "sensitivity";
     if (s.steps <= 0)
       return make_error("golinear linearize: --window-by ", s.window_signal, " needs an attention-transfer stage");
@@ -178,10 +178,12 @@ Result<Json> allocate_layer_windows(const LinearizeOptions& s, Model& model, Laz
     }
     if (by_cost) {
       const long n = std::min(sequences->size(), std::max(1L, 16384L / sequences->seq_len));
-      std::fprintf(stderr, "golinear linearize: probe: each layer's perplexity cost on %ld × %d tokens (CPU)\n",
-                   n, sequences->seq_len);
-      GL_ASSIGN_OR_RETURN(signal, analysis::layer_sensitivity(model, probe, sequences->tokens.data(),
-                                                              n, sequences->seq_len));
+      std::fprintf(stderr, "golinear linearize: probe: each layer's perplexity cost on %ld × %d tokens (%s)\n",
+                   n, sequences->seq_len, trainers.device.c_str());
+      if (!trainers.layer_sensitivity)
+        return make_error("golinear linearize: the trainers cannot measure a layer sensitivity");
+      GL_ASSIGN_OR_RETURN(signal, trainers.layer_sensitivity(model, probe, sequences->tokens.data(), n,
+                                                             sequences->seq_len));
       for (double& v : signal) v = sensitivity_signal(v);
     }
   } else if (s.window_signal == "hardness") {
@@ -391,7 +393,11 @@ Result<LinearizeOutcome> run_sweep(const LinearizeOptions& s, Model& model, Lazy
 Trainers cpu_trainers() {
   return {attention_transfer,
           [](Model& model, MixerStack& students, const PackedDataset& data, const TrainOptions& options,
-             LoraAdapters* lora) { return distill_end_to_end(model, students, data, options, lora); }};
+             LoraAdapters* lora) { return distill_end_to_end(model, students, data, options, lora); },
+          [](Model& teacher, MixerStack& student, const int32_t* tokens, long N, int T) {
+            return analysis::layer_sensitivity(teacher, student, tokens, N, T);
+          },
+          "cpu"};
 }
 
 Status linearize_check_output(const LinearizeOptions& options) {

@@ -71,7 +71,8 @@ struct LinearizeOptions {
   std::vector<SweepRecipe> sweep; // its recipes (empty: one run of the recipe above)
 };
 
-// The two stages' trainers, e.g. attention_transfer and distill_end_to_end (cpu_trainers()).
+// The two stages' trainers, e.g. attention_transfer and distill_end_to_end (cpu_trainers()), and
+// the measurement of a probe on the same device.
 struct Trainers {
   std::function<Result<TrainReport>(const Model& teacher, MixerStack& students, const PackedDataset& data,
                                     const TrainOptions& options)>
@@ -81,6 +82,13 @@ struct Trainers {
   std::function<Result<TrainReport>(Model& model, MixerStack& students, const PackedDataset& data,
                                     const TrainOptions& options, LoraAdapters* lora)>
       end_to_end;
+  // The probe's per-layer perplexity cost for --window-by sensitivity, with the trainers' device
+  // (analysis::layer_sensitivity on the CPU, or its GPU twin analysis/cuda/analyze.h on the
+  // trainers' GPU model): `teacher` holds the teacher's mixers (as they were on return).
+  std::function<Result<std::vector<double>>(Model& teacher, MixerStack& student, const int32_t* tokens,
+                                            long N, int T)>
+      layer_sensitivity;
+  std::string device = "cpu";  // where they run, for the messages
 };
 Trainers cpu_trainers();
 

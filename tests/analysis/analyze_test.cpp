@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <random>
 #include <set>
 #include <sstream>
@@ -203,6 +204,61 @@ TEST(AnalysisRun, LayerSensitivityIsTheOneLayerPerplexityCost) {
   model_forward(teacher, tokens.data(), T, after.data());
   EXPECT_EQ(before, after);
   EXPECT_EQ(students[1].mixers[0]->kind(), "gdn");
+}
+
+// The device-neutral measurement (what the GPU twin, analysis/cuda/analyze.h, plugs its forward
+// and its mixer upload into): per sequence the device's NLL; each linearized layer swapped in,
+// measured and swapped back, in layer order, kept-softmax layers untouched; the ratio of
+// perplexities; a failing forward still swaps the layer back and its error comes out.
+TEST(AnalysisRun, LayerSensitivityMeasurementSwapsEachLinearizedLayerOnce) {
+  auto model = model_load(kFixture);
+  ASSERT_TRUE(model.ok()) << model.error();
+  Model& teacher = **model;
+  auto student = linearized_mixers(teacher, mixers::MixerOptions{}, {1}, 0);  // L = 2, layer 1 softmax
+  ASSERT_TRUE(student.ok()) << student.error();
+  const int N = 3, T = 5;
+  const std::vector<int32_t> tokens((size_t)N * T, 7);
+  std::vector<std::string> calls;
+  int swapped = -1;        // the layer now the student's
+  bool fail = false;
+  const SequenceNll nll = [&](const int32_t*, int n) -> Result<double> {
+    EXPECT_EQ(n, T);
+    calls.push_back(swapped < 0 ? "nll" : "nll" + std::to_string(swapped));
+    if (fail && swapped >= 0) return make_error("device fault");
+    return swapped < 0 ? 4.0 * (T - 1) : 5.0 * (T - 1);  // mean NLL 4, or 5 with layer 0 swapped
+  };
+  const LayerMixerSwap swap = [&](int l, bool to_student) -> Status {
+    calls.push_back((to_student ? "in" : "out") + std::to_string(l));
+    swapped = to_student ? l : -1;
+    return ok_status();
+  };
+  double ppl = std::numeric_limits<double>::quiet_NaN();  // unknown: measured
+  int steps = 0;
+  auto s = layer_sensitivity(nll, swap, *student, tokens.data(), N, T, &ppl, [&] { ++steps; });
+  ASSERT_TRUE(s.ok()) << s.error();
+  EXPECT_NEAR(ppl, std::exp(4.0), 1e-9);
+  ASSERT_EQ(s->size(), 2u);
+  EXPECT_NEAR((*s)[0], std::exp(1.0) - 1.0, 1e-9);
+  EXPECT_TRUE(std::isnan((*s)[1]));
+  EXPECT_EQ(steps, 2);
+  EXPECT_EQ(calls, (std::vector<std::string>{"nll", "nll", "nll", "in0", "nll0", "nll0", "nll0", "out0"}));
+  // A known teacher perplexity is taken as is: no teacher forwards, no step for them.
+  calls.clear();
+  steps = 0;
+  double known = std::exp(3.0);
+  auto k = layer_sensitivity(nll, swap, *student, tokens.data(), N, T, &known, [&] { ++steps; });
+  ASSERT_TRUE(k.ok()) << k.error();
+  EXPECT_NEAR((*k)[0], std::exp(2.0) - 1.0, 1e-9);
+  EXPECT_EQ(known, std::exp(3.0));
+  EXPECT_EQ(steps, 1);
+  EXPECT_EQ(calls, (std::vector<std::string>{"in0", "nll0", "nll0", "nll0", "out0"}));
+  calls.clear();
+  fail = true;
+  auto e = layer_sensitivity(nll, swap, *student, tokens.data(), N, T);
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.error(), "device fault");
+  EXPECT_EQ(swapped, -1) << "the layer was not swapped back";
+  EXPECT_EQ(calls.back(), "out0");
 }
 
 TEST(AnalysisRun, RefusesALinearizedTeacher) {

@@ -158,6 +158,61 @@ TEST_P(ScoreRequestsTest, SharedPrefixEqualsSeparateForwardsLinearized) {
   }
 }
 
+// Documents packed into passes (loglikelihood_score_documents) with the CPU rows forward: every
+// request's result is the reference path's to the bit, whatever the pass limits (one group per
+// pass, a few, all in one pass, an input larger than the limit); the passes the forward sees
+// respect the limits; a bad document is named by its index.
+TEST_P(ScoreRequestsTest, DocumentPassesEqualPerDocumentScoring) {
+  auto model = model_load(kFixtures + GetParam());
+  ASSERT_TRUE(model.ok()) << model.error();
+  const int V = (*model)->config.vocab_size;
+  const std::vector<std::vector<TokenizedRequest>> documents = {
+      kChoices, kPartialContexts, {{{5, 6, 7, 8, 9, 10, 11, 12, 13, 14}, {15}}}, kChoices};
+  std::vector<std::vector<LoglikelihoodResult>> want;
+  for (const auto& requests : documents) {
+    auto scored = loglikelihood_score_requests(**model, requests, 4096, /*share_prefix=*/false);
+    ASSERT_TRUE(scored.ok()) << scored.error();
+    want.push_back(*scored);
+  }
+  const RowsForward cpu = cpu_rows_forward(**model);
+  for (RowsPassLimits limits : {RowsPassLimits{1, 1}, RowsPassLimits{12, 4}, RowsPassLimits{}}) {
+    std::vector<long> pass_tokens, pass_rows, pass_inputs;
+    const RowsForward counted = [&](const std::vector<RowsInput>& inputs, float* rows) {
+      long tokens = 0, n = 0;
+      for (const RowsInput& in : inputs) tokens += in.T, n += in.T - in.first_row;
+      pass_tokens.push_back(tokens);
+      pass_rows.push_back(n);
+      pass_inputs.push_back((long)inputs.size());
+      return cpu(inputs, rows);
+    };
+    auto got = loglikelihood_score_documents(counted, V, documents, 4096, limits);
+    ASSERT_TRUE(got.ok()) << got.error();
+    ASSERT_EQ(got->size(), documents.size());
+    for (size_t d = 0; d < documents.size(); ++d) {
+      ASSERT_EQ((*got)[d].size(), documents[d].size());
+      for (size_t r = 0; r < documents[d].size(); ++r) {
+        EXPECT_EQ((*got)[d][r].ll, want[d][r].ll) << "document " << d << " request " << r;
+        EXPECT_EQ((*got)[d][r].is_greedy, want[d][r].is_greedy) << "document " << d << " request " << r;
+      }
+    }
+    for (size_t p = 0; p < pass_tokens.size(); ++p) {
+      // Over a limit only as one input that alone exceeds it.
+      if (pass_tokens[p] > limits.max_tokens || pass_rows[p] > limits.max_rows) {
+        EXPECT_EQ(pass_inputs[p], 1) << "pass " << p;
+      }
+    }
+    if (limits.max_tokens >= 16384) {
+      EXPECT_EQ(pass_tokens.size(), 1u);  // everything in one pass
+    } else {
+      EXPECT_GT(pass_tokens.size(), documents.size());
+    }
+  }
+  // A continuation longer than the positions: the error names the document.
+  auto bad = loglikelihood_score_documents(cpu, V, {{{{0, 1}, {2}}}, {{{0}, {1, 2, 3, 4}}}}, 3, {}, 10);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().find("document 11"), std::string::npos) << bad.error();
+}
+
 // Wall time of one hellaswag-shaped document (a 96-token context, four 24-token endings) with
 // and without prefix sharing on the bundled model, or on GOLINEAR_TIMING_MODEL (e.g. a
 // linearized student). Run by hand: --gtest_also_run_disabled_tests.

@@ -1,6 +1,7 @@
-// The GPU model's forward for the log-likelihood tasks (eval/loglikelihood.h RowsForward): one
-// forward of a request group's input from position 0, logits on the device, and only the rows
-// that predict continuation tokens downloaded.
+// The GPU model's forward for the log-likelihood tasks (eval/loglikelihood.h RowsForward): a
+// pass's inputs packed into one forward (GpuForwardOptions::sequences: the per-token stages over
+// all of them at once, each mixer per input), logits only of the rows that predict continuation
+// tokens (GpuForwardOptions::logit_rows), downloaded in one copy.
 #pragma once
 
 #include "eval/loglikelihood.h"

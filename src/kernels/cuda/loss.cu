@@ -85,6 +85,24 @@ __global__ void kl_rows_kernel(double* kl, float* dlogits, const float* teacher,
   if (threadIdx.x == 0) kl[row] = sum;
 }
 
+__global__ void next_token_nll_kernel(double* nll, const float* logits, const int32_t* ids,
+                                      int V) {
+  __shared__ double shared[kThreads / 32];
+  __shared__ float shared_f[kThreads / 32];
+  const long row = blockIdx.x;
+  const float* x = logits + row * V;
+  float m = -INFINITY;
+  for (int i = threadIdx.x; i < V; i += kThreads) m = fmaxf(m, x[i]);
+  m = block_max(m, shared_f);
+  double z = 0;
+  for (int i = threadIdx.x; i < V; i += kThreads) z += exp((double)x[i] - m);
+  z = block_sum(z, shared);
+  if (threadIdx.x == 0) {
+    const int32_t target = ids[row + 1];
+    nll[row] = target >= 0 && target < V ? m + log(z) - (double)x[target] : (double)NAN;
+  }
+}
+
 }  // namespace
 
 size_t nmse_workspace_bytes() { return 2 * kReduceBlocks * sizeof(double); }
@@ -117,6 +135,14 @@ Status kl_rows_forward_backward(double* kl, float* dlogits, const float* teacher
                                 cudaStream_t stream) {
   if (T <= 0) return ok_status();
   kl_rows_kernel<<<T, kThreads, 0, stream>>>(kl, dlogits, teacher, student, V, scale);
+  GL_CUDA_CHECK_LAUNCH();
+  return ok_status();
+}
+
+Status next_token_nll_rows(double* nll, const float* logits, const int32_t* ids, int T, int V,
+                           cudaStream_t stream) {
+  if (T <= 1) return ok_status();
+  next_token_nll_kernel<<<T - 1, kThreads, 0, stream>>>(nll, logits, ids, V);
   GL_CUDA_CHECK_LAUNCH();
   return ok_status();
 }

@@ -1,6 +1,7 @@
 // The training losses on the GPU with their gradients: the attention-transfer loss (normalized
 // MSE of a layer's output against the teacher's) and the distillation loss (per-token KL of the
-// teacher's and the student's next-token distributions).
+// teacher's and the student's next-token distributions); and the next-token NLL of a forward
+// (no gradient: the GPU layer sensitivity, analysis/cuda/analyze.h).
 // CPU references: train/attention_transfer.cpp (nmse_loss), train/distillation.cpp
 // (kl_distillation_loss). Gradient convention as in cuda_common.h: WRITTEN (=).
 // Reductions run in fp64 and a fixed order: the same inputs give the same bits on every run.
@@ -9,6 +10,7 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <cstdint>
 
 #include "kernels/cuda/cuda_common.h"
 
@@ -37,5 +39,12 @@ Status nmse_partials_reduce(double* sums, const double* partial, int blocks,
 Status kl_rows_forward_backward(double* kl, float* dlogits, const float* teacher,
                                 const float* student, int T, int V, float scale,
                                 cudaStream_t stream);
+
+// The next-token loss of a forward (the CPU reference: logprobs_of_next_tokens, model/
+// transformer.h): nll[t] (fp64) = log Σ_v exp(logits[t, v]) − logits[t, ids[t + 1]] for t < T − 1,
+// logits (T, V) fp32 and ids (T) on the device (NaN for an id outside [0, V)). Stable
+// log-sum-exp, fp32 elements, fp64 row sums.
+Status next_token_nll_rows(double* nll, const float* logits, const int32_t* ids, int T, int V,
+                           cudaStream_t stream);
 
 }  // namespace golinear::kernels::cuda

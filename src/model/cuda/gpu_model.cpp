@@ -451,6 +451,24 @@ Status GpuModel::forward_device(const int32_t* ids, int T, const GpuForwardOptio
   if (keep && (keep->T != T || (int)keep->layers.size() != c.num_layers))
     return make_error("gpu forward: activations for ", keep->T, " tokens, the forward has ", T);
   if (keep && trace) return make_error("gpu forward: keep activations or trace, not both");
+  // The packed sequences [starts[i], starts[i + 1]) of the input (one unless packed).
+  std::vector<int> starts = {0};
+  for (int n : o.sequences) {
+    if (n <= 0) return make_error("gpu forward: a packed sequence of ", n, " tokens");
+    starts.push_back(starts.back() + n);
+  }
+  if (o.sequences.empty()) starts.push_back(T);
+  if (starts.back() != T)
+    return make_error("gpu forward: packed sequences of ", starts.back(), " tokens, the input has ", T);
+  if (!o.sequences.empty() && (cache || keep || trace))
+    return make_error("gpu forward: packed sequences fill no cache and keep no activations");
+  int picked = 0;  // rows of logit_rows
+  for (const GpuRowRange& r : o.logit_rows) {
+    if (r.count <= 0 || r.first < picked || r.first + r.count > T)
+      return make_error("gpu forward: logit rows [", r.first, ", ", r.first + r.count,
+                        ") are not ascending, disjoint ranges of the ", T, " rows");
+    picked = r.first + r.count;
+  }
   GL_TRY(ensure_scratch(T, trace != nullptr, keep != nullptr, o.all_softmax));
   cudaStream_t s = stream_;
   bf16* lora_u = o.all_softmax ? nullptr : lora_u_;  // the teacher pass runs without adapters
@@ -475,11 +493,15 @@ Status GpuModel::forward_device(const int32_t* ids, int T, const GpuForwardOptio
     }
     if (hybrid) {
       // With a cache: the prefill, which leaves the cache as T decode steps would.
-      const mixers::cuda::HybridIO io{T, X, Q, K, Vv};
-      if (cache)
-        GL_TRY(hybrid->prefill(hybrid_scratch_, io, Y, cache->hybrid_[l], cublas_, s));
-      else
-        GL_TRY(hybrid->forward(hybrid_scratch_, io, Y, nullptr, cublas_, s));
+      for (size_t i = 0; i + 1 < starts.size(); ++i) {
+        const size_t t0 = starts[i];
+        const mixers::cuda::HybridIO io{starts[i + 1] - starts[i], X + t0 * C, Q + t0 * HD,
+                                        K + t0 * GD, Vv + t0 * GD};
+        if (cache)
+          GL_TRY(hybrid->prefill(hybrid_scratch_, io, Y, cache->hybrid_[l], cublas_, s));
+        else
+          GL_TRY(hybrid->forward(hybrid_scratch_, io, Y + t0 * HD, nullptr, cublas_, s));
+      }
       GL_TRY(kc::gemm_bind_stream(cublas_, s));
     } else {
       bf16* qr = A ? A->qr : qr_;
@@ -492,10 +514,15 @@ Status GpuModel::forward_device(const int32_t* ids, int T, const GpuForwardOptio
       }
       GL_CUDA_CHECK(cudaMemcpyAsync(qr, Q, (size_t)T * HD * 2, cudaMemcpyDeviceToDevice, s));
       GL_CUDA_CHECK(cudaMemcpyAsync(kr, K, (size_t)T * GD * 2, cudaMemcpyDeviceToDevice, s));
-      GL_TRY(kc::rope_apply(qr, inv_freq_, T, H, D, 0, 1, s));
-      GL_TRY(kc::rope_apply(kr, inv_freq_, T, G, D, 0, 1, s));
-      GL_TRY(kc::attention_forward(Y, A ? A->lse : nullptr, qr, kr, vv, T, H, G, D,
-                                   kc::AttentionMaskSpec{}, s));
+      for (size_t i = 0; i + 1 < starts.size(); ++i) {
+        const size_t t0 = starts[i];
+        const int n = starts[i + 1] - starts[i];
+        GL_TRY(kc::rope_apply(qr + t0 * HD, inv_freq_, n, H, D, 0, 1, s));
+        GL_TRY(kc::rope_apply(kr + t0 * GD, inv_freq_, n, G, D, 0, 1, s));
+        GL_TRY(kc::attention_forward(Y + t0 * HD, A ? A->lse : nullptr, qr + t0 * HD,
+                                     kr + t0 * GD, vv + t0 * GD, n, H, G, D,
+                                     kc::AttentionMaskSpec{}, s));
+      }
     }
     // A trace alone (no logits, no cache) needs nothing after the last layer's mixer.
     if (trace && !o.logits && !cache && l == c.num_layers - 1) break;
@@ -509,10 +536,26 @@ Status GpuModel::forward_device(const int32_t* ids, int T, const GpuForwardOptio
   if (keep)
     GL_CUDA_CHECK(cudaMemcpyAsync(keep->h_final, h_, (size_t)T * C * 4, cudaMemcpyDeviceToDevice, s));
   if (o.logits) {
-    const int first = o.last_only ? T - 1 : 0;
-    for (int r0 = first; r0 < T; r0 += chunk) {
-      const int n = std::min(chunk, T - r0);
-      GL_TRY(head_logits(h_ + (size_t)r0 * C, n, o.logits + (size_t)(r0 - first) * V, xn2_, s));
+    // The head over rows [first, T) of `rows`: h itself, or the logit rows gathered.
+    const float* rows = h_;
+    int first = o.last_only ? T - 1 : 0, end = T;
+    if (!o.logit_rows.empty()) {
+      int n = 0;
+      for (const GpuRowRange& r : o.logit_rows) n += r.count;
+      if (picked_h_.size() < (size_t)n * C) GL_TRY(picked_h_.allocate((size_t)n * C));
+      n = 0;
+      for (const GpuRowRange& r : o.logit_rows) {
+        GL_CUDA_CHECK(cudaMemcpyAsync(picked_h_.get() + (size_t)n * C, h_ + (size_t)r.first * C,
+                                      (size_t)r.count * C * 4, cudaMemcpyDeviceToDevice, s));
+        n += r.count;
+      }
+      rows = picked_h_.get();
+      first = 0;
+      end = n;
+    }
+    for (int r0 = first; r0 < end; r0 += chunk) {
+      const int n = std::min(chunk, end - r0);
+      GL_TRY(head_logits(rows + (size_t)r0 * C, n, o.logits + (size_t)(r0 - first) * V, xn2_, s));
     }
   }
   if (trace) *trace = trace_;

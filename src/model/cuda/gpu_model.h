@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "common/result.h"
@@ -121,6 +122,12 @@ struct GpuActivations {
 // Room for every layer's activations of T tokens of `model`.
 Result<std::unique_ptr<GpuActivations>> gpu_activations_allocate(const GpuModel& model, int T);
 
+// Rows [first, first + count) of a forward's input (GpuForwardOptions::logit_rows).
+struct GpuRowRange {
+  int first = 0;
+  int count = 0;
+};
+
 // One forward's choices (GpuModel::forward_device).
 struct GpuForwardOptions {
   float* logits = nullptr;  // (T, V) fp32 on the device, or (V) of the last row when last_only
@@ -129,6 +136,14 @@ struct GpuForwardOptions {
   GpuSequenceCache* cache = nullptr;            // an empty decode cache to fill (the prefill)
   GpuActivations* keep = nullptr;               // what the backward of the network reads
   bool all_softmax = false;  // every layer softmax attention, whatever its mixer (the teacher)
+  // Packed sequences (varlen, as FlashAttention's cu_seqlens): the T ids are independent
+  // sequences of these lengths (Σ = T), each read from position 0 as if alone. The per-token
+  // stages run over all T rows at once (each weight read once for the pack), the mixers once per
+  // sequence. Empty: one sequence of T. Not with cache, keep or trace.
+  std::span<const int> sequences = {};
+  // Logits of these rows only (ascending, disjoint), one range after the other in `logits`;
+  // empty: every row (or the last one, last_only).
+  std::span<const GpuRowRange> logit_rows = {};
 };
 
 class GpuSequenceCache;
@@ -249,6 +264,7 @@ class GpuModel {
   DeviceArena logits_memory_;
   float* logits_ = nullptr;
   size_t logits_rows_ = 0;
+  kernels::cuda::DeviceBuffer<float> picked_h_;  // the residual rows of logit_rows, gathered
   mixers::cuda::HybridScratch hybrid_scratch_;  // every hybrid layer's forward, in turn
   std::vector<GpuLayerTrace> trace_;          // per-layer buffers when tracing
   // gpu_model_trace_async: slot 1's trace buffers, the pinned token staging of both slots.
