@@ -12,10 +12,11 @@
 #include "eval/perplexity.h"
 #include "eval/task_rows.h"
 #include "io/text_data.h"
+#include "runtime/cpu_sequence_slots.h"
 #ifdef GOLINEAR_HAVE_CUDA
 #include "eval/cuda/gpu_rows.h"
 #include "model/cuda/gpu_model.h"
-#include "runtime/cuda/gpu_sequences.h"
+#include "runtime/cuda/sequence_slots.h"
 #endif
 
 namespace golinear::cli {
@@ -271,15 +272,32 @@ int eval_synthetic(const std::string& task, const Argv& argv) {
   options.add_special = add_special;
   options.max_tokens = context->tokens;
   options.show_progress = true;
-  // Greedy generation on the CPU model, or on the GPU (bf16 prefill, then the decode step).
+  // Greedy generation, --batch samples at a time over sequence slots: on the GPU (bf16 prefill,
+  // then the batched decode step), or on the CPU model; on the CPU --batch 1 runs one sequence
+  // at a time (the same tokens as any batch).
   const Model& model = *loaded->model;
-  runtime::NewSequence sequences = runtime::cpu_sequences(model);
+  Result<eval::TaskReport> report = make_error("eval: not run");
+  if (*device == "cpu" && *batch == 1) {
+    report = eval::synthetic_evaluate(model, tokenizer, name, generated, options);
+  } else {
+    eval::NewSlots slots = [&model](int count, long) -> Result<std::unique_ptr<runtime::SequenceSlots>> {
+      return std::unique_ptr<runtime::SequenceSlots>(new runtime::CpuSequenceSlots(model, count));
+    };
 #ifdef GOLINEAR_HAVE_CUDA
-  if (*device == "cuda") sequences = golinear::runtime::cuda::gpu_sequences(*loaded->gpu);
+    if (*device == "cuda")
+      slots = [&gpu = *loaded->gpu, command](int count, long max_context) -> Result<std::unique_ptr<runtime::SequenceSlots>> {
+        auto created = golinear::runtime::cuda::GpuSequenceSlots::create(gpu, count, max_context);
+        if (!created.ok())
+          return make_error("golinear ", command, ": ", count, " GPU sequences of ", max_context,
+                            " tokens: ", created.error(), " (lower --batch)");
+        return std::unique_ptr<runtime::SequenceSlots>(std::move(*created));
+      };
 #endif
-  auto report = eval::synthetic_evaluate(sequences, model.config, tokenizer, name, generated, options);
+    report = eval::synthetic_evaluate(slots, (int)*batch, model.config, tokenizer, name, generated, options);
+  }
   if (!report.ok()) return fail(report.error());
   if (*device == "cuda") report->config["device"] = "cuda";
+  report->config["batch"] = *batch;
   if (Json memory = memory_report(*loaded, command); !memory.empty()) report->config["memory"] = memory;
   report->config["length"] = *length;
   report->config["seed"] = *seed;

@@ -68,9 +68,10 @@ an interruption would; --inject-nan STEP,LAYER makes LAYER's gradient NaN at STE
                                   --log-samples FILE --no-bos-legacy --device cpu|cuda]; mmlu
                                   also --dev FILE
   eval niah MODEL --variant 1|2|3 --length T   S-NIAH  [--depths LIST --samples N --haystack F
-                                  --device cpu|cuda]
+                                  --batch N --device cpu|cuda]
   eval ruler MODEL --length T     RULER-style synthetic tasks  [--subtask NAME --samples N
-                                  --device cpu|cuda]
+                                  --batch N --device cpu|cuda]; --batch N: N samples generated
+                                  together (continuous batching)
   eval make-cloze --input FILE --out FILE   a LAMBADA-format cloze set from JSONL text
 )",
      ""},

@@ -76,31 +76,96 @@ TaskReport synthetic_report(const std::string& name, const std::vector<Synthetic
   return report;
 }
 
+namespace {
+
+// Each sample's prompt (tokenized) and generation budget, refused when longer than max_tokens.
+Result<std::vector<runtime::GreedyRequest>> sample_requests(
+    const ModelConfig& config, const Tokenizer& tokenizer,
+    const std::vector<SyntheticSample>& samples, const GenerationEvalOptions& options) {
+  const long max_tokens = options.max_tokens > 0 ? options.max_tokens : config.max_position_embeddings;
+  std::vector<runtime::GreedyRequest> requests;
+  for (const SyntheticSample& sample : samples) {
+    runtime::GreedyRequest request{tokenizer.encode(sample.prompt, options.add_special),
+                                   sample.max_new_tokens};
+    if ((long)request.prompt.size() + request.max_new_tokens > max_tokens)
+      return make_error(sample.task, ": a prompt of ", request.prompt.size(), " tokens plus ",
+                        request.max_new_tokens, " generated exceeds the model's limit of ",
+                        max_tokens, " tokens");
+    requests.push_back(std::move(request));
+  }
+  return requests;
+}
+
+// Generates every request's tokens, calling on_done(i, tokens) as request i ends.
+using OnDone = std::function<void(size_t, const std::vector<int32_t>&)>;
+using GenerateAll = std::function<Result<std::vector<std::vector<int32_t>>>(
+    const std::vector<runtime::GreedyRequest>&, const OnDone&)>;
+
+// The report of the samples' generations (with a progress bar over the samples as they end).
+Result<TaskReport> evaluate_with(const GenerateAll& generate_all, const ModelConfig& config,
+                                 const Tokenizer& tokenizer, const std::string& name,
+                                 const std::vector<SyntheticSample>& samples,
+                                 const GenerationEvalOptions& options) {
+  GL_ASSIGN_OR_RETURN(const std::vector<runtime::GreedyRequest> requests,
+                      sample_requests(config, tokenizer, samples, options));
+  ProgressBar bar(name, (long)samples.size());
+  long done = 0;
+  double tokens = 0;
+  const OnDone on_done = [&](size_t i, const std::vector<int32_t>& generated) {
+    tokens += (double)(requests[i].prompt.size() + generated.size());
+    if (options.show_progress) bar.update(++done, tokens);
+  };
+  GL_ASSIGN_OR_RETURN(const std::vector<std::vector<int32_t>> generated,
+                      generate_all(requests, on_done));
+  if (options.show_progress) bar.finish();
+  std::vector<std::string> generations;
+  for (const std::vector<int32_t>& ids : generated)
+    generations.push_back(ruler_postprocess_prediction(tokenizer.decode(ids, /*skip_special=*/true)));
+  TaskReport report = synthetic_report(name, samples, generations);
+  report.config = {{"add_special_tokens", options.add_special}};
+  return report;
+}
+
+}  // namespace
+
 Result<TaskReport> synthetic_evaluate(const NewSequence& new_sequence, const ModelConfig& config,
                                       const Tokenizer& tokenizer, const std::string& name,
                                       const std::vector<SyntheticSample>& samples,
                                       const GenerationEvalOptions& options) {
-  std::vector<std::string> generations;
-  const long max_tokens = options.max_tokens > 0 ? options.max_tokens : config.max_position_embeddings;
-  ProgressBar bar(name, (long)samples.size());
-  double tokens = 0;
-  for (size_t i = 0; i < samples.size(); ++i) {
-    const std::vector<int32_t> prompt = tokenizer.encode(samples[i].prompt, options.add_special);
-    if ((long)prompt.size() + samples[i].max_new_tokens > max_tokens)
-      return make_error(samples[i].task, ": a prompt of ", prompt.size(), " tokens plus ",
-                        samples[i].max_new_tokens, " generated exceeds the model's limit of ",
-                        max_tokens, " tokens");
-    GL_ASSIGN_OR_RETURN(const std::vector<int32_t> generated,
-                        greedy_generate(new_sequence, config.vocab_size, prompt,
-                                        samples[i].max_new_tokens, config.eos_token_ids));
-    generations.push_back(ruler_postprocess_prediction(tokenizer.decode(generated, /*skip_special=*/true)));
-    tokens += (double)(prompt.size() + generated.size());
-    if (options.show_progress) bar.update((long)i + 1, tokens);
-  }
-  if (options.show_progress) bar.finish();
-  TaskReport report = synthetic_report(name, samples, generations);
-  report.config = {{"add_special_tokens", options.add_special}};
-  return report;
+  const GenerateAll one_at_a_time = [&](const std::vector<runtime::GreedyRequest>& requests,
+                                        const OnDone& on_done)
+      -> Result<std::vector<std::vector<int32_t>>> {
+    std::vector<std::vector<int32_t>> out;
+    for (size_t i = 0; i < requests.size(); ++i) {
+      GL_ASSIGN_OR_RETURN(std::vector<int32_t> generated,
+                          greedy_generate(new_sequence, config.vocab_size, requests[i].prompt,
+                                          requests[i].max_new_tokens, config.eos_token_ids));
+      on_done(i, generated);
+      out.push_back(std::move(generated));
+    }
+    return out;
+  };
+  return evaluate_with(one_at_a_time, config, tokenizer, name, samples, options);
+}
+
+Result<TaskReport> synthetic_evaluate(const NewSlots& new_slots, int batch,
+                                      const ModelConfig& config, const Tokenizer& tokenizer,
+                                      const std::string& name,
+                                      const std::vector<SyntheticSample>& samples,
+                                      const GenerationEvalOptions& options) {
+  if (batch < 1) return make_error("synthetic evaluation: batch must be at least 1, got ", batch);
+  const GenerateAll batched = [&](const std::vector<runtime::GreedyRequest>& requests,
+                                  const OnDone& on_done)
+      -> Result<std::vector<std::vector<int32_t>>> {
+    if (requests.empty()) return std::vector<std::vector<int32_t>>{};
+    long max_context = 1;
+    for (const runtime::GreedyRequest& request : requests)
+      max_context = std::max(max_context, (long)request.prompt.size() + request.max_new_tokens);
+    GL_ASSIGN_OR_RETURN(std::unique_ptr<runtime::SequenceSlots> slots,
+                        new_slots((int)std::min<size_t>(batch, requests.size()), max_context));
+    return runtime::greedy_generate_batch(*slots, requests, config.eos_token_ids, on_done);
+  };
+  return evaluate_with(batched, config, tokenizer, name, samples, options);
 }
 
 Result<TaskReport> synthetic_evaluate(const Model& model, const Tokenizer& tokenizer,

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "eval/report.h"
@@ -47,6 +48,21 @@ Result<TaskReport> synthetic_evaluate(const NewSequence& new_sequence, const Mod
                                       const GenerationEvalOptions& options);
 // The same on the CPU model.
 Result<TaskReport> synthetic_evaluate(const Model& model, const Tokenizer& tokenizer,
+                                      const std::string& name,
+                                      const std::vector<SyntheticSample>& samples,
+                                      const GenerationEvalOptions& options);
+
+// Slots for batched generation: `slots` sequences of at most max_context tokens each
+// (runtime::CpuSequenceSlots, runtime::cuda::GpuSequenceSlots::create).
+using NewSlots = std::function<Result<std::unique_ptr<runtime::SequenceSlots>>(int slots,
+                                                                               long max_context)>;
+
+// The same, `batch` samples at a time (runtime::greedy_generate_batch: continuous batching over
+// min(batch, samples) slots of new_slots, sized for the longest prompt + budget). On the CPU the
+// report is the one-at-a-time one (each decode row is its sequence's alone); on the GPU a
+// near-tie may go the other way with the batch (gpu_decode_batch).
+Result<TaskReport> synthetic_evaluate(const NewSlots& new_slots, int batch,
+                                      const ModelConfig& config, const Tokenizer& tokenizer,
                                       const std::string& name,
                                       const std::vector<SyntheticSample>& samples,
                                       const GenerationEvalOptions& options);

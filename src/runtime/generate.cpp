@@ -5,6 +5,14 @@
 
 namespace golinear::runtime {
 
+namespace {
+
+bool is_stop(const std::vector<int>& stop_ids, int32_t id) {
+  return std::find(stop_ids.begin(), stop_ids.end(), id) != stop_ids.end();
+}
+
+}  // namespace
+
 NewSequence cpu_sequences(const Model& model) {
   return [&model](long) -> Result<SequenceStep> {
     auto cache = std::make_shared<SequenceCache>(model_new_cache(model));
@@ -30,8 +38,7 @@ Result<std::vector<int32_t>> generate(const NewSequence& new_sequence, int vocab
     int32_t next = sampler.sample(logits.data(), vocab_size);
     out.push_back(next);
     if (on_token) on_token(next);
-    if (std::find(options.stop_ids.begin(), options.stop_ids.end(), next) != options.stop_ids.end())
-      break;
+    if (is_stop(options.stop_ids, next)) break;
     if (i + 1 < options.max_new_tokens) GL_TRY(step(&next, 1, logits.data()));
   }
   return out;
@@ -42,6 +49,71 @@ std::vector<int32_t> generate(const Model& model, const std::vector<int32_t>& pr
                               const std::function<void(int32_t)>& on_token) {
   // The CPU sequence cannot fail.
   return generate(cpu_sequences(model), model.config.vocab_size, prompt, options, on_token).value();
+}
+
+Result<std::vector<std::vector<int32_t>>> greedy_generate_batch(
+    SequenceSlots& slots, const std::vector<GreedyRequest>& requests,
+    const std::vector<int>& stop_ids,
+    const std::function<void(size_t, const std::vector<int32_t>&)>& on_done) {
+  const int S = slots.slots(), V = slots.vocab_size();
+  std::vector<std::vector<int32_t>> out(requests.size());
+  if (S < 1 && !requests.empty()) return make_error("greedy generation: the backend has no slots");
+  std::vector<long> running(S, -1);  // the request a slot generates for; −1: free
+  std::vector<int32_t> pending(S);   // its last token, decoded at the next step
+  std::vector<float> logits((size_t)S * V);
+  std::vector<int32_t> chosen(S);
+  size_t next_request = 0;
+  const auto end_request = [&](size_t r) {
+    if (on_done) on_done(r, out[r]);
+  };
+  // The slot's chosen token appended to its request, which ends after a stop id or its budget.
+  const auto take = [&](int slot, int32_t id) {
+    const size_t r = (size_t)running[slot];
+    out[r].push_back(id);
+    if (is_stop(stop_ids, id) || (int)out[r].size() >= requests[r].max_new_tokens) {
+      running[slot] = -1;
+      end_request(r);
+    } else {
+      pending[slot] = id;
+    }
+  };
+  // A free slot takes the next requests until one is generating or none is left.
+  const auto fill = [&](int slot) -> Status {
+    while (running[slot] < 0 && next_request < requests.size()) {
+      const size_t r = next_request++;
+      const GreedyRequest& request = requests[r];
+      if (request.prompt.empty() || request.max_new_tokens <= 0) {
+        end_request(r);
+        continue;
+      }
+      GL_TRY(slots.reset(slot));
+      float* row = &logits[(size_t)slot * V];
+      GL_TRY(slots.prefill(slot, request.prompt.data(), (int)request.prompt.size(), row));
+      running[slot] = (long)r;
+      take(slot, argmax(row, V));
+    }
+    return ok_status();
+  };
+  for (int s = 0; s < S; ++s) GL_TRY(fill(s));
+  std::vector<int> batch;
+  std::vector<int32_t> ids;
+  for (;;) {
+    batch.clear();
+    ids.clear();
+    for (int s = 0; s < S; ++s)
+      if (running[s] >= 0) {
+        batch.push_back(s);
+        ids.push_back(pending[s]);
+      }
+    const int B = (int)batch.size();
+    if (B == 0) break;
+    GL_TRY(slots.decode(batch.data(), ids.data(), B, logits.data()));
+#pragma omp parallel for schedule(static) if (B > 1)
+    for (int b = 0; b < B; ++b) chosen[b] = argmax(&logits[(size_t)b * V], V);
+    for (int b = 0; b < B; ++b) take(batch[b], chosen[b]);
+    for (int b = 0; b < B; ++b) GL_TRY(fill(batch[b]));
+  }
+  return out;
 }
 
 }  // namespace golinear::runtime

@@ -1,6 +1,7 @@
 // Autoregressive generation through a per-sequence cache: the prompt is prefilled in one call,
 // then one token per step. The sequence is a parameter (a SequenceStep from a NewSequence), so
 // the same loop runs on the CPU model (cpu_sequences) or on the GPU (runtime/cuda/gpu_sequences.h).
+// greedy_generate_batch runs many prompts together over the slots of a SequenceSlots.
 #pragma once
 
 #include <functional>
@@ -9,6 +10,7 @@
 #include "common/result.h"
 #include "model/transformer.h"
 #include "runtime/sampler.h"
+#include "runtime/sequence_slots.h"
 
 namespace golinear::runtime {
 
@@ -39,5 +41,26 @@ Result<std::vector<int32_t>> generate(const NewSequence& new_sequence, int vocab
 std::vector<int32_t> generate(const Model& model, const std::vector<int32_t>& prompt,
                               const GenerateOptions& options,
                               const std::function<void(int32_t)>& on_token = {});
+
+// One prompt of a batched greedy run (greedy_generate_batch): at most max_new_tokens new tokens.
+struct GreedyRequest {
+  std::vector<int32_t> prompt;
+  int max_new_tokens = 64;
+};
+
+// Greedy generation of many prompts over the slots of `slots` (continuous batching, as the
+// server's scheduler runs requests): each free slot takes the next request (reset, its whole
+// prompt prefilled in one call), then every step decodes all generating slots together by one
+// token; a sequence ends after one of stop_ids (kept in its output) or max_new_tokens new tokens,
+// and its slot takes the next request at once. on_done(i, tokens) is called as request i ends
+// (in the order they end); the result holds each request's new tokens in request order. A
+// request's tokens are generate()'s at temperature 0 (argmax, first index on ties) with the slots'
+// logits: on the CPU (CpuSequenceSlots, model_decode_batch: each row is its sequence's alone) the
+// same tokens bit for bit whatever the slots; on the GPU the batched step's logits can differ in
+// the last bits with the batch (gpu_decode_batch), so a near-tie may go the other way.
+Result<std::vector<std::vector<int32_t>>> greedy_generate_batch(
+    SequenceSlots& slots, const std::vector<GreedyRequest>& requests,
+    const std::vector<int>& stop_ids,
+    const std::function<void(size_t, const std::vector<int32_t>&)>& on_done = {});
 
 }  // namespace golinear::runtime

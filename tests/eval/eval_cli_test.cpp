@@ -107,6 +107,25 @@ TEST(EvalCli, NeedleAndRulerSamples) {
   EXPECT_EQ(Json::parse(ruler.out)["metrics"][0]["task"], "vt");
 }
 
+// --batch N generates N samples together over CPU sequence slots: the same report and samples
+// as one at a time (--batch 1), only config.batch differs.
+TEST(EvalCli, SyntheticBatchGivesTheSameReport) {
+  const std::string command = "eval ruler " + kModel + " --length 320 --samples 2 --subtask multikey --json";
+  const std::string one_samples = ::testing::TempDir() + "samples_batch1.jsonl";
+  const std::string three_samples = ::testing::TempDir() + "samples_batch3.jsonl";
+  CliRun one = run(command + " --log-samples " + one_samples);
+  CliRun three = run(command + " --batch 3 --log-samples " + three_samples);
+  ASSERT_EQ(one.status, 0) << one.err;
+  ASSERT_EQ(three.status, 0) << three.err;
+  Json a = Json::parse(one.out), b = Json::parse(three.out);
+  EXPECT_EQ(a["config"]["batch"], 1);
+  EXPECT_EQ(b["config"]["batch"], 3);
+  EXPECT_EQ(a["metrics"], b["metrics"]);
+  const std::vector<Json> a_lines = read_lines(one_samples), b_lines = read_lines(three_samples);
+  ASSERT_EQ(a_lines.size(), 2u);
+  EXPECT_EQ(a_lines, b_lines);
+}
+
 TEST(EvalCli, MakeClozeWritesLambadaRows) {
   const std::string input = ::testing::TempDir() + "cloze_input.jsonl";
   const std::string output = ::testing::TempDir() + "cloze_output.jsonl";
