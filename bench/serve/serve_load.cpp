@@ -7,7 +7,8 @@
 // generator it replaced (bench/serve/load.mjs, npm openai), so earlier numbers compare.
 //
 //   golinear_serve_load URL [--concurrency C=8] [--requests R=2] [--max-tokens M=64]
-//                       [--prompt-tokens P] [--api-key K] [--timeout S=600] [--json FILE]
+//                       [--prompt-tokens P] [--temperature T=0.8] [--api-key K] [--timeout S=600]
+//                       [--json FILE]
 //
 // --prompt-tokens P sends each request a prompt of exactly P token ids (a list of ids, as the
 // OpenAI API allows), drawn at random per request from the ids of a fixed English text (the
@@ -59,6 +60,7 @@ struct Options {
   std::string host;    // scheme://host[:port]
   std::string prefix;  // the URL's path, without a trailing '/'
   long concurrency = 8, requests = 2, max_tokens = 64, prompt_tokens = 0, timeout_s = 600;
+  double temperature = 0.8;  // 0: greedy (the server's argmax-only decode step)
   std::string api_key, json_file;
 };
 
@@ -70,6 +72,7 @@ Result<Options> parse_options(const std::vector<std::string>& argv) {
                                 {"prompt-tokens", true},
                                 {"api-key", true},
                                 {"timeout", true},
+                                {"temperature", true},
                                 {"json", true}},
                                1, 1);
   if (!args.ok()) return Error{args.error()};
@@ -82,6 +85,12 @@ Result<Options> parse_options(const std::vector<std::string>& argv) {
   for (auto* v : {&c, &r, &m, &p, &t})
     if (!v->ok()) return Error{v->error()};
   o.concurrency = *c, o.requests = *r, o.max_tokens = *m, o.prompt_tokens = *p, o.timeout_s = *t;
+  const std::string temperature = args->get("temperature", "0.8");
+  char* end = nullptr;
+  o.temperature = std::strtod(temperature.c_str(), &end);
+  if (temperature.empty() || *end != '\0' || !(o.temperature >= 0 && o.temperature <= 2))
+    return make_error("golinear serve_load: --temperature must be a number in [0, 2], got '",
+                      temperature, "'");
   o.api_key = args->get("api-key");
   if (args->has("api-key") && o.api_key.empty())
     return make_error("golinear serve_load: --api-key is empty");
@@ -292,7 +301,7 @@ int run(const Options& o) {
       for (long r = 0; r < o.requests; ++r) {
         const long seed = c * 1000 + r;
         Json body = {{"model", *model},    {"max_tokens", o.max_tokens},
-                     {"temperature", 0.8}, {"seed", seed},
+                     {"temperature", o.temperature}, {"seed", seed},
                      {"stream", true},     {"stream_options", {{"include_usage", true}}},
                      {"ignore_eos", true}};
         if (o.prompt_tokens > 0) {
@@ -356,8 +365,8 @@ int main(int argc, char** argv) {
   if (args.size() == 1 && (args[0] == "--help" || args[0] == "-h")) {
     std::puts(
         "usage: golinear_serve_load URL [--concurrency C=8] [--requests R=2] [--max-tokens M=64]\n"
-        "                           [--prompt-tokens P] [--api-key K] [--timeout S=600] [--json "
-        "FILE]\n"
+        "                           [--prompt-tokens P] [--temperature T=0.8] [--api-key K]\n"
+        "                           [--timeout S=600] [--json FILE]\n"
         "C threads each send R streaming POST URL/v1/completions of M tokens (ignore_eos); prints\n"
         "JSON: tokens/s, p50/p99 time to first token and inter-token latency (ms), errors.\n"
         "--prompt-tokens P: prompts of exactly P token ids (random ids of the server's "

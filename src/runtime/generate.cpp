@@ -60,7 +60,7 @@ Result<std::vector<std::vector<int32_t>>> greedy_generate_batch(
   if (S < 1 && !requests.empty()) return make_error("greedy generation: the backend has no slots");
   std::vector<long> running(S, -1);  // the request a slot generates for; −1: free
   std::vector<int32_t> pending(S);   // its last token, decoded at the next step
-  std::vector<float> logits((size_t)S * V);
+  std::vector<float> row(V);  // a prefill's last logits
   std::vector<int32_t> chosen(S);
   size_t next_request = 0;
   const auto end_request = [&](size_t r) {
@@ -87,10 +87,9 @@ Result<std::vector<std::vector<int32_t>>> greedy_generate_batch(
         continue;
       }
       GL_TRY(slots.reset(slot));
-      float* row = &logits[(size_t)slot * V];
-      GL_TRY(slots.prefill(slot, request.prompt.data(), (int)request.prompt.size(), row));
+      GL_TRY(slots.prefill(slot, request.prompt.data(), (int)request.prompt.size(), row.data()));
       running[slot] = (long)r;
-      take(slot, argmax(row, V));
+      take(slot, argmax(row.data(), V));
     }
     return ok_status();
   };
@@ -107,9 +106,7 @@ Result<std::vector<std::vector<int32_t>>> greedy_generate_batch(
       }
     const int B = (int)batch.size();
     if (B == 0) break;
-    GL_TRY(slots.decode(batch.data(), ids.data(), B, logits.data()));
-#pragma omp parallel for schedule(static) if (B > 1)
-    for (int b = 0; b < B; ++b) chosen[b] = argmax(&logits[(size_t)b * V], V);
+    GL_TRY(slots.decode_greedy(batch.data(), ids.data(), B, chosen.data()));
     for (int b = 0; b < B; ++b) take(batch[b], chosen[b]);
     for (int b = 0; b < B; ++b) GL_TRY(fill(batch[b]));
   }

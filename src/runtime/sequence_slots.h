@@ -8,7 +8,10 @@
 #include <cstdint>
 #include <memory>
 
+#include <vector>
+
 #include "common/result.h"
+#include "runtime/sampler.h"
 
 namespace golinear::runtime {
 
@@ -40,6 +43,15 @@ class SequenceSlots {
   virtual Status prefill(int slot, const int32_t* ids, int T, float* last_logits) = 0;
   // One token per slot: slots (B) distinct, ids (B); logits (B, V).
   virtual Status decode(const int* slots, const int32_t* ids, int B, float* logits) = 0;
+  // The same step when only the greedy choice is wanted: next (B) the argmax of each row (first
+  // index on ties), without the logits on the host (a GPU copies B ints, not B·V floats).
+  virtual Status decode_greedy(const int* slots, const int32_t* ids, int B, int32_t* next) {
+    const size_t V = vocab_size();
+    std::vector<float> logits((size_t)B * V);
+    GL_TRY(decode(slots, ids, B, logits.data()));
+    for (int b = 0; b < B; ++b) next[b] = argmax(logits.data() + b * V, (int)V);
+    return ok_status();
+  }
   // Memory the slot's state holds now.
   virtual size_t slot_bytes(int slot) const = 0;
 

@@ -167,6 +167,7 @@ void Scheduler::run() {
   std::vector<int> batch;
   std::vector<int32_t> batch_ids;
   std::vector<float> batch_logits;
+  std::vector<int32_t> batch_next;    // (B) the greedy step's choices
   std::vector<TokenLogprob> choices;  // (B)
   const size_t V = backend_.vocab_size();
   for (;;) {
@@ -226,15 +227,30 @@ void Scheduler::run() {
         batch_ids.push_back(slot->pending);
       }
     if (!batch.empty()) {
-      batch_logits.resize(batch.size() * V);
-      Status status =
-          backend_.decode(batch.data(), batch_ids.data(), (int)batch.size(), batch_logits.data());
+      const long B = (long)batch.size();
+      choices.resize(B);
+      // Every sequence greedy without logprobs: only the argmax of each row comes back.
+      bool greedy = true;
+      for (int id : batch) {
+        const GenerationParams& params = slots_[id]->job->params;
+        greedy = greedy && params.sampler.temperature <= 0 && params.top_logprobs < 0;
+      }
+      Status status = ok_status();
+      if (greedy) {
+        batch_next.resize(B);
+        status = backend_.decode_greedy(batch.data(), batch_ids.data(), (int)B, batch_next.data());
+        for (long b = 0; b < B; ++b) {
+          choices[b] = TokenLogprob{};
+          choices[b].id = batch_next[b];
+        }
+      } else {
+        batch_logits.resize(batch.size() * V);
+        status = backend_.decode(batch.data(), batch_ids.data(), (int)B, batch_logits.data());
+      }
       ++metrics_.decode_steps;
       metrics_.decode_step_sequences += batch.size();
       // The choices in parallel (each slot's own sampler), then the bookkeeping in slot order.
-      const long B = (long)batch.size();
-      choices.resize(B);
-      if (status.ok()) {
+      if (status.ok() && !greedy) {
         const int threads =
             options_.sample_threads > 0 ? options_.sample_threads : omp_get_max_threads();
 #pragma omp parallel for schedule(dynamic) num_threads(threads) if (B > 1)

@@ -68,6 +68,10 @@ class FakeBackend final : public runtime::SequenceSlots {
     }
     return ok_status();
   }
+  Status decode_greedy(const int* slots, const int32_t* ids, int B, int32_t* next) override {
+    greedy_steps.push_back(B);
+    return runtime::SequenceSlots::decode_greedy(slots, ids, B, next);
+  }
   size_t slot_bytes(int) const override { return 0; }
   bool chunked_prefill() const override { return chunked; }
   bool can_snapshot() const override { return true; }
@@ -91,6 +95,7 @@ class FakeBackend final : public runtime::SequenceSlots {
   }
 
   std::vector<int> batch_sizes;  // written by the scheduler thread only
+  std::vector<int> greedy_steps;  // B of each decode_greedy step
   long prefilled_tokens = 0;
   std::vector<int> prefill_calls;  // T of each prefill, in order
   bool chunked = true;             // chunked_prefill(): false plays the GPU
@@ -218,6 +223,49 @@ TEST(Scheduler, ParallelSamplingGivesTheSameTextForAnyThreadCount) {
       first_texts = texts;
     else
       EXPECT_EQ(texts, first_texts) << "threads " << threads;
+  }
+}
+
+// A step whose sequences are all greedy without logprobs asks the backend for the argmax rows
+// only (decode_greedy: a GPU copies B ids instead of B·V logits); the text is the plain loop's.
+// One sequence that samples or asks for logprobs makes every step of its time a logits step.
+TEST(Scheduler, GreedyStepsAskOnlyForTheArgmax) {
+  Tokenizer tokenizer = tiny_tokenizer();
+  for (bool mixed : {false, true}) {
+    FakeBackend backend(3);
+    Metrics metrics;
+    std::vector<std::shared_ptr<Job>> jobs;
+    {
+      backend.set_open(false);
+      Scheduler scheduler(backend, tokenizer, metrics, {});
+      for (int i = 0; i < 3; ++i) {
+        GenerationParams p = params({1, 2, 5 + i}, 12, 7 + i);
+        p.sampler.temperature = 0.0f;
+        p.top_logprobs = -1;
+        if (mixed && i == 1) p.top_logprobs = 0;  // logprobs need the logits
+        jobs.push_back(std::make_shared<Job>(p));
+        ASSERT_EQ(scheduler.submit(jobs.back()), Scheduler::Submitted::accepted);
+      }
+      backend.set_open(true);
+      for (size_t i = 0; i < jobs.size(); ++i) {
+        std::vector<Delta> deltas;
+        for (int k = 0; k < 1500 && !jobs[i]->wait(std::chrono::milliseconds(20), &deltas); ++k) {
+        }
+        ASSERT_EQ(jobs[i]->finish_reason, FinishReason::length) << "job " << i;
+        std::string text;
+        for (const Delta& d : deltas) text += d.text;
+        EXPECT_EQ(text, tokenizer.decode(reference_tokens(jobs[i]->params), /*skip_special=*/true))
+            << "job " << i << (mixed ? " (mixed)" : "");
+      }
+    }
+    ASSERT_FALSE(backend.batch_sizes.empty());
+    if (mixed) {
+      // Steps with the logprobs job ran as logits steps; all three run together at first.
+      EXPECT_LT(backend.greedy_steps.size(), backend.batch_sizes.size());
+      EXPECT_EQ(std::count(backend.greedy_steps.begin(), backend.greedy_steps.end(), 3), 0);
+    } else {
+      EXPECT_EQ(backend.greedy_steps.size(), backend.batch_sizes.size());
+    }
   }
 }
 

@@ -38,7 +38,8 @@ Status GpuSequenceSlots::prefill(int slot, const int32_t* ids, int T, float* las
   return golinear::model::cuda::gpu_prefill(model_, cache, ids, T, last_logits);
 }
 
-Status GpuSequenceSlots::decode(const int* slots, const int32_t* ids, int B, float* logits) {
+Result<std::vector<golinear::model::cuda::GpuSequenceCache*>> GpuSequenceSlots::step_caches(
+    const int* slots, int B) const {
   std::vector<GpuSequenceCache*> batch(B);
   for (int b = 0; b < B; ++b) {
     GL_TRY(check_slot(slots[b]));
@@ -47,7 +48,17 @@ Status GpuSequenceSlots::decode(const int* slots, const int32_t* ids, int B, flo
       return make_error("slot ", slots[b], ": its cache of ", cache.max_context(), " is full");
     batch[b] = &cache;
   }
+  return batch;
+}
+
+Status GpuSequenceSlots::decode(const int* slots, const int32_t* ids, int B, float* logits) {
+  GL_ASSIGN_OR_RETURN(auto batch, step_caches(slots, B));
   return golinear::model::cuda::gpu_decode_batch(model_, batch.data(), ids, B, logits, nullptr);
+}
+
+Status GpuSequenceSlots::decode_greedy(const int* slots, const int32_t* ids, int B, int32_t* next) {
+  GL_ASSIGN_OR_RETURN(auto batch, step_caches(slots, B));
+  return golinear::model::cuda::gpu_decode_batch(model_, batch.data(), ids, B, nullptr, next);
 }
 
 namespace {

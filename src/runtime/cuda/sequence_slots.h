@@ -30,6 +30,7 @@ class GpuSequenceSlots final : public SequenceSlots {
   Status reset(int slot) override;
   Status prefill(int slot, const int32_t* ids, int T, float* last_logits) override;
   Status decode(const int* slots, const int32_t* ids, int B, float* logits) override;
+  Status decode_greedy(const int* slots, const int32_t* ids, int B, int32_t* next) override;
   size_t slot_bytes(int slot) const override;
   bool can_snapshot() const override { return true; }
   std::shared_ptr<const StateSnapshot> snapshot(int slot) const override;
@@ -38,6 +39,8 @@ class GpuSequenceSlots final : public SequenceSlots {
  private:
   explicit GpuSequenceSlots(golinear::model::cuda::GpuModel& model) : model_(model) {}
   Status check_slot(int slot) const;
+  // The caches of `slots` after checking each has room for one more token.
+  Result<std::vector<golinear::model::cuda::GpuSequenceCache*>> step_caches(const int* slots, int B) const;
   golinear::model::cuda::GpuModel& model_;
   std::vector<std::unique_ptr<golinear::model::cuda::GpuSequenceCache>> caches_;
 };
