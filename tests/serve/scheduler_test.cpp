@@ -68,6 +68,10 @@ class FakeBackend final : public runtime::SequenceSlots {
     }
     return ok_status();
   }
+  std::vector<Status> prefill_batch(const std::vector<runtime::PrefillChunk>& chunks) override {
+    prefill_batches.push_back((int)chunks.size());
+    return runtime::SequenceSlots::prefill_batch(chunks);
+  }
   Status decode_greedy(const int* slots, const int32_t* ids, int B, int32_t* next) override {
     greedy_steps.push_back(B);
     return runtime::SequenceSlots::decode_greedy(slots, ids, B, next);
@@ -96,6 +100,7 @@ class FakeBackend final : public runtime::SequenceSlots {
 
   std::vector<int> batch_sizes;  // written by the scheduler thread only
   std::vector<int> greedy_steps;  // B of each decode_greedy step
+  std::vector<int> prefill_batches;  // chunks of each prefill_batch call
   long prefilled_tokens = 0;
   std::vector<int> prefill_calls;  // T of each prefill, in order
   bool chunked = true;             // chunked_prefill(): false plays the GPU
@@ -174,6 +179,32 @@ TEST(Scheduler, DecodeStepsAdvanceAllRunningSequencesAndEachGetsItsOwnTokens) {
   EXPECT_EQ(*std::max_element(backend.batch_sizes.begin(), backend.batch_sizes.end()), 2);
   EXPECT_GT(std::count(backend.batch_sizes.begin(), backend.batch_sizes.end(), 2), 5);
   EXPECT_EQ(metrics.generation_tokens.load(), 6u + 9 + 12 + 15 + 18);
+}
+
+// The prompts of the slots admitted together reach the backend in one prefill_batch call (a
+// GPU packs them into one forward); each request still gets its own tokens.
+TEST(Scheduler, PromptsAdmittedTogetherArePrefilledInOneCall) {
+  Tokenizer tokenizer = tiny_tokenizer();
+  FakeBackend backend(4);
+  Metrics metrics;
+  std::vector<std::shared_ptr<Job>> jobs;
+  {
+    backend.set_open(false);
+    Scheduler scheduler(backend, tokenizer, metrics, {});
+    jobs.push_back(std::make_shared<Job>(params({1, 2, 3}, 4, 1)));
+    ASSERT_EQ(scheduler.submit(jobs.back()), Scheduler::Submitted::accepted);
+    backend.wait_for_prefill();  // the first job's prefill holds the scheduler
+    for (int i = 1; i < 4; ++i) {
+      jobs.push_back(std::make_shared<Job>(params({4, 5 + i, 6, 7 + i}, 5, 10 + i)));
+      ASSERT_EQ(scheduler.submit(jobs.back()), Scheduler::Submitted::accepted);
+    }
+    backend.set_open(true);
+    for (size_t i = 0; i < jobs.size(); ++i)
+      EXPECT_EQ(wait_tokens(*jobs[i]), reference_tokens(jobs[i]->params)) << "job " << i;
+  }
+  ASSERT_GE(backend.prefill_batches.size(), 2u);
+  EXPECT_EQ(backend.prefill_batches[0], 1);
+  EXPECT_EQ(backend.prefill_batches[1], 3);  // the three queued behind the first, in one call
 }
 
 // The rows of a decode step choose their tokens in parallel: each request's tokens and text are
