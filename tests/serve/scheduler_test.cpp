@@ -141,12 +141,23 @@ std::vector<int32_t> reference_tokens(const GenerationParams& p) {
   return out;
 }
 
-std::vector<int32_t> wait_tokens(Job& job) {
+std::vector<Delta> wait_deltas(Job& job) {
   std::vector<Delta> deltas;
   // Bounded: 1500 × 20 ms = 30 s at most.
   for (int i = 0; i < 1500 && !job.wait(std::chrono::milliseconds(20), &deltas); ++i) {
   }
   EXPECT_NE(job.finish_reason, FinishReason::none) << "the job did not finish within 30 s";
+  return deltas;
+}
+
+std::string text_of(const std::vector<Delta>& deltas) {
+  std::string text;
+  for (const Delta& d : deltas) text += d.text;
+  return text;
+}
+
+std::vector<int32_t> wait_tokens(Job& job) {
+  const std::vector<Delta> deltas = wait_deltas(job);
   std::vector<int32_t> ids;
   for (const Delta& d : deltas)
     for (const TokenLogprob& t : d.tokens) ids.push_back(t.id);
@@ -235,18 +246,13 @@ TEST(Scheduler, ParallelSamplingGivesTheSameTextForAnyThreadCount) {
       }
       backend.set_open(true);
       for (size_t i = 0; i < jobs.size(); ++i) {
-        std::vector<Delta> deltas;
-        for (int k = 0; k < 1500 && !jobs[i]->wait(std::chrono::milliseconds(20), &deltas); ++k) {
-        }
+        const std::vector<Delta> deltas = wait_deltas(*jobs[i]);
         ASSERT_EQ(jobs[i]->finish_reason, FinishReason::length) << "job " << i;
         std::vector<int32_t> ids;
-        std::string text;
-        for (const Delta& d : deltas) {
-          text += d.text;
+        for (const Delta& d : deltas)
           for (const TokenLogprob& t : d.tokens) ids.push_back(t.id);
-        }
         EXPECT_EQ(ids, reference_tokens(jobs[i]->params)) << "job " << i << ", threads " << threads;
-        texts.push_back(text);
+        texts.push_back(text_of(deltas));
       }
     }
     EXPECT_GT(*std::max_element(backend.batch_sizes.begin(), backend.batch_sizes.end()), 3);
@@ -279,12 +285,8 @@ TEST(Scheduler, GreedyStepsAskOnlyForTheArgmax) {
       }
       backend.set_open(true);
       for (size_t i = 0; i < jobs.size(); ++i) {
-        std::vector<Delta> deltas;
-        for (int k = 0; k < 1500 && !jobs[i]->wait(std::chrono::milliseconds(20), &deltas); ++k) {
-        }
+        const std::string text = text_of(wait_deltas(*jobs[i]));
         ASSERT_EQ(jobs[i]->finish_reason, FinishReason::length) << "job " << i;
-        std::string text;
-        for (const Delta& d : deltas) text += d.text;
         EXPECT_EQ(text, tokenizer.decode(reference_tokens(jobs[i]->params), /*skip_special=*/true))
             << "job " << i << (mixed ? " (mixed)" : "");
       }
