@@ -280,19 +280,9 @@ int eval_synthetic(const std::string& task, const Argv& argv) {
   if (*device == "cpu" && *batch == 1) {
     report = eval::synthetic_evaluate(model, tokenizer, name, generated, options);
   } else {
-    eval::NewSlots slots = [&model](int count, long) -> Result<std::unique_ptr<runtime::SequenceSlots>> {
-      return std::unique_ptr<runtime::SequenceSlots>(new runtime::CpuSequenceSlots(model, count));
+    const eval::NewSlots slots = [&loaded, &device, command](int count, long max_context) {
+      return sequence_slots_of(*loaded, *device, count, max_context, command);
     };
-#ifdef GOLINEAR_HAVE_CUDA
-    if (*device == "cuda")
-      slots = [&gpu = *loaded->gpu, command](int count, long max_context) -> Result<std::unique_ptr<runtime::SequenceSlots>> {
-        auto created = golinear::runtime::cuda::GpuSequenceSlots::create(gpu, count, max_context);
-        if (!created.ok())
-          return make_error("golinear ", command, ": ", count, " GPU sequences of ", max_context,
-                            " tokens: ", created.error(), " (lower --batch)");
-        return std::unique_ptr<runtime::SequenceSlots>(std::move(*created));
-      };
-#endif
     report = eval::synthetic_evaluate(slots, (int)*batch, model.config, tokenizer, name, generated, options);
   }
   if (!report.ok()) return fail(report.error());

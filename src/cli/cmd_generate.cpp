@@ -1,8 +1,11 @@
+#include <algorithm>
 #include <cstdio>
 
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/loading.h"
+#include "common/progress.h"
+#include "io/jsonl.h"
 #include "runtime/generate.h"
 #ifdef GOLINEAR_HAVE_CUDA
 #include "runtime/cuda/gpu_sequences.h"
@@ -25,15 +28,85 @@ size_t complete_utf8_prefix(const std::string& text) {
   return n;
 }
 
+// --input FILE: every line's prompt generated, --batch at a time over sequence slots
+// (runtime::generate_batch); one JSON line per prompt on stdout, in input order.
+int generate_batch_of_file(const Args& args, const std::string& device,
+                           const runtime::GenerateOptions& options, long batch) {
+  auto rows = jsonl_read(args.get("input"));
+  if (!rows.ok()) return fail("golinear generate: " + rows.error());
+  if (rows->empty()) return fail("golinear generate: " + args.get("input") + " holds no prompt");
+  std::vector<std::string> prompts;
+  for (size_t i = 0; i < rows->size(); ++i) {
+    const Json& row = (*rows)[i];
+    if (!row.is_object() || !row.contains("prompt") || !row["prompt"].is_string())
+      return fail(str_cat("golinear generate: ", args.get("input"), " line ", i + 1,
+                          ": expected {\"prompt\": TEXT}"));
+    prompts.push_back(row["prompt"].get<std::string>());
+  }
+  auto loaded = load_model_and_tokenizer(args.positional()[0], device, "generate");
+  if (!loaded.ok()) return fail(loaded.error());
+  const Tokenizer& tokenizer = loaded->tokenizer;
+  auto limit = context_limit_of(args.positional()[0]);
+  if (!limit.ok()) return fail(limit.error());
+  // Each prompt its own generator: seed + its index.
+  std::vector<runtime::BatchRequest> requests;
+  long longest = 0;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    runtime::BatchRequest request{tokenizer.encode(prompts[i], true), options.max_new_tokens,
+                                  options.sampler};
+    request.sampler.seed = options.sampler.seed + i;
+    const long total = (long)request.prompt.size() + options.max_new_tokens;
+    if (total > limit->tokens)
+      return fail(str_cat("golinear generate: prompt ", i, ": ", request.prompt.size(), " + ",
+                          options.max_new_tokens, " tokens exceed the limit of ", limit->tokens,
+                          " (", limit->reason, ")"));
+    longest = std::max(longest, total);
+    requests.push_back(std::move(request));
+  }
+  const int count = (int)std::min<long>(batch, (long)requests.size());
+  auto slots = sequence_slots_of(*loaded, device, count, longest, "generate");
+  if (!slots.ok()) return fail(slots.error());
+  memory_checkpoint(*loaded);  // the slots' caches are allocated
+  ProgressBar bar("generate", (long)requests.size(), "tok");
+  long done = 0, tokens = 0;
+  auto generated = runtime::generate_batch(
+      **slots, requests, loaded->model->config.eos_token_ids,
+      [&](size_t, const std::vector<int32_t>& out) {
+        tokens += (long)out.size();
+        bar.update(++done, (double)tokens);
+      });
+  if (!generated.ok()) return fail("golinear generate: " + generated.error());
+  bar.finish();
+  const auto& stops = loaded->model->config.eos_token_ids;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    const std::vector<int32_t>& out = (*generated)[i];
+    const bool stopped =
+        !out.empty() && std::find(stops.begin(), stops.end(), out.back()) != stops.end();
+    Json line = {{"index", i},
+                 {"prompt", prompts[i]},
+                 {"text", tokenizer.decode(out, /*skip_special=*/true)},
+                 {"prompt_tokens", requests[i].prompt.size()},
+                 {"completion_tokens", out.size()},
+                 {"finish_reason", stopped ? "stop" : "length"}};
+    std::printf("%s\n", line.dump().c_str());
+  }
+  memory_report(*loaded, "generate");
+  return 0;
+}
+
 }  // namespace
 
 int cmd_generate(const Argv& argv) {
   auto args = Args::parse("generate", argv,
-                          {{"prompt", true}, {"max-new-tokens", true}, {"temperature", true},
-                           {"top-p", true}, {"seed", true}, {"device", true}},
+                          {{"prompt", true}, {"input", true}, {"batch", true},
+                           {"max-new-tokens", true}, {"temperature", true}, {"top-p", true},
+                           {"seed", true}, {"device", true}},
                           1, 1);
   if (!args.ok()) return fail(args.error());
-  if (!args->has("prompt")) return fail("golinear generate: --prompt TEXT is required");
+  if (args->has("prompt") == args->has("input"))
+    return fail("golinear generate: give --prompt TEXT or --input FILE (one {\"prompt\": TEXT} per line)");
+  if (args->has("batch") && !args->has("input"))
+    return fail("golinear generate: --batch is for --input FILE");
   auto device = device_option(*args, "generate");
   if (!device.ok()) return fail(device.error());
   runtime::GenerateOptions options;
@@ -47,6 +120,11 @@ int cmd_generate(const Argv& argv) {
   if (!seed.ok()) return fail(seed.error());
   options.max_new_tokens = (int)*max_new;
   options.sampler = {(float)*temperature, (float)*top_p, (uint64_t)*seed};
+  if (args->has("input")) {
+    auto batch = args->get_int("batch", 16, 1, 1 << 16);
+    if (!batch.ok()) return fail(batch.error());
+    return generate_batch_of_file(*args, *device, options, *batch);
+  }
 
   auto loaded = load_model_and_tokenizer(args->positional()[0], *device, "generate");
   if (!loaded.ok()) return fail(loaded.error());

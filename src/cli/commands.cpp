@@ -21,6 +21,8 @@ const std::vector<Command> kCommands = {
     {"generate", cmd_generate,
      R"(  generate MODEL --prompt TEXT    stream a continuation  [--max-new-tokens N --temperature T
                                   --top-p P --seed S --device cpu|cuda]
+  generate MODEL --input FILE     {"prompt"} lines → {"index", "text", ...} lines, --batch N
+                                  (16) generated together; prompt i samples with seed S + i
 )",
      ""},
     {"score", cmd_score,

@@ -7,9 +7,11 @@
 #include <cstdio>
 
 #include "model/linearization.h"
+#include "runtime/cpu_sequence_slots.h"
 
 #ifdef GOLINEAR_HAVE_CUDA
 #include "model/cuda/gpu_model_load.h"
+#include "runtime/cuda/sequence_slots.h"
 #endif
 
 namespace golinear::cli {
@@ -107,6 +109,25 @@ Json memory_report(LoadedModel& loaded, const std::string& command) {
   (void)command;
 #endif
   return report;
+}
+
+Result<std::unique_ptr<runtime::SequenceSlots>> sequence_slots_of(const LoadedModel& loaded,
+                                                                  const std::string& device,
+                                                                  int count, long max_context,
+                                                                  const std::string& command) {
+#ifdef GOLINEAR_HAVE_CUDA
+  if (device == "cuda") {
+    auto created = golinear::runtime::cuda::GpuSequenceSlots::create(*loaded.gpu, count, max_context);
+    if (!created.ok())
+      return make_error("golinear ", command, ": ", count, " GPU sequences of ", max_context,
+                        " tokens: ", created.error(), " (lower --batch)");
+    return std::unique_ptr<runtime::SequenceSlots>(std::move(*created));
+  }
+#endif
+  (void)max_context;  // the CPU caches grow as needed
+  (void)command;
+  return std::unique_ptr<runtime::SequenceSlots>(
+      new runtime::CpuSequenceSlots(*loaded.model, count));
 }
 
 Result<std::string> device_option(const Args& args, const std::string& command) {

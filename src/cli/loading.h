@@ -8,6 +8,7 @@
 #include "common/json.h"
 #include "model/context_limit.h"
 #include "model/transformer.h"
+#include "runtime/sequence_slots.h"
 #include "tokenizer/tokenizer.h"
 #ifdef GOLINEAR_HAVE_CUDA
 #include "model/cuda/gpu_model.h"
@@ -53,6 +54,14 @@ Json memory_report(LoadedModel& loaded, const std::string& command);
 // --device cpu|cuda of `command` (e.g. "eval ppl"), "cpu" when absent; an error line for any
 // other value, and for cuda in a build without CUDA.
 Result<std::string> device_option(const Args& args, const std::string& command);
+
+// `count` sequence slots of the loaded model on its device (runtime::CpuSequenceSlots, or
+// GpuSequenceSlots of max_context tokens each); the error names the command and says to lower
+// --batch when the GPU slots do not fit.
+Result<std::unique_ptr<runtime::SequenceSlots>> sequence_slots_of(const LoadedModel& loaded,
+                                                                  const std::string& device,
+                                                                  int count, long max_context,
+                                                                  const std::string& command);
 
 // The context limit of the checkpoint in `dir` (model/context_limit.h) with the host's physical
 // memory as the bound of a linear model.

@@ -79,13 +79,13 @@ TaskReport synthetic_report(const std::string& name, const std::vector<Synthetic
 namespace {
 
 // Each sample's prompt (tokenized) and generation budget, refused when longer than max_tokens.
-Result<std::vector<runtime::GreedyRequest>> sample_requests(
+Result<std::vector<runtime::BatchRequest>> sample_requests(
     const ModelConfig& config, const Tokenizer& tokenizer,
     const std::vector<SyntheticSample>& samples, const GenerationEvalOptions& options) {
   const long max_tokens = options.max_tokens > 0 ? options.max_tokens : config.max_position_embeddings;
-  std::vector<runtime::GreedyRequest> requests;
+  std::vector<runtime::BatchRequest> requests;
   for (const SyntheticSample& sample : samples) {
-    runtime::GreedyRequest request{tokenizer.encode(sample.prompt, options.add_special),
+    runtime::BatchRequest request{tokenizer.encode(sample.prompt, options.add_special),
                                    sample.max_new_tokens};
     if ((long)request.prompt.size() + request.max_new_tokens > max_tokens)
       return make_error(sample.task, ": a prompt of ", request.prompt.size(), " tokens plus ",
@@ -99,14 +99,14 @@ Result<std::vector<runtime::GreedyRequest>> sample_requests(
 // Generates every request's tokens, calling on_done(i, tokens) as request i ends.
 using OnDone = std::function<void(size_t, const std::vector<int32_t>&)>;
 using GenerateAll = std::function<Result<std::vector<std::vector<int32_t>>>(
-    const std::vector<runtime::GreedyRequest>&, const OnDone&)>;
+    const std::vector<runtime::BatchRequest>&, const OnDone&)>;
 
 // The report of the samples' generations (with a progress bar over the samples as they end).
 Result<TaskReport> evaluate_with(const GenerateAll& generate_all, const ModelConfig& config,
                                  const Tokenizer& tokenizer, const std::string& name,
                                  const std::vector<SyntheticSample>& samples,
                                  const GenerationEvalOptions& options) {
-  GL_ASSIGN_OR_RETURN(const std::vector<runtime::GreedyRequest> requests,
+  GL_ASSIGN_OR_RETURN(const std::vector<runtime::BatchRequest> requests,
                       sample_requests(config, tokenizer, samples, options));
   ProgressBar bar(name, (long)samples.size());
   long done = 0;
@@ -132,7 +132,7 @@ Result<TaskReport> synthetic_evaluate(const NewSequence& new_sequence, const Mod
                                       const Tokenizer& tokenizer, const std::string& name,
                                       const std::vector<SyntheticSample>& samples,
                                       const GenerationEvalOptions& options) {
-  const GenerateAll one_at_a_time = [&](const std::vector<runtime::GreedyRequest>& requests,
+  const GenerateAll one_at_a_time = [&](const std::vector<runtime::BatchRequest>& requests,
                                         const OnDone& on_done)
       -> Result<std::vector<std::vector<int32_t>>> {
     std::vector<std::vector<int32_t>> out;
@@ -154,16 +154,16 @@ Result<TaskReport> synthetic_evaluate(const NewSlots& new_slots, int batch,
                                       const std::vector<SyntheticSample>& samples,
                                       const GenerationEvalOptions& options) {
   if (batch < 1) return make_error("synthetic evaluation: batch must be at least 1, got ", batch);
-  const GenerateAll batched = [&](const std::vector<runtime::GreedyRequest>& requests,
+  const GenerateAll batched = [&](const std::vector<runtime::BatchRequest>& requests,
                                   const OnDone& on_done)
       -> Result<std::vector<std::vector<int32_t>>> {
     if (requests.empty()) return std::vector<std::vector<int32_t>>{};
     long max_context = 1;
-    for (const runtime::GreedyRequest& request : requests)
+    for (const runtime::BatchRequest& request : requests)
       max_context = std::max(max_context, (long)request.prompt.size() + request.max_new_tokens);
     GL_ASSIGN_OR_RETURN(std::unique_ptr<runtime::SequenceSlots> slots,
                         new_slots((int)std::min<size_t>(batch, requests.size()), max_context));
-    return runtime::greedy_generate_batch(*slots, requests, config.eos_token_ids, on_done);
+    return runtime::generate_batch(*slots, requests, config.eos_token_ids, on_done);
   };
   return evaluate_with(batched, config, tokenizer, name, samples, options);
 }

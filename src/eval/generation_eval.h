@@ -57,7 +57,7 @@ Result<TaskReport> synthetic_evaluate(const Model& model, const Tokenizer& token
 using NewSlots = std::function<Result<std::unique_ptr<runtime::SequenceSlots>>(int slots,
                                                                                long max_context)>;
 
-// The same, `batch` samples at a time (runtime::greedy_generate_batch: continuous batching over
+// The same, `batch` samples at a time (runtime::generate_batch: continuous batching over
 // min(batch, samples) slots of new_slots, sized for the longest prompt + budget). On the CPU the
 // report is the one-at-a-time one (each decode row is its sequence's alone); on the GPU a
 // near-tie may go the other way with the batch (gpu_decode_batch).

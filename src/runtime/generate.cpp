@@ -51,16 +51,17 @@ std::vector<int32_t> generate(const Model& model, const std::vector<int32_t>& pr
   return generate(cpu_sequences(model), model.config.vocab_size, prompt, options, on_token).value();
 }
 
-Result<std::vector<std::vector<int32_t>>> greedy_generate_batch(
-    SequenceSlots& slots, const std::vector<GreedyRequest>& requests,
+Result<std::vector<std::vector<int32_t>>> generate_batch(
+    SequenceSlots& slots, const std::vector<BatchRequest>& requests,
     const std::vector<int>& stop_ids,
     const std::function<void(size_t, const std::vector<int32_t>&)>& on_done) {
   const int S = slots.slots(), V = slots.vocab_size();
   std::vector<std::vector<int32_t>> out(requests.size());
-  if (S < 1 && !requests.empty()) return make_error("greedy generation: the backend has no slots");
+  if (S < 1 && !requests.empty()) return make_error("batched generation: the backend has no slots");
   std::vector<long> running(S, -1);  // the request a slot generates for; −1: free
   std::vector<int32_t> pending(S);   // its last token, decoded at the next step
-  std::vector<float> row(V);  // a prefill's last logits
+  std::vector<std::unique_ptr<Sampler>> samplers(S);  // the running request's
+  std::vector<float> logits((size_t)S * V);           // a prefill's row, or a step's rows
   std::vector<int32_t> chosen(S);
   size_t next_request = 0;
   const auto end_request = [&](size_t r) {
@@ -81,15 +82,17 @@ Result<std::vector<std::vector<int32_t>>> greedy_generate_batch(
   const auto fill = [&](int slot) -> Status {
     while (running[slot] < 0 && next_request < requests.size()) {
       const size_t r = next_request++;
-      const GreedyRequest& request = requests[r];
+      const BatchRequest& request = requests[r];
       if (request.prompt.empty() || request.max_new_tokens <= 0) {
         end_request(r);
         continue;
       }
       GL_TRY(slots.reset(slot));
-      GL_TRY(slots.prefill(slot, request.prompt.data(), (int)request.prompt.size(), row.data()));
+      float* row = logits.data();
+      GL_TRY(slots.prefill(slot, request.prompt.data(), (int)request.prompt.size(), row));
       running[slot] = (long)r;
-      take(slot, argmax(row.data(), V));
+      samplers[slot] = std::make_unique<Sampler>(request.sampler);
+      take(slot, samplers[slot]->sample(row, V));
     }
     return ok_status();
   };
@@ -99,14 +102,22 @@ Result<std::vector<std::vector<int32_t>>> greedy_generate_batch(
   for (;;) {
     batch.clear();
     ids.clear();
+    bool greedy = true;
     for (int s = 0; s < S; ++s)
       if (running[s] >= 0) {
         batch.push_back(s);
         ids.push_back(pending[s]);
+        greedy = greedy && requests[running[s]].sampler.temperature <= 0.0f;
       }
     const int B = (int)batch.size();
     if (B == 0) break;
-    GL_TRY(slots.decode_greedy(batch.data(), ids.data(), B, chosen.data()));
+    if (greedy) {
+      GL_TRY(slots.decode_greedy(batch.data(), ids.data(), B, chosen.data()));
+    } else {
+      GL_TRY(slots.decode(batch.data(), ids.data(), B, logits.data()));
+#pragma omp parallel for schedule(dynamic) if (B > 1)
+      for (int b = 0; b < B; ++b) chosen[b] = samplers[batch[b]]->sample(&logits[(size_t)b * V], V);
+    }
     for (int b = 0; b < B; ++b) take(batch[b], chosen[b]);
     for (int b = 0; b < B; ++b) GL_TRY(fill(batch[b]));
   }

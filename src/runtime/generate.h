@@ -1,7 +1,7 @@
 // Autoregressive generation through a per-sequence cache: the prompt is prefilled in one call,
 // then one token per step. The sequence is a parameter (a SequenceStep from a NewSequence), so
 // the same loop runs on the CPU model (cpu_sequences) or on the GPU (runtime/cuda/gpu_sequences.h).
-// greedy_generate_batch runs many prompts together over the slots of a SequenceSlots.
+// generate_batch runs many prompts together over the slots of a SequenceSlots.
 #pragma once
 
 #include <functional>
@@ -16,7 +16,7 @@ namespace golinear::runtime {
 
 struct GenerateOptions {
   int max_new_tokens = 64;
-  SamplerOptions sampler;
+  SamplerOptions sampler = {};
   std::vector<int> stop_ids;  // generation ends after emitting one of these
 };
 
@@ -42,24 +42,28 @@ std::vector<int32_t> generate(const Model& model, const std::vector<int32_t>& pr
                               const GenerateOptions& options,
                               const std::function<void(int32_t)>& on_token = {});
 
-// One prompt of a batched greedy run (greedy_generate_batch): at most max_new_tokens new tokens.
-struct GreedyRequest {
+// One prompt of a batched run (generate_batch): at most max_new_tokens new tokens, chosen by
+// its own sampler (greedy by default).
+struct BatchRequest {
   std::vector<int32_t> prompt;
   int max_new_tokens = 64;
+  SamplerOptions sampler = {};
 };
 
-// Greedy generation of many prompts over the slots of `slots` (continuous batching, as the
-// server's scheduler runs requests): each free slot takes the next request (reset, its whole
-// prompt prefilled in one call), then every step decodes all generating slots together by one
-// token; a sequence ends after one of stop_ids (kept in its output) or max_new_tokens new tokens,
-// and its slot takes the next request at once. on_done(i, tokens) is called as request i ends
-// (in the order they end); the result holds each request's new tokens in request order. A
-// request's tokens are generate()'s at temperature 0 (argmax, first index on ties) with the slots'
-// logits: on the CPU (CpuSequenceSlots, model_decode_batch: each row is its sequence's alone) the
-// same tokens bit for bit whatever the slots; on the GPU the batched step's logits can differ in
-// the last bits with the batch (gpu_decode_batch), so a near-tie may go the other way.
-Result<std::vector<std::vector<int32_t>>> greedy_generate_batch(
-    SequenceSlots& slots, const std::vector<GreedyRequest>& requests,
+// Generation of many prompts over the slots of `slots` (continuous batching, as the server's
+// scheduler runs requests): each free slot takes the next request (reset, its whole prompt
+// prefilled in one call), then every step decodes all generating slots together by one token;
+// a sequence ends after one of stop_ids (kept in its output) or max_new_tokens new tokens, and
+// its slot takes the next request at once. on_done(i, tokens) is called as request i ends (in
+// the order they end); the result holds each request's new tokens in request order. A step whose
+// sequences are all greedy asks only for the argmax rows (SequenceSlots::decode_greedy), else each
+// row is sampled on the host by its request's sampler. A request's tokens are generate()'s with
+// its sampler on the slots' logits: on the CPU (CpuSequenceSlots, model_decode_batch: each row is
+// its sequence's alone) the same tokens bit for bit whatever the slots; on the GPU the batched
+// step's logits can differ in the last bits with the batch (gpu_decode_batch), so a near-tie may
+// go the other way.
+Result<std::vector<std::vector<int32_t>>> generate_batch(
+    SequenceSlots& slots, const std::vector<BatchRequest>& requests,
     const std::vector<int>& stop_ids,
     const std::function<void(size_t, const std::vector<int32_t>&)>& on_done = {});
 

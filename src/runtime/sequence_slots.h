@@ -23,6 +23,14 @@ class StateSnapshot {
   virtual long position() const = 0;  // tokens the state holds
 };
 
+// One slot's prompt chunk of a prefill_batch call.
+struct PrefillChunk {
+  int slot = 0;
+  const int32_t* ids = nullptr;
+  int T = 0;
+  float* last_logits = nullptr;  // (V)
+};
+
 class SequenceSlots {
  public:
   virtual ~SequenceSlots() = default;
@@ -41,6 +49,14 @@ class SequenceSlots {
   virtual bool chunked_prefill() const { return true; }
   // Appends T ≥ 1 tokens ids (T) to the slot's sequence; last_logits (V) of the last one.
   virtual Status prefill(int slot, const int32_t* ids, int T, float* last_logits) = 0;
+  // Several slots' chunks (distinct slots) as prefill() would take them one after the other;
+  // each chunk's own status. A backend whose forward packs prompts (the GPU: the empty slots'
+  // prompts in one forward) takes them together.
+  virtual std::vector<Status> prefill_batch(const std::vector<PrefillChunk>& chunks) {
+    std::vector<Status> out;
+    for (const PrefillChunk& c : chunks) out.push_back(prefill(c.slot, c.ids, c.T, c.last_logits));
+    return out;
+  }
   // One token per slot: slots (B) distinct, ids (B); logits (B, V).
   virtual Status decode(const int* slots, const int32_t* ids, int B, float* logits) = 0;
   // The same step when only the greedy choice is wanted: next (B) the argmax of each row (first

@@ -212,11 +212,23 @@ void Scheduler::run() {
     for (auto& slot : slots_)
       if (slot->job && slot->job->cancelled()) finish(*slot, FinishReason::cancelled);
 
-    // Prompts: at most prefill_chunk tokens this iteration, in slot order.
+    // Prompts: at most prefill_chunk tokens this iteration, in slot order, in one backend call.
     int used = 0;
+    std::vector<Slot*> prefilling;
+    std::vector<runtime::PrefillChunk> chunks;
     for (auto& slot : slots_)
-      if (slot->job && slot->phase == Phase::prefill && used < options_.prefill_chunk)
-        prefill(*slot, options_.prefill_chunk - used, &used);
+      if (slot->job && slot->phase == Phase::prefill && used < options_.prefill_chunk) {
+        const int n = prefill_size(*slot, options_.prefill_chunk - used);
+        chunks.push_back({slot->id, slot->job->params.prompt.data() + slot->prefilled, n,
+                          slot->logits.data()});
+        prefilling.push_back(slot.get());
+        used += n;
+      }
+    if (!chunks.empty()) {
+      const std::vector<Status> statuses = backend_.prefill_batch(chunks);
+      for (size_t i = 0; i < chunks.size(); ++i)
+        prefilled(*prefilling[i], chunks[i].T, statuses[i]);
+    }
 
     // One decode step over every generating sequence.
     batch.clear();
@@ -321,7 +333,7 @@ void Scheduler::start(Slot& slot) {
   if (slot.prefilled == job.params.prompt.size()) on_logits(slot, hit->last_logits.data());
 }
 
-void Scheduler::prefill(Slot& slot, int budget, int* used) {
+int Scheduler::prefill_size(const Slot& slot, int budget) const {
   const auto& prompt = slot.job->params.prompt;
   // A backend that appends to a state token by token gets an empty slot's prompt whole.
   const bool chunked = backend_.chunked_prefill();
@@ -333,15 +345,20 @@ void Scheduler::prefill(Slot& slot, int budget, int* used) {
     const size_t next = (slot.prefilled / every + 1) * every;
     if (next < prompt.size()) n = (int)std::min<size_t>(n, next - slot.prefilled);
   }
-  Status status = backend_.prefill(slot.id, prompt.data() + slot.prefilled, n, slot.logits.data());
+  return n;
+}
+
+void Scheduler::prefilled(Slot& slot, int n, const Status& status) {
   if (!status.ok()) return finish(slot, FinishReason::error, status.error());
+  const auto& prompt = slot.job->params.prompt;
   slot.tokens.insert(slot.tokens.end(), prompt.begin() + slot.prefilled,
                      prompt.begin() + slot.prefilled + n);
   slot.prefilled += n;
   slot.calls.push_back(n);
-  *used += n;
   metrics_.prompt_tokens_prefilled += n;
   const bool done = slot.prefilled == prompt.size();
+  const size_t every =
+      options_.snapshot_every > 0 && backend_.chunked_prefill() ? options_.snapshot_every : 0;
   if (options_.cache && backend_.can_snapshot() &&
       (done || (every > 0 && slot.prefilled % every == 0)))
     remember(slot);

@@ -158,7 +158,10 @@ class Scheduler {
   SlotActionResult run_slot_action(int slot, std::function<SlotActionResult(Slot&)> action);
   void run();
   void start(Slot& slot);  // state reset or restored, phase prefill
-  void prefill(Slot& slot, int budget, int* used);
+  // The tokens of the slot's prompt its next prefill call takes within `budget`.
+  int prefill_size(const Slot& slot, int budget) const;
+  // Bookkeeping after the backend took `n` more prompt tokens of the slot (or failed).
+  void prefilled(Slot& slot, int n, const Status& status);
   // The slot's state (its tokens, calls and last logits) into the prompt cache; false when the
   // backend gave no snapshot.
   bool remember(const Slot& slot);

@@ -75,6 +75,51 @@ class Cli : public ::testing::Test {
   fs::path dir_;
 };
 
+// generate --input: every prompt's line is what --prompt gives for it alone (the same seed:
+// --seed + its index), greedy and sampled, whatever --batch; bad input is one line.
+TEST_F(Cli, GenerateInputFileEqualsOnePromptAtATime) {
+  const std::vector<std::string> prompts = {"The grass", "Once upon a time there", "x"};
+  std::string lines;
+  for (const std::string& p : prompts) lines += golinear::Json{{"prompt", p}}.dump() + "\n";
+  const std::string input = write("prompts.jsonl", lines);
+  for (const std::string sampling : {"", " --temperature 0.9 --top-p 0.95 --seed 5"}) {
+    std::vector<std::string> alone;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      std::string options = " --max-new-tokens 6" + sampling;
+      if (!sampling.empty()) options.replace(options.find("--seed 5"), 8, "--seed " + std::to_string(5 + i));
+      CliRun one = run("generate " + kLlama + " --prompt \"" + prompts[i] + "\"" + options);
+      ASSERT_EQ(one.status, 0) << one.err;
+      alone.push_back(one.out);
+    }
+    for (const char* batch : {"1", "2", "8"}) {
+      CliRun all = run("generate " + kLlama + " --input " + input + " --batch " + batch +
+                       " --max-new-tokens 6" + sampling);
+      ASSERT_EQ(all.status, 0) << all.err;
+      std::istringstream out(all.out);
+      std::string line;
+      for (size_t i = 0; i < prompts.size(); ++i) {
+        ASSERT_TRUE(std::getline(out, line)) << "batch " << batch;
+        auto json = golinear::Json::parse(line);
+        EXPECT_EQ(json["index"], i);
+        EXPECT_EQ(json["prompt"], prompts[i]);
+        EXPECT_EQ(prompts[i] + json["text"].get<std::string>() + "\n", alone[i])
+            << "batch " << batch << sampling << ", prompt " << i;
+        EXPECT_LE(json["completion_tokens"].get<int>(), 6);
+      }
+      EXPECT_FALSE(std::getline(out, line)) << "one line per prompt";
+    }
+  }
+  const std::string bad = write("bad.jsonl", "{\"prompt\": \"ok\"}\n{\"text\": \"no prompt\"}\n");
+  for (const std::string& args :
+       {"generate " + kLlama + " --input " + bad, "generate " + kLlama + " --prompt a --input " + input,
+        "generate " + kLlama + " --prompt a --batch 2", "generate " + kLlama + " --input " + input + " --batch 0"}) {
+    CliRun r = run(args);
+    EXPECT_NE(r.status, 0) << args;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << ": " << r.err;
+  }
+  EXPECT_NE(run("generate " + kLlama + " --input " + bad).err.find("line 2"), std::string::npos);
+}
+
 TEST_F(Cli, InfoReportsTheArchitecture) {
   CliRun r = run("info " + kFixtures + "random-qwen3");
   ASSERT_EQ(r.status, 0) << r.err;

@@ -1,9 +1,9 @@
-// Batched greedy generation over sequence slots (runtime::greedy_generate_batch) against the
-// one-sequence loop (runtime::generate at temperature 0) on the CPU: the random-llama fixture as
-// the teacher and linearized (GDN, layer 1 kept full). Prompts of different lengths and budgets,
-// stop ids that end some sequences early, run with 1, 3 and more slots than requests: every
-// request's tokens equal the one-sequence run's, bit for bit (CpuSequenceSlots' decode rows are
-// each sequence's alone).
+// Batched generation over sequence slots (runtime::generate_batch) against the one-sequence loop
+// (runtime::generate with the same sampler) on the CPU: the random-llama fixture as the teacher
+// and linearized (GDN, layer 1 kept full). Prompts of different lengths and budgets, stop ids
+// that end some sequences early, greedy and sampled requests (each its own seed; a greedy one
+// among sampled ones), run with 1, 3 and more slots than requests: every request's tokens equal
+// the one-sequence run's, bit for bit (CpuSequenceSlots' decode rows are each sequence's alone).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -41,50 +41,62 @@ std::vector<int32_t> prompt_of(int n, int V, int seed) {
 
 class BatchGenerateTest : public ::testing::TestWithParam<std::string> {};
 
-TEST_P(BatchGenerateTest, EqualsOneSequenceGreedyForAnySlots) {
-  auto model = load_model(GetParam());
-  ASSERT_TRUE(model);
-  const int V = model->config.vocab_size;
+void expect_batches_equal_one_sequence(const Model& model, bool sampled) {
+  const int V = model.config.vocab_size;
+  const char* what = sampled ? "sampled" : "greedy";
   // Lengths and budgets differ, so that sequences end at different steps and slots are refilled
   // while others run; the budget 0 and 1 requests end at their prefill.
   const int lengths[] = {5, 31, 12, 1, 47, 20, 9};
   const int budgets[] = {18, 7, 24, 1, 12, 0, 16};
-  std::vector<runtime::GreedyRequest> requests;
-  for (int i = 0; i < 7; ++i) requests.push_back({prompt_of(lengths[i], V, i), budgets[i]});
+  std::vector<runtime::BatchRequest> requests;
+  for (int i = 0; i < 7; ++i) {
+    requests.push_back({prompt_of(lengths[i], V, i), budgets[i]});
+    if (sampled && i != 4) requests.back().sampler = {0.9f, 0.95f, (uint64_t)(100 + i), 0, 0.0f};
+  }
   // Stop ids: tokens the unstopped runs of requests 0 and 2 choose at their 4th and 6th steps.
   runtime::GenerateOptions free_run;
   free_run.max_new_tokens = 24;
-  std::vector<int> stop_ids = {
-      runtime::generate(*model, requests[0].prompt, free_run)[3],
-      runtime::generate(*model, requests[2].prompt, free_run)[5]};
+  free_run.sampler = requests[0].sampler;
+  const int32_t stop0 = runtime::generate(model, requests[0].prompt, free_run)[3];
+  free_run.sampler = requests[2].sampler;
+  const int32_t stop2 = runtime::generate(model, requests[2].prompt, free_run)[5];
+  std::vector<int> stop_ids = {stop0, stop2};
   std::vector<std::vector<int32_t>> want;
   int stopped = 0, full = 0;
-  for (const runtime::GreedyRequest& request : requests) {
+  for (const runtime::BatchRequest& request : requests) {
     runtime::GenerateOptions options;
     options.max_new_tokens = request.max_new_tokens;
     options.stop_ids = stop_ids;
-    want.push_back(runtime::generate(*model, request.prompt, options));
+    options.sampler = request.sampler;
+    want.push_back(runtime::generate(model, request.prompt, options));
     stopped += (int)want.back().size() < request.max_new_tokens;
     full += request.max_new_tokens > 1 && (int)want.back().size() == request.max_new_tokens;
   }
   // The cases this test is about occur: sequences ended by a stop id and by their budget.
-  ASSERT_GE(stopped, 2);
-  ASSERT_GE(full, 2);
+  ASSERT_GE(stopped, 2) << what;
+  ASSERT_GE(full, 2) << what;
   for (int slots : {1, 3, 10}) {
-    runtime::CpuSequenceSlots backend(*model, slots);
+    runtime::CpuSequenceSlots backend(model, slots);
     std::vector<size_t> ended;
-    auto got = runtime::greedy_generate_batch(
+    auto got = runtime::generate_batch(
         backend, requests, stop_ids, [&](size_t i, const std::vector<int32_t>& tokens) {
           ended.push_back(i);
-          EXPECT_EQ(tokens, want[i]) << "request " << i << " with " << slots << " slots";
+          EXPECT_EQ(tokens, want[i]) << what << " request " << i << " with " << slots << " slots";
         });
     ASSERT_TRUE(got.ok()) << got.error();
     ASSERT_EQ(got->size(), requests.size());
     for (size_t i = 0; i < requests.size(); ++i)
-      EXPECT_EQ((*got)[i], want[i]) << GetParam() << ": request " << i << " with " << slots << " slots";
+      EXPECT_EQ((*got)[i], want[i]) << what << ": request " << i << " with " << slots << " slots";
     EXPECT_EQ(ended.size(), requests.size());
     EXPECT_EQ(std::set<size_t>(ended.begin(), ended.end()).size(), requests.size());
   }
+}
+
+TEST_P(BatchGenerateTest, EqualsOneSequenceForAnySlots) {
+  auto model = load_model(GetParam());
+  ASSERT_TRUE(model);
+  expect_batches_equal_one_sequence(*model, /*sampled=*/false);
+  expect_batches_equal_one_sequence(*model, /*sampled=*/true);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, BatchGenerateTest, ::testing::Values("teacher", "gdn"));
@@ -110,11 +122,11 @@ class FailingSlots final : public runtime::SequenceSlots {
 
 TEST(BatchGenerate, BackendErrorComesBack) {
   FailingSlots backend;
-  auto got = runtime::greedy_generate_batch(backend, {{{1, 2, 3}, 4}, {{3}, 4}}, {});
+  auto got = runtime::generate_batch(backend, {{{1, 2, 3}, 4}, {{3}, 4}}, {});
   ASSERT_FALSE(got.ok());
   EXPECT_NE(got.error().find("decode failed on purpose"), std::string::npos) << got.error();
   // One token each ends at the prefill: no decode step is needed.
-  auto one = runtime::greedy_generate_batch(backend, {{{1, 2, 3}, 1}, {{3}, 1}, {{0}, 1}}, {});
+  auto one = runtime::generate_batch(backend, {{{1, 2, 3}, 1}, {{3}, 1}, {{0}, 1}}, {});
   ASSERT_TRUE(one.ok()) << one.error();
   EXPECT_EQ(*one, (std::vector<std::vector<int32_t>>{{2}, {2}, {2}}));
 }

@@ -68,6 +68,10 @@ class FakeBackend final : public runtime::SequenceSlots {
     }
     return ok_status();
   }
+  std::vector<Status> prefill_batch(const std::vector<runtime::PrefillChunk>& chunks) override {
+    prefill_batches.push_back((int)chunks.size());
+    return runtime::SequenceSlots::prefill_batch(chunks);
+  }
   Status decode_greedy(const int* slots, const int32_t* ids, int B, int32_t* next) override {
     greedy_steps.push_back(B);
     return runtime::SequenceSlots::decode_greedy(slots, ids, B, next);
@@ -96,6 +100,7 @@ class FakeBackend final : public runtime::SequenceSlots {
 
   std::vector<int> batch_sizes;  // written by the scheduler thread only
   std::vector<int> greedy_steps;  // B of each decode_greedy step
+  std::vector<int> prefill_batches;  // chunks of each prefill_batch call
   long prefilled_tokens = 0;
   std::vector<int> prefill_calls;  // T of each prefill, in order
   bool chunked = true;             // chunked_prefill(): false plays the GPU
@@ -136,12 +141,23 @@ std::vector<int32_t> reference_tokens(const GenerationParams& p) {
   return out;
 }
 
-std::vector<int32_t> wait_tokens(Job& job) {
+std::vector<Delta> wait_deltas(Job& job) {
   std::vector<Delta> deltas;
   // Bounded: 1500 × 20 ms = 30 s at most.
   for (int i = 0; i < 1500 && !job.wait(std::chrono::milliseconds(20), &deltas); ++i) {
   }
   EXPECT_NE(job.finish_reason, FinishReason::none) << "the job did not finish within 30 s";
+  return deltas;
+}
+
+std::string text_of(const std::vector<Delta>& deltas) {
+  std::string text;
+  for (const Delta& d : deltas) text += d.text;
+  return text;
+}
+
+std::vector<int32_t> wait_tokens(Job& job) {
+  const std::vector<Delta> deltas = wait_deltas(job);
   std::vector<int32_t> ids;
   for (const Delta& d : deltas)
     for (const TokenLogprob& t : d.tokens) ids.push_back(t.id);
@@ -176,6 +192,32 @@ TEST(Scheduler, DecodeStepsAdvanceAllRunningSequencesAndEachGetsItsOwnTokens) {
   EXPECT_EQ(metrics.generation_tokens.load(), 6u + 9 + 12 + 15 + 18);
 }
 
+// The prompts of the slots admitted together reach the backend in one prefill_batch call (a
+// GPU packs them into one forward); each request still gets its own tokens.
+TEST(Scheduler, PromptsAdmittedTogetherArePrefilledInOneCall) {
+  Tokenizer tokenizer = tiny_tokenizer();
+  FakeBackend backend(4);
+  Metrics metrics;
+  std::vector<std::shared_ptr<Job>> jobs;
+  {
+    backend.set_open(false);
+    Scheduler scheduler(backend, tokenizer, metrics, {});
+    jobs.push_back(std::make_shared<Job>(params({1, 2, 3}, 4, 1)));
+    ASSERT_EQ(scheduler.submit(jobs.back()), Scheduler::Submitted::accepted);
+    backend.wait_for_prefill();  // the first job's prefill holds the scheduler
+    for (int i = 1; i < 4; ++i) {
+      jobs.push_back(std::make_shared<Job>(params({4, 5 + i, 6, 7 + i}, 5, 10 + i)));
+      ASSERT_EQ(scheduler.submit(jobs.back()), Scheduler::Submitted::accepted);
+    }
+    backend.set_open(true);
+    for (size_t i = 0; i < jobs.size(); ++i)
+      EXPECT_EQ(wait_tokens(*jobs[i]), reference_tokens(jobs[i]->params)) << "job " << i;
+  }
+  ASSERT_GE(backend.prefill_batches.size(), 2u);
+  EXPECT_EQ(backend.prefill_batches[0], 1);
+  EXPECT_EQ(backend.prefill_batches[1], 3);  // the three queued behind the first, in one call
+}
+
 // The rows of a decode step choose their tokens in parallel: each request's tokens and text are
 // those it gets alone, whatever the number of sampling threads, for unrestricted and restricted
 // sampling alike.
@@ -204,18 +246,13 @@ TEST(Scheduler, ParallelSamplingGivesTheSameTextForAnyThreadCount) {
       }
       backend.set_open(true);
       for (size_t i = 0; i < jobs.size(); ++i) {
-        std::vector<Delta> deltas;
-        for (int k = 0; k < 1500 && !jobs[i]->wait(std::chrono::milliseconds(20), &deltas); ++k) {
-        }
+        const std::vector<Delta> deltas = wait_deltas(*jobs[i]);
         ASSERT_EQ(jobs[i]->finish_reason, FinishReason::length) << "job " << i;
         std::vector<int32_t> ids;
-        std::string text;
-        for (const Delta& d : deltas) {
-          text += d.text;
+        for (const Delta& d : deltas)
           for (const TokenLogprob& t : d.tokens) ids.push_back(t.id);
-        }
         EXPECT_EQ(ids, reference_tokens(jobs[i]->params)) << "job " << i << ", threads " << threads;
-        texts.push_back(text);
+        texts.push_back(text_of(deltas));
       }
     }
     EXPECT_GT(*std::max_element(backend.batch_sizes.begin(), backend.batch_sizes.end()), 3);
@@ -248,12 +285,8 @@ TEST(Scheduler, GreedyStepsAskOnlyForTheArgmax) {
       }
       backend.set_open(true);
       for (size_t i = 0; i < jobs.size(); ++i) {
-        std::vector<Delta> deltas;
-        for (int k = 0; k < 1500 && !jobs[i]->wait(std::chrono::milliseconds(20), &deltas); ++k) {
-        }
+        const std::string text = text_of(wait_deltas(*jobs[i]));
         ASSERT_EQ(jobs[i]->finish_reason, FinishReason::length) << "job " << i;
-        std::string text;
-        for (const Delta& d : deltas) text += d.text;
         EXPECT_EQ(text, tokenizer.decode(reference_tokens(jobs[i]->params), /*skip_special=*/true))
             << "job " << i << (mixed ? " (mixed)" : "");
       }

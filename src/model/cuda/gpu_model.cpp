@@ -461,7 +461,24 @@ Status GpuModel::forward_device(const int32_t* ids, int T, const GpuForwardOptio
   if (starts.back() != T)
     return make_error("gpu forward: packed sequences of ", starts.back(), " tokens, the input has ", T);
   if (!o.sequences.empty() && (cache || keep || trace))
-    return make_error("gpu forward: packed sequences fill no cache and keep no activations");
+    return make_error("gpu forward: packed sequences fill no single cache and keep no activations");
+  // Packed prefills: one empty cache of this model per sequence.
+  if (!o.caches.empty()) {
+    if (o.caches.size() != o.sequences.size())
+      return make_error("gpu forward: ", o.caches.size(), " caches for ", o.sequences.size(),
+                        " packed sequences");
+    for (size_t i = 0; i < o.caches.size(); ++i) {
+      const GpuSequenceCache* c = o.caches[i];
+      if (!c || c->position_ != 0 || c->model_ != this ||
+          (has_softmax_layers() && o.sequences[i] > c->max_context_))
+        return make_error("gpu forward: packed sequence ", i, " needs an empty cache of this "
+                          "model with room for its ", o.sequences[i], " tokens");
+    }
+  }
+  // The cache sequence i fills, or null.
+  auto cache_of = [&](size_t i) -> GpuSequenceCache* {
+    return cache ? cache : o.caches.empty() ? nullptr : o.caches[i];
+  };
   int picked = 0;  // rows of logit_rows
   for (const GpuRowRange& r : o.logit_rows) {
     if (r.count <= 0 || r.first < picked || r.first + r.count > T)
@@ -497,31 +514,33 @@ Status GpuModel::forward_device(const int32_t* ids, int T, const GpuForwardOptio
         const size_t t0 = starts[i];
         const mixers::cuda::HybridIO io{starts[i + 1] - starts[i], X + t0 * C, Q + t0 * HD,
                                         K + t0 * GD, Vv + t0 * GD};
-        if (cache)
-          GL_TRY(hybrid->prefill(hybrid_scratch_, io, Y, cache->hybrid_[l], cublas_, s));
+        if (GpuSequenceCache* c = cache_of(i))
+          GL_TRY(hybrid->prefill(hybrid_scratch_, io, Y + t0 * HD, c->hybrid_[l], cublas_, s));
         else
           GL_TRY(hybrid->forward(hybrid_scratch_, io, Y + t0 * HD, nullptr, cublas_, s));
       }
       GL_TRY(kc::gemm_bind_stream(cublas_, s));
     } else {
+      // Queries RoPE'd in a copy; keys (and values) in the sequence's cache when it fills one.
       bf16* qr = A ? A->qr : qr_;
-      bf16* kr = cache ? cache->k_[l] : A ? A->kr : kr_;
-      const bf16* vv = Vv;
-      if (cache) {
-        GL_CUDA_CHECK(cudaMemcpyAsync(cache->v_[l], Vv, (size_t)T * GD * 2,
-                                      cudaMemcpyDeviceToDevice, s));
-        vv = cache->v_[l];
-      }
       GL_CUDA_CHECK(cudaMemcpyAsync(qr, Q, (size_t)T * HD * 2, cudaMemcpyDeviceToDevice, s));
-      GL_CUDA_CHECK(cudaMemcpyAsync(kr, K, (size_t)T * GD * 2, cudaMemcpyDeviceToDevice, s));
       for (size_t i = 0; i + 1 < starts.size(); ++i) {
         const size_t t0 = starts[i];
         const int n = starts[i + 1] - starts[i];
+        GpuSequenceCache* c = cache_of(i);
+        bf16* kr = c ? c->k_[l] : (A ? A->kr : kr_) + t0 * GD;
+        const bf16* vv = Vv + t0 * GD;
+        if (c) {
+          GL_CUDA_CHECK(cudaMemcpyAsync(c->v_[l], vv, (size_t)n * GD * 2,
+                                        cudaMemcpyDeviceToDevice, s));
+          vv = c->v_[l];
+        }
+        GL_CUDA_CHECK(cudaMemcpyAsync(kr, K + t0 * GD, (size_t)n * GD * 2,
+                                      cudaMemcpyDeviceToDevice, s));
         GL_TRY(kc::rope_apply(qr + t0 * HD, inv_freq_, n, H, D, 0, 1, s));
-        GL_TRY(kc::rope_apply(kr + t0 * GD, inv_freq_, n, G, D, 0, 1, s));
-        GL_TRY(kc::attention_forward(Y + t0 * HD, A ? A->lse : nullptr, qr + t0 * HD,
-                                     kr + t0 * GD, vv + t0 * GD, n, H, G, D,
-                                     kc::AttentionMaskSpec{}, s));
+        GL_TRY(kc::rope_apply(kr, inv_freq_, n, G, D, 0, 1, s));
+        GL_TRY(kc::attention_forward(Y + t0 * HD, A ? A->lse : nullptr, qr + t0 * HD, kr, vv, n,
+                                     H, G, D, kc::AttentionMaskSpec{}, s));
       }
     }
     // A trace alone (no logits, no cache) needs nothing after the last layer's mixer.
@@ -560,6 +579,7 @@ Status GpuModel::forward_device(const int32_t* ids, int T, const GpuForwardOptio
   }
   if (trace) *trace = trace_;
   if (cache) cache->position_ = T;
+  for (size_t i = 0; i < o.caches.size(); ++i) o.caches[i]->position_ = o.sequences[i];
   return ok_status();
 }
 
@@ -883,6 +903,41 @@ Status gpu_prefill(GpuModel& model, GpuSequenceCache& cache, const int32_t* toke
   }
   for (int t = 0; t < T; ++t)
     GL_TRY(gpu_decode(model, cache, tokens[t], t + 1 == T ? last_logits : nullptr, nullptr));
+  return ok_status();
+}
+
+Status gpu_prefill_batch(GpuModel& model, GpuSequenceCache* const* caches,
+                         const int32_t* const* tokens, const int* lengths, int n,
+                         float* const* last_logits) {
+  if (n <= 0) return ok_status();
+  std::vector<int> sequences(lengths, lengths + n);
+  std::vector<int32_t> ids;
+  std::vector<GpuRowRange> last_rows;
+  for (int i = 0; i < n; ++i) {
+    if (lengths[i] <= 0) return make_error("gpu prefill: prompt ", i, " has no tokens");
+    ids.insert(ids.end(), tokens[i], tokens[i] + lengths[i]);
+    last_rows.push_back({(int)ids.size() - 1, 1});
+  }
+  const int T = (int)ids.size();
+  const size_t V = model.config_.vocab_size;
+  GL_TRY(model.ensure_scratch(T, false));
+  if (model.logits_rows_ < (size_t)n) {
+    model.logits_memory_.clear();
+    model.logits_rows_ = 0;
+    GL_ASSIGN_OR_RETURN(model.logits_, model.logits_memory_.alloc<float>((size_t)n * V));
+    model.logits_rows_ = n;
+  }
+  cudaStream_t s = model.stream_;
+  GL_CUDA_CHECK(cudaMemcpyAsync(model.ids_, ids.data(), (size_t)T * 4, cudaMemcpyHostToDevice, s));
+  GL_TRY(model.forward_device(model.ids_, T,
+                              {.logits = model.logits_, .sequences = sequences,
+                               .caches = std::span<GpuSequenceCache* const>(caches, n),
+                               .logit_rows = last_rows}));
+  for (int i = 0; i < n; ++i)
+    if (last_logits[i])
+      GL_CUDA_CHECK(cudaMemcpyAsync(last_logits[i], model.logits_ + i * V, V * 4,
+                                    cudaMemcpyDeviceToHost, s));
+  GL_CUDA_CHECK(cudaStreamSynchronize(s));
   return ok_status();
 }
 

@@ -139,8 +139,12 @@ struct GpuForwardOptions {
   // Packed sequences (varlen, as FlashAttention's cu_seqlens): the T ids are independent
   // sequences of these lengths (Σ = T), each read from position 0 as if alone. The per-token
   // stages run over all T rows at once (each weight read once for the pack), the mixers once per
-  // sequence. Empty: one sequence of T. Not with cache, keep or trace.
+  // sequence. Empty: one sequence of T. Not with cache, keep or trace (`caches` fills one cache
+  // per sequence).
   std::span<const int> sequences = {};
+  // With `sequences`: an empty decode cache per sequence to fill (each sequence's prefill, as
+  // `cache` for one), or none.
+  std::span<GpuSequenceCache* const> caches = {};
   // Logits of these rows only (ascending, disjoint), one range after the other in `logits`;
   // empty: every row (or the last one, last_only).
   std::span<const GpuRowRange> logit_rows = {};
@@ -209,6 +213,8 @@ class GpuModel {
                                       cudaEvent_t, std::vector<GpuLayerTrace>*);
   friend Status gpu_decode(GpuModel&, GpuSequenceCache&, int32_t, float*, int32_t*);
   friend Status gpu_prefill(GpuModel&, GpuSequenceCache&, const int32_t*, int, float*);
+  friend Status gpu_prefill_batch(GpuModel&, GpuSequenceCache* const*, const int32_t* const*,
+                                  const int*, int, float* const*);
   friend Status gpu_decode_batch(GpuModel&, GpuSequenceCache* const*, const int32_t*, int, float*,
                                  int32_t*);
   friend Result<std::unique_ptr<GpuModel>> gpu_model_upload(const Model& model);
@@ -316,6 +322,8 @@ class GpuSequenceCache {
  private:
   friend Status gpu_decode(GpuModel&, GpuSequenceCache&, int32_t, float*, int32_t*);
   friend Status gpu_prefill(GpuModel&, GpuSequenceCache&, const int32_t*, int, float*);
+  friend Status gpu_prefill_batch(GpuModel&, GpuSequenceCache* const*, const int32_t* const*,
+                                  const int*, int, float* const*);
   friend Status gpu_decode_batch(GpuModel&, GpuSequenceCache* const*, const int32_t*, int, float*,
                                  int32_t*);
   friend class GpuModel;
@@ -347,6 +355,15 @@ class GpuSequenceCache {
 // already holds tokens takes them through the decode step one by one.
 Status gpu_prefill(GpuModel& model, GpuSequenceCache& cache, const int32_t* tokens, int T,
                    float* last_logits);
+
+// Prompts into several empty caches in one packed forward (GpuForwardOptions::sequences and
+// caches: the products over all prompts' rows at once, each mixer's prefill per prompt):
+// caches[i] (n distinct, empty, of `model`) takes tokens[i] (lengths[i] ≥ 1 tokens);
+// last_logits[i] (V, host) the last token's logits, or null. Each cache ends as gpu_prefill
+// leaves it; the logits can differ from gpu_prefill's in the last bits (products of other sizes).
+Status gpu_prefill_batch(GpuModel& model, GpuSequenceCache* const* caches,
+                         const int32_t* const* tokens, const int* lengths, int n,
+                         float* const* last_logits);
 
 // One token: logits (V, host) and/or its argmax (host), either may be null. A model whose
 // layers are all hybrid replays one captured CUDA graph per token; otherwise the step is

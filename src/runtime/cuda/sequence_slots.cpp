@@ -38,6 +38,43 @@ Status GpuSequenceSlots::prefill(int slot, const int32_t* ids, int T, float* las
   return golinear::model::cuda::gpu_prefill(model_, cache, ids, T, last_logits);
 }
 
+std::vector<Status> GpuSequenceSlots::prefill_batch(const std::vector<PrefillChunk>& chunks) {
+  std::vector<Status> out(chunks.size(), ok_status());
+  // Prompts of ≥ 2 tokens into distinct empty slots go in one packed forward; the rest alone.
+  std::vector<size_t> packed;
+  std::vector<bool> taken(caches_.size(), false);
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    const PrefillChunk& c = chunks[i];
+    if (!check_slot(c.slot).ok() || taken[c.slot] || c.T < 2 ||
+        caches_[c.slot]->position() != 0 || c.T > caches_[c.slot]->max_context())
+      continue;
+    taken[c.slot] = true;
+    packed.push_back(i);
+  }
+  if (packed.size() > 1) {
+    std::vector<GpuSequenceCache*> caches;
+    std::vector<const int32_t*> ids;
+    std::vector<int> lengths;
+    std::vector<float*> logits;
+    for (size_t i : packed) {
+      caches.push_back(caches_[chunks[i].slot].get());
+      ids.push_back(chunks[i].ids);
+      lengths.push_back(chunks[i].T);
+      logits.push_back(chunks[i].last_logits);
+    }
+    Status status = golinear::model::cuda::gpu_prefill_batch(
+        model_, caches.data(), ids.data(), lengths.data(), (int)packed.size(), logits.data());
+    for (size_t i : packed) out[i] = status;
+  } else {
+    packed.clear();
+  }
+  std::vector<bool> done(chunks.size(), false);
+  for (size_t i : packed) done[i] = true;
+  for (size_t i = 0; i < chunks.size(); ++i)
+    if (!done[i]) out[i] = prefill(chunks[i].slot, chunks[i].ids, chunks[i].T, chunks[i].last_logits);
+  return out;
+}
+
 Result<std::vector<golinear::model::cuda::GpuSequenceCache*>> GpuSequenceSlots::step_caches(
     const int* slots, int B) const {
   std::vector<GpuSequenceCache*> batch(B);

@@ -1,8 +1,8 @@
 // Sequence slots on the GPU (runtime/sequence_slots.h's interface, the server's --device cuda
 // backend): one model::cuda::GpuSequenceCache per slot, created for `max_context` tokens (the
 // constant-size hybrid caches, and a KV cache of max_context rows per softmax layer). A prompt
-// into an empty slot is one forward (gpu_prefill); further prompt chunks go through the decode
-// step token by token. The decode step of B slots is one batched step (gpu_decode_batch: products
+// into an empty slot is one forward (gpu_prefill; the prompts of several empty slots one packed
+// forward, gpu_prefill_batch); further prompt chunks go through the decode step token by token. The decode step of B slots is one batched step (gpu_decode_batch: products
 // of B rows, the hybrid layers' fused step over the B caches, a replayed CUDA graph per batch
 // size when every layer is hybrid). Snapshots (the prompt cache, slot save/restore) are host
 // copies of a slot's state (GpuSequenceCache::save / restore).
@@ -29,6 +29,7 @@ class GpuSequenceSlots final : public SequenceSlots {
   bool chunked_prefill() const override { return false; }
   Status reset(int slot) override;
   Status prefill(int slot, const int32_t* ids, int T, float* last_logits) override;
+  std::vector<Status> prefill_batch(const std::vector<PrefillChunk>& chunks) override;
   Status decode(const int* slots, const int32_t* ids, int B, float* logits) override;
   Status decode_greedy(const int* slots, const int32_t* ids, int B, int32_t* next) override;
   size_t slot_bytes(int slot) const override;

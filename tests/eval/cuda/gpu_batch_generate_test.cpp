@@ -1,4 +1,4 @@
-// Batched greedy generation on the GPU (runtime::greedy_generate_batch over
+// Batched greedy generation on the GPU (runtime::generate_batch over
 // runtime::cuda::GpuSequenceSlots: gpu_prefill into a reset slot, then gpu_decode_batch steps
 // whose batch shrinks and refills as sequences end) against one sequence at a time
 // (eval::greedy_generate over runtime::cuda::gpu_sequences: gpu_prefill, then gpu_decode), on a
@@ -75,7 +75,7 @@ struct Reference {
 
 // One sequence at a time on the GPU, greedy, keeping every step's logits.
 Reference one_sequence(golinear::model::cuda::GpuModel& gpu, int V,
-                       const runtime::GreedyRequest& request, const std::vector<int>& stop_ids) {
+                       const runtime::BatchRequest& request, const std::vector<int>& stop_ids) {
   Reference ref;
   const auto& prompt = request.prompt;
   auto step = golinear::runtime::cuda::gpu_sequences(gpu)((long)prompt.size() + request.max_new_tokens);
@@ -100,7 +100,7 @@ void check_batched(Model& cpu, const char* what) {
   ASSERT_TRUE(gpu.ok()) << gpu.error();
   const int V = cpu.config.vocab_size;
   const int lengths[] = {9, 40, 23, 64, 17}, budgets[] = {24, 10, 30, 16, 20};
-  std::vector<runtime::GreedyRequest> requests;
+  std::vector<runtime::BatchRequest> requests;
   long max_context = 0;
   for (int i = 0; i < 5; ++i) {
     requests.push_back({test::test_tokens(lengths[i], V, 40 + i), budgets[i]});
@@ -138,7 +138,7 @@ void check_batched(Model& cpu, const char* what) {
     auto backend = runtime::cuda::GpuSequenceSlots::create(**gpu, slots, max_context);
     ASSERT_TRUE(backend.ok()) << backend.error();
     RecordingSlots recording(**backend);
-    auto got = runtime::greedy_generate_batch(recording, requests, stop_ids);
+    auto got = runtime::generate_batch(recording, requests, stop_ids);
     ASSERT_TRUE(got.ok()) << what << ": " << got.error();
     ASSERT_EQ(got->size(), requests.size());
     EXPECT_GE(recording.max_batch, std::min(slots, 2)) << what;

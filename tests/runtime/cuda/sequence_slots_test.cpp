@@ -78,6 +78,61 @@ void check_slots(Model& cpu, const char* what) {
   EXPECT_FALSE((*gpu)->prefill(3, prompt.data(), 1, alone.data()).ok());  // no such slot
 }
 
+// Prompts of several empty slots in one call (prefill_batch: one packed forward on the GPU)
+// against the CPU slots' prefills and the GPU's one-slot prefills: the last logits and the next
+// decode steps within the same bounds as above (a prompt read into another slot's cache, or from
+// another sequence's rows, gives ≥ 1e-1); a one-token prompt and a bad slot go alone, the bad
+// one with its own error.
+void check_prefill_batch(Model& cpu, const char* what) {
+  auto gpu_model = golinear::model::cuda::gpu_model_upload(cpu);
+  ASSERT_TRUE(gpu_model.ok()) << gpu_model.error();
+  const int V = cpu.config.vocab_size, B = 4, steps = 4;
+  auto gpu = runtime::cuda::GpuSequenceSlots::create(**gpu_model, B, 128);
+  auto single = runtime::cuda::GpuSequenceSlots::create(**gpu_model, B, 128);
+  ASSERT_TRUE(gpu.ok() && single.ok());
+  runtime::CpuSequenceSlots host(cpu, B);
+  std::vector<std::vector<int32_t>> prompts;
+  for (int b = 0; b < B; ++b) prompts.push_back(test::test_tokens(b == 3 ? 1 : 20 + 9 * b, V, 40 + b));
+  std::vector<float> g((size_t)B * V), c((size_t)B * V), one((size_t)B * V), bad(V);
+  std::vector<runtime::PrefillChunk> chunks;
+  for (int b = 0; b < B; ++b)
+    chunks.push_back({b, prompts[b].data(), (int)prompts[b].size(), &g[(size_t)b * V]});
+  chunks.push_back({7, prompts[0].data(), 3, bad.data()});  // no such slot
+  const std::vector<Status> statuses = (*gpu)->prefill_batch(chunks);
+  ASSERT_EQ(statuses.size(), chunks.size());
+  for (int b = 0; b < B; ++b) {
+    ASSERT_TRUE(statuses[b].ok()) << what << " slot " << b << ": " << statuses[b].error();
+    ASSERT_TRUE(host.prefill(b, prompts[b].data(), (int)prompts[b].size(), &c[(size_t)b * V]).ok());
+    ASSERT_TRUE((*single)->prefill(b, prompts[b].data(), (int)prompts[b].size(), &one[(size_t)b * V]).ok());
+    EXPECT_LT(compare(&g[(size_t)b * V], &one[(size_t)b * V], V).nmse, 1e-4) << what << " slot " << b;
+  }
+  EXPECT_FALSE(statuses[B].ok()) << what;
+  const int slots[B] = {0, 1, 2, 3};
+  std::vector<int32_t> next(B);
+  for (int s = 0; s <= steps; ++s) {
+    for (int b = 0; b < B; ++b) {
+      EXPECT_LT(compare(&g[(size_t)b * V], &c[(size_t)b * V], V).nmse, 3e-3)
+          << what << " step " << s << " slot " << b;
+      next[b] = test::argmax_of(&c[(size_t)b * V], V);
+    }
+    if (s == steps) break;
+    ASSERT_TRUE((*gpu)->decode(slots, next.data(), B, g.data()).ok());
+    ASSERT_TRUE(host.decode(slots, next.data(), B, c.data()).ok());
+  }
+}
+
+TEST(GpuSequenceSlots, PrefillBatchMatchesCpuSlots) {
+  REQUIRE_GPU();
+  auto softmax = test::random_model(test::small_llama_config(), 33);
+  check_prefill_batch(*softmax, "softmax");
+  auto hybrid = test::random_model(test::small_llama_config(), 34);
+  hybrid->mixers = test::linearized_stack(*hybrid, {}, 8);
+  check_prefill_batch(*hybrid, "hybrid");
+  auto mixed = test::random_model(test::small_llama_config(), 35);
+  mixed->mixers = test::linearized_stack(*mixed, {0}, 9);
+  check_prefill_batch(*mixed, "mixed");
+}
+
 TEST(GpuSequenceSlots, SoftmaxMatchesCpuSlots) {
   REQUIRE_GPU();
   auto cpu = test::random_model(test::small_llama_config(), 31);
