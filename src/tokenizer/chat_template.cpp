@@ -29,11 +29,34 @@ struct TemplateError {
 
 // Bound on the size of a string repetition or a range(), against templates that exhaust memory.
 constexpr uint64_t kMaxElements = 1 << 24;
-// Bounds on a render (nodes visited, loop bodies included, and bytes written), against templates
-// whose nested loops multiply (found by fuzz/chat_template: loops over long strings inside
-// loops); the Llama-3 and Qwen3 templates render a 100-message chat in a few thousand steps.
-constexpr uint64_t kMaxRenderSteps = 1 << 20;
+// Bounds on a render's time and output, against hostile templates (fuzz/chat_template found nested
+// loops over long strings, copies of long strings per iteration, deep nesting). The work is
+// counted in two budgets, charged before it is done: steps (nodes rendered, loop iterations,
+// expressions evaluated, values created, visited or compared, dict entries searched) and text
+// (bytes of strings copied, built, searched or printed). With the fuzzer's context a render takes
+// at most about 0.15 s under ASan. Both budgets grow with the context (its values: messages,
+// fields, ...; and its string bytes), so a long chat is not refused: the Llama-3 and Qwen3
+// templates take under 128 steps per context value (Qwen3 with tool messages), and under 32 text
+// bytes per context byte plus 1024 per value (ChatTemplate.LongChatsRenderWithinTheBounds).
+constexpr uint64_t kMaxRenderSteps = 1 << 17;
+constexpr uint64_t kStepsPerLoopIteration = 4;  // it builds `loop` (9 values) and a frame
+constexpr uint64_t kRenderStepsPerContextValue = 512;
+constexpr uint64_t kMaxRenderText = 1 << 25;
+constexpr uint64_t kRenderTextPerContextByte = 64;
+constexpr uint64_t kRenderTextPerContextValue = 2048;
 constexpr size_t kMaxRenderBytes = 4u << 20;
+// Nesting bound of {% for %} / {% if %} blocks, so a hostile template cannot overflow the stack.
+constexpr size_t kMaxBlockDepth = 100;
+// Saturation of the work counts below, so sums of shared (exponentially repeated) lists cannot
+// overflow.
+constexpr uint64_t kHuge = uint64_t(1) << 62;
+
+uint64_t saturated_sum(uint64_t a, uint64_t b) {
+  return std::min(kHuge, std::min(kHuge, a) + std::min(kHuge, b));
+}
+uint64_t saturated_product(uint64_t a, uint64_t small) {
+  return std::min(kHuge / small, a) * small;
+}
 
 [[noreturn]] void fail(size_t offset, const std::string& message) {
   throw TemplateError{offset, message};
@@ -55,6 +78,9 @@ struct Value {
   std::string string;
   std::shared_ptr<List> list;  // List
   std::shared_ptr<Dict> dict;  // Dict and Namespace (shared, so `set ns.x` mutates in place)
+  // Lists and dicts (immutable once built): values and string bytes in the whole tree, counting a
+  // shared element each time it appears (what printing or comparing it visits).
+  uint64_t tree_values = 1, tree_bytes = 0;
 
   static Value none() { return make(Kind::None); }
   static Value of(bool b) {
@@ -79,11 +105,20 @@ struct Value {
   }
   static Value of(List l) {
     Value v = make(Kind::List);
+    for (const Value& e : l) {
+      v.tree_values = saturated_sum(v.tree_values, e.values());
+      v.tree_bytes = saturated_sum(v.tree_bytes, e.bytes());
+    }
     v.list = std::make_shared<List>(std::move(l));
     return v;
   }
   static Value of(Dict d, Kind kind = Kind::Dict) {
     Value v = make(kind);
+    if (kind == Kind::Dict)
+      for (const auto& [k, e] : d) {
+        v.tree_values = saturated_sum(v.tree_values, e.values());
+        v.tree_bytes = saturated_sum(v.tree_bytes, saturated_sum(k.size(), e.bytes()));
+      }
     v.dict = std::make_shared<Dict>(std::move(d));
     return v;
   }
@@ -97,6 +132,12 @@ struct Value {
   bool is_number() const { return kind == Kind::Int || kind == Kind::Float; }
   bool is_mapping() const { return kind == Kind::Dict || kind == Kind::Namespace; }
   double as_double() const { return kind == Kind::Int ? (double)integer : number; }
+  // What printing, comparing or copying the whole value costs (a namespace prints as one word).
+  uint64_t values() const { return kind == Kind::List || kind == Kind::Dict ? tree_values : 1; }
+  uint64_t bytes() const {
+    if (kind == Kind::String) return string.size();
+    return kind == Kind::List || kind == Kind::Dict ? tree_bytes : 0;
+  }
 };
 
 const Value* dict_find(const Dict& dict, const std::string& key) {
@@ -138,25 +179,70 @@ const char* kind_name(Value::Kind kind) {
   return "?";
 }
 
-// UTF-8 characters of `s` (a malformed byte counts as one character).
+// The size of the UTF-8 character at s[i] (a malformed byte counts as one character).
+size_t utf8_character_size(const std::string& s, size_t i) {
+  const unsigned char c = (unsigned char)s[i];
+  const size_t n = c < 0x80           ? 1
+                   : (c >> 5) == 0x6  ? 2
+                   : (c >> 4) == 0xE  ? 3
+                   : (c >> 3) == 0x1E ? 4
+                                      : 1;
+  return std::min(n, s.size() - i);
+}
+
+// UTF-8 characters of `s`.
 std::vector<std::string> utf8_characters(const std::string& s) {
   std::vector<std::string> out;
-  for (size_t i = 0; i < s.size();) {
-    const unsigned char c = (unsigned char)s[i];
-    size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 1;
-    n = std::min(n, s.size() - i);
+  for (size_t i = 0, n = 0; i < s.size(); i += n) {
+    n = utf8_character_size(s, i);
     out.push_back(s.substr(i, n));
-    i += n;
   }
   return out;
 }
+
+// utf8_characters(s).size(), without building them.
+size_t utf8_length(const std::string& s) {
+  size_t count = 0;
+  for (size_t i = 0; i < s.size(); i += utf8_character_size(s, i)) ++count;
+  return count;
+}
+
+// The first `needle` in `haystack` at or after `from` (std::string::find's result), in time
+// linear in both (Knuth-Morris-Pratt), where std::string::find may take their product.
+class TextFinder {
+ public:
+  explicit TextFinder(const std::string& needle) : needle_(needle), next_(needle.size() + 1, 0) {
+    for (size_t i = 1, k = 0; i < needle.size(); ++i) {
+      while (k > 0 && needle[i] != needle[k]) k = next_[k];
+      if (needle[i] == needle[k]) ++k;
+      next_[i + 1] = k;
+    }
+  }
+  size_t find(const std::string& haystack, size_t from) const {
+    if (from > haystack.size()) return std::string::npos;
+    if (needle_.empty()) return from;
+    for (size_t i = from, k = 0; i < haystack.size(); ++i) {
+      while (k > 0 && haystack[i] != needle_[k]) k = next_[k];
+      if (haystack[i] == needle_[k]) ++k;
+      if (k == needle_.size()) return i + 1 - k;
+    }
+    return std::string::npos;
+  }
+
+ private:
+  const std::string& needle_;
+  std::vector<size_t> next_;  // next_[k]: the longest proper border of needle's first k bytes
+};
 
 bool is_space(char c) {
   return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
 }
 
 std::string strip_chars(const std::string& s, const std::string* chars, bool left, bool right) {
-  auto strip = [&](char c) { return chars ? chars->find(c) != std::string::npos : is_space(c); };
+  bool strip_set[256] = {};
+  if (chars)
+    for (char c : *chars) strip_set[(unsigned char)c] = true;
+  auto strip = [&](char c) { return chars ? strip_set[(unsigned char)c] : is_space(c); };
   size_t begin = 0, end = s.size();
   if (left)
     while (begin < end && strip(s[begin])) ++begin;
@@ -297,39 +383,6 @@ bool truthy(const Value& v) {
       return true;
   }
   return false;
-}
-
-bool equal(const Value& a, const Value& b) {
-  if (a.is_number() && b.is_number()) {
-    if (a.is(Value::Kind::Int) && b.is(Value::Kind::Int)) return a.integer == b.integer;
-    return a.as_double() == b.as_double();
-  }
-  if (a.kind != b.kind) return false;
-  switch (a.kind) {
-    case Value::Kind::Undefined:
-    case Value::Kind::None:
-      return true;
-    case Value::Kind::Bool:
-      return a.boolean == b.boolean;
-    case Value::Kind::String:
-      return a.string == b.string;
-    case Value::Kind::List:
-      if (a.list->size() != b.list->size()) return false;
-      for (size_t i = 0; i < a.list->size(); ++i)
-        if (!equal((*a.list)[i], (*b.list)[i])) return false;
-      return true;
-    case Value::Kind::Dict:
-      if (a.dict->size() != b.dict->size()) return false;
-      for (const auto& [k, e] : *a.dict) {
-        const Value* other = dict_find(*b.dict, k);
-        if (!other || !equal(e, *other)) return false;
-      }
-      return true;
-    case Value::Kind::Namespace:
-      return a.dict == b.dict;
-    default:
-      return false;
-  }
 }
 
 // Json sorts object keys; OrderedJson keeps them as written (what tojson then prints).
@@ -797,6 +850,12 @@ class Parser {
       expect(TokenKind::StmtClose, "'%}'");
       return n;
     }
+    if ((k == "for" || k == "if") && block_depth_ >= kMaxBlockDepth)
+      fail(keyword.offset, "blocks nested more than " + std::to_string(kMaxBlockDepth) + " deep");
+    struct BlockDepth {
+      size_t& depth;
+      ~BlockDepth() { --depth; }
+    } block_depth{++block_depth_};
     if (k == "for") {
       Node n = make_node(Node::Kind::For, keyword.offset);
       n.targets.push_back(expect_name());
@@ -1158,6 +1217,7 @@ class Parser {
   std::vector<Token> tokens_;
   size_t pos_ = 0;
   size_t depth_ = 0;
+  size_t block_depth_ = 0;  // {% for %} / {% if %} blocks open (kMaxBlockDepth)
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -1165,7 +1225,15 @@ class Parser {
 
 class Renderer {
  public:
-  explicit Renderer(Value globals) { frames_.push_back(std::move(*globals.dict)); }
+  explicit Renderer(Value globals)
+      : max_steps_(saturated_sum(kMaxRenderSteps,
+                                 saturated_product(globals.values(), kRenderStepsPerContextValue))),
+        max_text_(saturated_sum(
+            saturated_sum(kMaxRenderText,
+                          saturated_product(globals.bytes(), kRenderTextPerContextByte)),
+            saturated_product(globals.values(), kRenderTextPerContextValue))) {
+    frames_.push_back(std::move(*globals.dict));
+  }
 
   void render(const std::vector<Node>& nodes, std::string& out) {
     for (const Node& n : nodes) render(n, out);
@@ -1175,25 +1243,28 @@ class Renderer {
   void render(const Node& n, std::string& out) {
     step(n.offset);
     if (out.size() > kMaxRenderBytes)
-      fail(n.offset, "the template renders more than " + std::to_string(kMaxRenderBytes >> 20) + " MiB");
+      fail(n.offset,
+           "the template renders more than " + std::to_string(kMaxRenderBytes >> 20) + " MiB");
     switch (n.kind) {
       case Node::Kind::Text:
         out += n.text;
         return;
       case Node::Kind::Output:
-        out += to_string(eval(*n.expr));
+        out += text_of(eval(*n.expr), n.offset);
         return;
       case Node::Kind::Set: {
         Value value = eval(*n.expr);
         if (n.targets.size() == 1) {
+          step(n.offset, frames_.back().size());
           dict_set(frames_.back(), n.targets[0], std::move(value));
           return;
         }
-        const Value target = lookup(n.targets[0]);
+        const Value target = lookup(n.targets[0], n.offset);
         if (!target.is(Value::Kind::Namespace))
           fail(n.offset, "cannot set attribute '" + n.targets[1] + "' of " +
                              kind_name(target.kind) + " '" + n.targets[0] +
                              "' (only of a namespace)");
+        step(n.offset, target.dict->size());
         dict_set(*target.dict, n.targets[1], std::move(value));
         return;
       }
@@ -1222,13 +1293,84 @@ class Renderer {
     for (size_t t = 0; t < n.targets.size(); ++t) dict_set(frame, n.targets[t], (*item.list)[t]);
   }
 
-  void step(size_t offset) {
-    if (++steps_ > kMaxRenderSteps)
-      fail(offset, "the template takes more than " + std::to_string(kMaxRenderSteps) + " steps to render");
+  // The work budgets (kMaxRenderSteps, kMaxRenderText), charged before the work is done.
+  void step(size_t offset, uint64_t count = 1) {
+    if (count > max_steps_ - steps_)
+      fail(offset,
+           "the template takes more than " + std::to_string(max_steps_) + " steps to render");
+    steps_ += count;
+  }
+  void charge_text(size_t offset, uint64_t bytes) {
+    if (bytes > max_text_ - text_)
+      fail(offset, "the template handles more than " + std::to_string(max_text_ >> 20) +
+                       " MiB of text to render");
+    text_ += bytes;
+  }
+  // Printing, comparing or copying all of `v`.
+  void charge(const Value& v, size_t offset) {
+    step(offset, v.values());
+    charge_text(offset, v.bytes());
+  }
+  // What `{{ v }}` prints (to_string), its cost charged.
+  std::string text_of(const Value& v, size_t offset) {
+    if (v.is(Value::Kind::List) || v.is(Value::Kind::Dict)) charge(v, offset);
+    return to_string(v);
+  }
+  // The items of iterate(v), the copy charged (a string's characters are values each).
+  List items_of(const Value& v, size_t offset) {
+    if (v.is(Value::Kind::String)) step(offset, v.string.size());
+    charge(v, offset);
+    return iterate(v, offset);
+  }
+  // Copying the entries of `dict` (its keys and values; lists and dicts inside are shared).
+  void charge_entries(const Dict& dict, size_t offset) {
+    step(offset, dict.size());
+    for (const auto& [k, v] : dict) charge_text(offset, k.size() + v.string.size());
+  }
+  const Value* find(const Dict& dict, const std::string& key, size_t offset) {
+    step(offset, dict.size() + 1);
+    return dict_find(dict, key);
+  }
+
+  bool equal(const Value& a, const Value& b, size_t offset) {
+    step(offset);
+    if (a.is_number() && b.is_number()) {
+      if (a.is(Value::Kind::Int) && b.is(Value::Kind::Int)) return a.integer == b.integer;
+      return a.as_double() == b.as_double();
+    }
+    if (a.kind != b.kind) return false;
+    switch (a.kind) {
+      case Value::Kind::Undefined:
+      case Value::Kind::None:
+        return true;
+      case Value::Kind::Bool:
+        return a.boolean == b.boolean;
+      case Value::Kind::String:
+        if (a.string.size() != b.string.size()) return false;
+        charge_text(offset, a.string.size());  // elements of lists are not charged by eval
+        return a.string == b.string;
+      case Value::Kind::List:
+        if (a.list->size() != b.list->size()) return false;
+        for (size_t i = 0; i < a.list->size(); ++i)
+          if (!equal((*a.list)[i], (*b.list)[i], offset)) return false;
+        return true;
+      case Value::Kind::Dict:
+        if (a.dict->size() != b.dict->size()) return false;
+        for (const auto& [k, e] : *a.dict) {
+          charge_text(offset, k.size());
+          const Value* other = find(*b.dict, k, offset);
+          if (!other || !equal(e, *other, offset)) return false;
+        }
+        return true;
+      case Value::Kind::Namespace:
+        return a.dict == b.dict;
+      default:
+        return false;
+    }
   }
 
   void render_for(const Node& n, std::string& out) {
-    List items = iterate(eval(*n.expr), n.expr->offset);
+    List items = items_of(eval(*n.expr), n.expr->offset);
     if (n.filter) {
       List kept;
       for (const Value& item : items) {
@@ -1247,7 +1389,8 @@ class Renderer {
     }
     const int64_t length = (int64_t)items.size();
     for (int64_t i = 0; i < length; ++i) {
-      step(n.offset);
+      step(n.offset, kStepsPerLoopIteration);
+      charge_text(n.offset, 3 * items[i].string.size());  // loop.previtem, loop.nextitem, target
       Dict loop = {{"index0", Value::of(i)},
                    {"index", Value::of(i + 1)},
                    {"revindex0", Value::of(length - 1 - i)},
@@ -1265,9 +1408,9 @@ class Renderer {
     }
   }
 
-  Value lookup(const std::string& name) const {
+  Value lookup(const std::string& name, size_t offset) {
     for (auto frame = frames_.rbegin(); frame != frames_.rend(); ++frame)
-      if (const Value* v = dict_find(*frame, name)) return *v;
+      if (const Value* v = find(*frame, name, offset)) return *v;
     return Value();
   }
 
@@ -1284,14 +1427,17 @@ class Renderer {
 
   Value item(const Value& container, const Value& key, size_t offset) {
     if (container.is_mapping()) {
-      const Value* v =
-          dict_find(*container.dict, key.is(Value::Kind::String) ? key.string : to_string(key));
+      const Value* v = find(
+          *container.dict, key.is(Value::Kind::String) ? key.string : text_of(key, offset), offset);
       return v ? *v : Value();
     }
     if (container.is(Value::Kind::List) || container.is(Value::Kind::String)) {
       if (!key.is(Value::Kind::Int)) return Value();
       std::vector<std::string> chars;
-      if (container.is(Value::Kind::String)) chars = utf8_characters(container.string);
+      if (container.is(Value::Kind::String)) {
+        step(offset, container.string.size());
+        chars = utf8_characters(container.string);
+      }
       const int64_t n =
           container.is(Value::Kind::List) ? (int64_t)container.list->size() : (int64_t)chars.size();
       int64_t i = key.integer < 0 ? key.integer + n : key.integer;
@@ -1299,8 +1445,8 @@ class Renderer {
       return container.is(Value::Kind::List) ? (*container.list)[i] : Value::of(chars[i]);
     }
     if (container.is(Value::Kind::Undefined) || container.is(Value::Kind::None))
-      fail(offset,
-           std::string("cannot access '") + to_string(key) + "' of " + kind_name(container.kind));
+      fail(offset, std::string("cannot access '") + text_of(key, offset) + "' of " +
+                       kind_name(container.kind));
     return Value();
   }
 
@@ -1317,10 +1463,8 @@ class Renderer {
     if (step == 0) fail(e.offset, "slice step cannot be zero");
     List source;
     const bool is_string = container.is(Value::Kind::String);
-    if (is_string)
-      source = iterate(container, e.offset);
-    else if (container.is(Value::Kind::List))
-      source = *container.list;
+    if (is_string || container.is(Value::Kind::List))
+      source = items_of(container, e.offset);
     else
       fail(e.offset, std::string("cannot slice a ") + kind_name(container.kind));
     const int64_t n = (int64_t)source.size();
@@ -1345,7 +1489,7 @@ class Renderer {
 
   Value attribute(const Value& object, const std::string& name, size_t offset) {
     if (object.is_mapping()) {
-      const Value* v = dict_find(*object.dict, name);
+      const Value* v = find(*object.dict, name, offset);
       return v ? *v : Value();
     }
     if (object.is(Value::Kind::Undefined) || object.is(Value::Kind::None))
@@ -1354,22 +1498,27 @@ class Renderer {
   }
 
   Value arithmetic(const std::string& op, const Value& a, const Value& b, size_t offset) {
-    if (op == "~") return Value::of(to_string(a) + to_string(b));
+    if (op == "~") return Value::of(text_of(a, offset) + text_of(b, offset));
     if (op == "+") {
       if (a.is(Value::Kind::List) && b.is(Value::Kind::List)) {
+        charge(a, offset);
+        charge(b, offset);
         List joined = *a.list;
         joined.insert(joined.end(), b.list->begin(), b.list->end());
         return Value::of(std::move(joined));
       }
       if (a.is(Value::Kind::String) || b.is(Value::Kind::String)) {
-        return Value::of(to_string(a) + to_string(b));
+        return Value::of(text_of(a, offset) + text_of(b, offset));
       }
     }
     if (op == "*" && a.is(Value::Kind::String) && b.is(Value::Kind::Int)) {
       if (b.integer > 0 &&
           (uint64_t)b.integer > kMaxElements / std::max<uint64_t>(1, a.string.size()))
         fail(offset, "string repetition too large");
+      if (b.integer <= 0 || a.string.empty()) return Value::of(std::string());
+      charge_text(offset, (uint64_t)b.integer * a.string.size());
       std::string repeated;
+      repeated.reserve((size_t)b.integer * a.string.size());
       for (int64_t i = 0; i < b.integer; ++i) repeated += a.string;
       return Value::of(std::move(repeated));
     }
@@ -1378,19 +1527,39 @@ class Renderer {
                        kind_name(b.kind));
     const bool integers = a.is(Value::Kind::Int) && b.is(Value::Kind::Int);
     const double x = a.as_double(), y = b.as_double();
-    if (op == "+") return integers ? Value::of(a.integer + b.integer) : Value::of(x + y);
-    if (op == "-") return integers ? Value::of(a.integer - b.integer) : Value::of(x - y);
-    if (op == "*") return integers ? Value::of(a.integer * b.integer) : Value::of(x * y);
+    int64_t r = 0;
+    auto overflow = [&] { fail(offset, "integer overflow in " + op); };
+    if (op == "+") {
+      if (!integers) return Value::of(x + y);
+      if (__builtin_add_overflow(a.integer, b.integer, &r)) overflow();
+      return Value::of(r);
+    }
+    if (op == "-") {
+      if (!integers) return Value::of(x - y);
+      if (__builtin_sub_overflow(a.integer, b.integer, &r)) overflow();
+      return Value::of(r);
+    }
+    if (op == "*") {
+      if (!integers) return Value::of(x * y);
+      if (__builtin_mul_overflow(a.integer, b.integer, &r)) overflow();
+      return Value::of(r);
+    }
     if (op == "**") {
-      if (integers && b.integer >= 0) {
-        int64_t r = 1;
-        for (int64_t i = 0; i < b.integer; ++i) r *= a.integer;
+      if (integers && b.integer >= 0) {  // by squaring: time logarithmic in the exponent
+        int64_t base = a.integer;
+        r = 1;
+        for (int64_t e = b.integer; e > 0; e >>= 1) {
+          if ((e & 1) && __builtin_mul_overflow(r, base, &r)) overflow();
+          if (e > 1 && __builtin_mul_overflow(base, base, &base)) overflow();
+        }
         return Value::of(r);
       }
       return Value::of(std::pow(x, y));
     }
     if (y == 0) fail(offset, "division by zero");
     if (op == "/") return Value::of(x / y);
+    if (integers && a.integer == INT64_MIN && b.integer == -1 && (op == "//" || op == "%"))
+      overflow();
     if (op == "//") {
       if (integers) {
         int64_t q = a.integer / b.integer;
@@ -1414,23 +1583,23 @@ class Renderer {
 
   bool contains(const Value& haystack, const Value& needle, size_t offset) {
     if (haystack.is(Value::Kind::String))
-      return haystack.string.find(as_string(needle, offset, "the left operand of 'in' a string")) !=
-             std::string::npos;
+      return TextFinder(as_string(needle, offset, "the left operand of 'in' a string"))
+                 .find(haystack.string, 0) != std::string::npos;
     if (haystack.is(Value::Kind::List)) {
       for (const Value& v : *haystack.list)
-        if (equal(v, needle)) return true;
+        if (equal(v, needle, offset)) return true;
       return false;
     }
     if (haystack.is_mapping())
-      return needle.is(Value::Kind::String) && dict_find(*haystack.dict, needle.string);
+      return needle.is(Value::Kind::String) && find(*haystack.dict, needle.string, offset);
     if (haystack.is(Value::Kind::Undefined)) return false;
     fail(offset, std::string("'in' needs a string, list or dict on the right, got ") +
                      kind_name(haystack.kind));
   }
 
   bool compare(const std::string& op, const Value& a, const Value& b, size_t offset) {
-    if (op == "==") return equal(a, b);
-    if (op == "!=") return !equal(a, b);
+    if (op == "==") return equal(a, b, offset);
+    if (op == "!=") return !equal(a, b, offset);
     if (op == "in") return contains(b, a, offset);
     if (op == "not in") return !contains(b, a, offset);
     int order;
@@ -1466,7 +1635,10 @@ class Renderer {
     Arguments args{{}, {}, e.offset, std::move(callee)};
     for (size_t i = first; i < e.children.size(); ++i)
       args.positional.push_back(eval(*e.children[i]));
-    for (const auto& [k, v] : e.kwargs) dict_set(args.keyword, k, eval(*v));
+    for (const auto& [k, v] : e.kwargs) {
+      step(e.offset, args.keyword.size());
+      dict_set(args.keyword, k, eval(*v));
+    }
     return args;
   }
 
@@ -1502,7 +1674,7 @@ class Renderer {
       args.at_most(1);
       const Value* arg = args.get(0, "prefix");
       if (!arg) fail(at, method + " needs an argument");
-      List candidates = arg->is(Value::Kind::List) ? *arg->list : List{*arg};
+      List candidates = arg->is(Value::Kind::List) ? items_of(*arg, at) : List{*arg};
       for (const Value& c : candidates) {
         const std::string& p = as_string(c, at, "the argument of startswith/endswith");
         if (p.size() <= s.size() &&
@@ -1523,6 +1695,7 @@ class Renderer {
         while (true) {
           while (i < s.size() && is_space(s[i])) ++i;
           if (i >= s.size()) break;
+          step(at);
           if (splits == 0) {
             parts.push_back(Value::of(strip_chars(s.substr(i), nullptr, false, true)));
             break;
@@ -1537,9 +1710,11 @@ class Renderer {
       }
       const std::string& separator = as_string(*sep, at, "the separator");
       if (separator.empty()) fail(at, "split: empty separator");
+      const TextFinder finder(separator);
       size_t i = 0;
       for (;;) {
-        const size_t j = splits == 0 ? std::string::npos : s.find(separator, i);
+        step(at);
+        const size_t j = splits == 0 ? std::string::npos : finder.find(s, i);
         if (j == std::string::npos) {
           parts.push_back(Value::of(s.substr(i)));
           break;
@@ -1557,26 +1732,31 @@ class Renderer {
       if (!from || !to) fail(at, "replace needs two arguments");
       const Value* count = args.get(2, "count");
       return Value::of(replace(s, as_string(*from, at, "old"), as_string(*to, at, "new"),
-                               count ? as_int(*count, at, "count") : -1));
+                               count ? as_int(*count, at, "count") : -1, at));
     }
     fail(at, "unknown string method '" + method + "'");
   }
 
-  static std::string replace(const std::string& s, const std::string& from, const std::string& to,
-                             int64_t count) {
+  std::string replace(const std::string& s, const std::string& from, const std::string& to,
+                      int64_t count, size_t offset) {
     if (from.empty()) return s;
+    const TextFinder finder(from);
     std::string out;
     size_t i = 0;
     for (; count != 0; --count) {
-      const size_t j = s.find(from, i);
+      const size_t j = finder.find(s, i);
       if (j == std::string::npos) break;
+      step(offset);
+      charge_text(offset, to.size());
       out += s.substr(i, j - i) + to;
       i = j + from.size();
     }
     return out + s.substr(i);
   }
 
-  static Value dict_items(const Value& d) {
+  Value dict_items(const Value& d, size_t offset) {
+    charge_entries(*d.dict, offset);
+    step(offset, 2 * d.dict->size());
     List items;
     for (const auto& [k, v] : *d.dict) items.push_back(Value::of(List{Value::of(k), v}));
     return Value::of(std::move(items));
@@ -1588,16 +1768,21 @@ class Renderer {
       Arguments args = arguments(e, 1, callee.name);
       if (callee.name == "raise_exception") {
         const Value* message = args.get(0, "message");
-        fail(callee.offset, "raise_exception: " + (message ? to_string(*message) : std::string()));
+        fail(callee.offset,
+             "raise_exception: " + (message ? text_of(*message, e.offset) : std::string()));
       }
       if (callee.name == "namespace") {
         Dict fields;
         if (!args.positional.empty()) {
           if (args.positional.size() > 1 || !args.positional[0].is_mapping())
             fail(e.offset, "namespace() takes one dict and keyword arguments");
+          charge_entries(*args.positional[0].dict, e.offset);
           fields = *args.positional[0].dict;
         }
-        for (const auto& [k, v] : args.keyword) dict_set(fields, k, v);
+        for (const auto& [k, v] : args.keyword) {
+          step(e.offset, fields.size());
+          dict_set(fields, k, v);
+        }
         return Value::of(std::move(fields), Value::Kind::Namespace);
       }
       if (callee.name == "range") {
@@ -1612,10 +1797,12 @@ class Renderer {
         } else
           fail(e.offset, "range() takes 1 to 3 arguments");
         if (step == 0) fail(e.offset, "range() step cannot be zero");
-        if ((stop - start) / step > (int64_t)kMaxElements) fail(e.offset, "range() too large");
+        const __int128 count = ((__int128)stop - start + step + (step > 0 ? -1 : 1)) / step;
+        if (count > (__int128)kMaxElements) fail(e.offset, "range() too large");
+        if (count > 0) this->step(e.offset, (uint64_t)count);
         List values;
-        for (int64_t i = start; step > 0 ? i < stop : i > stop; i += step)
-          values.push_back(Value::of(i));
+        for (__int128 i = 0; i < count; ++i)
+          values.push_back(Value::of((int64_t)(start + i * step)));
         return Value::of(std::move(values));
       }
       fail(callee.offset, "unknown function '" + callee.name + "'");
@@ -1627,10 +1814,11 @@ class Renderer {
       if (object.is(Value::Kind::Dict)) {
         if (callee.name == "items") {
           args.at_most(0);
-          return dict_items(object);
+          return dict_items(object, e.offset);
         }
         if (callee.name == "keys" || callee.name == "values") {
           args.at_most(0);
+          charge_entries(*object.dict, e.offset);
           List out;
           for (const auto& [k, v] : *object.dict)
             out.push_back(callee.name == "keys" ? Value::of(k) : v);
@@ -1640,7 +1828,7 @@ class Renderer {
           args.at_most(2);
           const Value* key = args.get(0, "key");
           if (!key) fail(e.offset, "get() needs a key");
-          const Value* found = dict_find(*object.dict, to_string(*key));
+          const Value* found = find(*object.dict, text_of(*key, e.offset), e.offset);
           if (found) return *found;
           const Value* fallback = args.get(1, "default");
           return fallback ? *fallback : Value::none();
@@ -1660,12 +1848,12 @@ class Renderer {
     if (f == "trim") {
       args.at_most(1);
       const Value* chars = args.get(0, "chars");
-      return Value::of(
-          strip_chars(to_string(v), chars ? &as_string(*chars, at, "chars") : nullptr, true, true));
+      return Value::of(strip_chars(text_of(v, at),
+                                   chars ? &as_string(*chars, at, "chars") : nullptr, true, true));
     }
     if (f == "length" || f == "count") {
       args.at_most(0);
-      if (v.is(Value::Kind::String)) return Value::of((int64_t)utf8_characters(v.string).size());
+      if (v.is(Value::Kind::String)) return Value::of((int64_t)utf8_length(v.string));
       if (v.is(Value::Kind::List)) return Value::of((int64_t)v.list->size());
       if (v.is_mapping()) return Value::of((int64_t)v.dict->size());
       if (v.is(Value::Kind::Undefined)) return Value::of((int64_t)0);
@@ -1673,10 +1861,11 @@ class Renderer {
     }
     if (f == "string") {
       args.at_most(0);
-      return Value::of(to_string(v));
+      return Value::of(text_of(v, at));
     }
     if (f == "tojson") {
       args.at_most(1);
+      charge(v, at);
       return Value::of(to_json(v, at));
     }
     if (f == "default" || f == "d") {
@@ -1688,7 +1877,7 @@ class Renderer {
     }
     if (f == "first" || f == "last") {
       args.at_most(0);
-      List items = iterate(v, at);
+      List items = items_of(v, at);
       if (items.empty()) return Value();
       return f == "first" ? items.front() : items.back();
     }
@@ -1697,9 +1886,10 @@ class Renderer {
       const Value* sep = args.get(0, "d");
       std::string out;
       bool first = true;
-      for (const Value& item : iterate(v, at)) {
-        if (!first && sep) out += to_string(*sep);
-        out += to_string(item);
+      for (const Value& item : items_of(v, at)) {
+        if (!first && sep) out += text_of(*sep, at);
+        if (!first && sep) charge_text(at, sep->bytes());
+        out += text_of(item, at);
         first = false;
       }
       return Value::of(std::move(out));
@@ -1708,24 +1898,25 @@ class Renderer {
       args.at_most(0);
       if (v.is(Value::Kind::Undefined)) return Value::of(List{});
       if (!v.is_mapping()) fail(at, std::string("items of a ") + kind_name(v.kind));
-      return dict_items(v);
+      return dict_items(v, at);
     }
     if (f == "upper" || f == "lower" || f == "capitalize" || f == "title")
-      return string_method(to_string(v), f, args);
-    if (f == "replace") return string_method(to_string(v), f, args);
+      return string_method(text_of(v, at), f, args);
+    if (f == "replace") return string_method(text_of(v, at), f, args);
     if (f == "list") {
       args.at_most(0);
-      return Value::of(iterate(v, at));
+      return Value::of(items_of(v, at));
     }
     if (f == "reverse") {
       args.at_most(0);
       if (v.is(Value::Kind::String)) {
+        step(at, v.string.size());
         auto chars = utf8_characters(v.string);
         std::string r;
         for (auto c = chars.rbegin(); c != chars.rend(); ++c) r += *c;
         return Value::of(std::move(r));
       }
-      List items = iterate(v, at);
+      List items = items_of(v, at);
       std::reverse(items.begin(), items.end());
       return Value::of(std::move(items));
     }
@@ -1784,17 +1975,26 @@ class Renderer {
     if (t == "eq" || t == "equalto" || t == "==" || t == "ne" || t == "!=") {
       args.at_most(1);
       if (args.positional.empty()) fail(e.offset, "test " + t + " needs an argument");
-      return equal(v, args.positional[0]) == (t == "eq" || t == "equalto" || t == "==");
+      return equal(v, args.positional[0], e.offset) == (t == "eq" || t == "equalto" || t == "==");
     }
     fail(e.offset, "unknown test '" + t + "'");
   }
 
+  // Every expression is a step, and a string result's bytes are charged as text: results are
+  // values (a name's string is copied), so an operation linear in its string operands is paid for.
   Value eval(const Expr& e) {
+    step(e.offset);
+    Value v = evaluate(e);
+    if (v.is(Value::Kind::String)) charge_text(e.offset, v.string.size());
+    return v;
+  }
+
+  Value evaluate(const Expr& e) {
     switch (e.kind) {
       case Expr::Kind::Literal:
         return e.literal;
       case Expr::Kind::Name:
-        return lookup(e.name);
+        return lookup(e.name, e.offset);
       case Expr::Kind::Attribute:
         return attribute(eval(*e.children[0]), e.name, e.offset);
       case Expr::Kind::Item:
@@ -1839,7 +2039,8 @@ class Renderer {
         Dict dict;
         for (size_t i = 0; i + 1 < e.children.size(); i += 2) {
           const Value key = eval(*e.children[i]);
-          dict_set(dict, key.is(Value::Kind::String) ? key.string : to_string(key),
+          step(e.offset, dict.size());
+          dict_set(dict, key.is(Value::Kind::String) ? key.string : text_of(key, e.offset),
                    eval(*e.children[i + 1]));
         }
         return Value::of(std::move(dict));
@@ -1848,8 +2049,9 @@ class Renderer {
     fail(e.offset, "unknown expression");
   }
 
-  std::vector<Dict> frames_;  // innermost last; frames_[0] holds the context
-  uint64_t steps_ = 0;        // nodes rendered (kMaxRenderSteps)
+  std::vector<Dict> frames_;             // innermost last; frames_[0] holds the context
+  const uint64_t max_steps_, max_text_;  // the budgets of this render
+  uint64_t steps_ = 0, text_ = 0;        // spent
 };
 
 Error located_error(const std::string& source, const TemplateError& error) {

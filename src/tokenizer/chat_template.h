@@ -21,7 +21,9 @@
 // Not supported (an error naming the position): macros, call blocks, block set, filter blocks,
 // break/continue, includes, chained comparisons (`a < b < c`).
 //
-// Errors are one line: "chat template line L, column C: what".
+// Errors are one line: "chat template line L, column C: what". A render is bounded in work (steps
+// and bytes handled, both growing with the context) and in output (4 MiB): a hostile template
+// fails with an error naming the bound instead of running for long (chat_template.cpp says how).
 #pragma once
 
 #include <memory>

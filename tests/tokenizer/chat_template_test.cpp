@@ -263,8 +263,127 @@ TEST(ChatTemplate, TruncatedAndHostileTemplatesFailCleanly) {
             std::string::npos);
   EXPECT_NE(render("{% for a in range(3000) %}{{ 'x' * 10000 }}{% endfor %}").find("MiB"),
             std::string::npos);
-  EXPECT_EQ(render("{% for a in range(100) %}{% for b in range(100) %}.{% endfor %}{% endfor %}").size(),
-            10000u);
+  EXPECT_EQ(
+      render("{% for a in range(100) %}{% for b in range(100) %}.{% endfor %}{% endfor %}").size(),
+      10000u);
+}
+
+// Work the step bound did not count (fuzz/chat_template's timeouts of nested loops copying long
+// strings, corpus/chat_template/timeout-nested-loops-copying-strings and slow-unit-*): each fails
+// fast with one line, where it took seconds, minutes or crashed before.
+TEST(ChatTemplate, RenderWorkIsBounded) {
+  auto error_has = [](const std::string& source, const std::string& what) {
+    const std::string out = render(source);
+    return out.rfind("ERROR: ", 0) == 0 && out.find(what) != std::string::npos &&
+           out.find('\n') == std::string::npos;
+  };
+  // A long string copied by every use of its name, in a loop that prints nothing.
+  EXPECT_TRUE(error_has(
+      "{% set x = 'a' * 1000000 %}{% for i in range(100) %}{% if x %}{% endif %}{% endfor %}",
+      "MiB of text to render"));
+  // The fuzzer's reproducer: loops over the characters of a long string, nested.
+  const std::string reproducer = read_text(std::string(GOLINEAR_TEST_DATA) +
+                                           "/../../fuzz/corpus/chat_template/"
+                                           "timeout-nested-loops-copying-strings");
+  ASSERT_FALSE(reproducer.empty());
+  const Json fuzz_context = chat_template_context({{"system", "You are helpful."},
+                                                   {"user", "Hi {{ there }}"},
+                                                   {"assistant", "Hello!"},
+                                                   {"user", "Bye"}},
+                                                  true, "<|begin_of_text|>", "<|eot_id|>", false);
+  EXPECT_NE(render(reproducer, fuzz_context).find("steps to render"), std::string::npos);
+  // Strings doubled by concatenation, and lists whose shared elements repeat exponentially
+  // (printing, tojson and == would visit 2^64 elements).
+  EXPECT_TRUE(
+      error_has("{% set ns = namespace(x='ab') %}{% for i in range(64) %}"
+                "{% set ns.x = ns.x + ns.x %}{% endfor %}",
+                "MiB of text to render"));
+  for (const char* use : {"{{ ns.l }}", "{{ ns.l|tojson }}", "{{ ns.l == ns.l }}",
+                          "{{ ns.l ~ '' }}", "{{ ns.l in [ns.l] }}"})
+    EXPECT_TRUE(error_has(std::string("{% set ns = namespace(l=[1]) %}{% for i in range(64) %}"
+                                      "{% set ns.l = [ns.l, ns.l] %}{% endfor %}") +
+                              use,
+                          "steps to render"))
+        << use;
+  EXPECT_TRUE(
+      error_has("{% set ns = namespace(l=['a' * 1000000]) %}{% for i in range(30) %}"
+                "{% set ns.l = [ns.l, ns.l] %}{% endfor %}{{ ns.l == ns.l }}",
+                "MiB of text to render"));
+  // Searches that std::string::find does in quadratic time, and values created per character.
+  EXPECT_EQ(render("{{ ('a' * 200000 + 'b') in 'a' * 400000 }}"), "False");
+  EXPECT_TRUE(error_has("{% set x = 'a' * 100000 %}{% for i in range(100) %}{{ x[5] }}{% endfor %}",
+                        "steps to render"));
+  EXPECT_TRUE(error_has("{% for i in range(16000000) %}{% endfor %}", "steps to render"));
+  // Blocks nested deeper than the stack allows (the parser recursed once per block).
+  std::string nested;
+  for (int i = 0; i < 101; ++i) nested += "{% if true %}";
+  EXPECT_TRUE(error_has(nested, "nested more than 100 deep"));
+  // Integer powers by squaring (an exponent of 9e18 looped 9e18 times), overflow is an error.
+  EXPECT_EQ(render("{{ 1 ** 9000000000000000000 }}"), "1");
+  EXPECT_EQ(render("{{ 3 ** 39 }}|{{ (-2) ** 63 }}|{{ 2 ** 0 }}"),
+            "4052555153018976267|-9223372036854775808|1");
+  for (const char* overflow :
+       {"{{ 2 ** 63 }}", "{{ 9223372036854775807 + 1 }}", "{{ (-9223372036854775807 - 1) // -1 }}",
+        "{{ 4611686018427387904 * 2 }}", "{{ -9223372036854775807 - 2 }}"})
+    EXPECT_TRUE(error_has(overflow, "integer overflow")) << overflow;
+}
+
+// The search behind `in`, split and replace (Knuth-Morris-Pratt) finds what std::string::find
+// finds, overlapping prefixes included.
+TEST(ChatTemplate, SubstringSearch) {
+  EXPECT_EQ(render("{{ 'aab' in 'aaab' }}{{ 'abab' in 'abaabab' }}{{ 'abac' in 'ababab' }}"
+                   "{{ '' in 'x' }}{{ 'x' in '' }}"),
+            "TrueTrueFalseTrueFalse");
+  EXPECT_EQ(render("{{ 'aaaa'.replace('aa', 'b') }}|{{ 'aaa'.split('aa') }}|"
+                   "{{ 'abcabc'.split('bc') }}|{{ 'ababa'.replace('aba', 'x', 1) }}|"
+                   "{{ 'xyz'.replace('', '-') }}"),
+            "bb|['', 'a']|['a', 'a', '']|xba|xyz");
+}
+
+// The work bounds grow with the context: long chats render with the real templates (many short
+// messages, with tool calls and results: the most steps per context value; few long ones: the
+// most text per context byte).
+TEST(ChatTemplate, LongChatsRenderWithinTheBounds) {
+  struct Chat {
+    int turns;
+    size_t length;
+    bool tools;
+  };
+  for (const char* name : {"llama3", "qwen3"}) {
+    auto parsed = chat_template_parse(read_text(std::string(GOLINEAR_TEST_DATA) +
+                                                "/tokenizer/chat_templates/" + name + ".jinja"));
+    ASSERT_TRUE(parsed.ok()) << parsed.error();
+    for (const Chat& chat : {Chat{2000, 1, false}, Chat{1000, 1, true}, Chat{30, 60000, false},
+                             Chat{1, 1000000, false}}) {
+      Json messages =
+          Json::array({{{"role", "system"}, {"content", std::string(chat.length, 's')}}});
+      for (int i = 0; i < chat.turns; ++i) {
+        messages.push_back({{"role", "user"}, {"content", std::string(chat.length, 'u')}});
+        Json answer = {{"role", "assistant"},
+                       {"content", "<think>\n" + std::string(chat.length / 2, 'r') +
+                                       "\n</think>\n\n" + std::string(chat.length / 2, 'a')}};
+        if (chat.tools)
+          answer["tool_calls"] = Json::array(
+              {{{"type", "function"}, {"function", {{"name", "f"}, {"arguments", {{"x", i}}}}}}});
+        messages.push_back(answer);
+        if (chat.tools) messages.push_back({{"role", "tool"}, {"content", std::to_string(i)}});
+      }
+      Json context = {{"messages", messages},
+                      {"add_generation_prompt", true},
+                      {"bos_token", "<b>"},
+                      {"eos_token", "<e>"}};
+      if (chat.tools)
+        context["tools"] =
+            Json::array({{{"type", "function"},
+                          {"function", {{"name", "f"}, {"parameters", {{"type", "object"}}}}}}});
+      auto rendered = parsed->render(context);
+      EXPECT_TRUE(rendered.ok()) << name << ", " << chat.turns << " x " << chat.length << ": "
+                                 << rendered.error();
+      if (chat.tools && rendered.ok()) {  // the tool results are in
+        EXPECT_NE(rendered->find("999"), std::string::npos) << name;
+      }
+    }
+  }
 }
 
 TEST(ChatTemplate, BundledModelTemplateRenders) {
