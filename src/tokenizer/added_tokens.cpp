@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "tokenizer/bpe.h"
 #include "tokenizer/byte_level.h"
 
 namespace golinear::tokenizer {
@@ -71,6 +72,9 @@ Result<std::vector<AddedToken>> added_tokens_from_json(const Json& root, const s
     GL_ASSIGN_OR_RETURN(token.normalized,
                         json_get_or<bool>(entry, "normalized", !token.special, field));
     if (token.id < 0) return make_error(field, ": negative id");
+    if (token.id >= kMaxTokenIds)
+      return make_error(field, ": id ", token.id, " is above the largest supported token id ",
+                        kMaxTokenIds - 1);
     if (token.content.empty()) return make_error(field, ": empty content");
     if (utf8_repair(token.content) != token.content) return make_error(field, ": invalid UTF-8");
     tokens.push_back(std::move(token));

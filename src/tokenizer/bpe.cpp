@@ -61,9 +61,12 @@ Result<BpeModel> BpeModel::from_json(const Json& model, const std::string& what)
     return make_error(what, ": missing or non-object field 'model.vocab'");
   }
   for (const auto& [token, id_json] : vocab_it->items()) {
-    if (!id_json.is_number_integer() || id_json.get<int64_t>() < 0 ||
-        id_json.get<int64_t>() > INT32_MAX - 1) {
+    if (!id_json.is_number_integer() || id_json.get<int64_t>() < 0) {
       return make_error(what, ": model.vocab[\"", token, "\"] is not a valid id");
+    }
+    if (id_json.get<int64_t>() >= kMaxTokenIds) {
+      return make_error(what, ": model.vocab[\"", token, "\"] has id ", id_json.get<int64_t>(),
+                        ", above the largest supported token id ", kMaxTokenIds - 1);
     }
     int32_t id = id_json.get<int32_t>();
     bpe.vocab_[token] = id;

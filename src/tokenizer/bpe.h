@@ -15,6 +15,10 @@
 
 namespace golinear::tokenizer {
 
+// Token ids are below this (2^24; real vocabularies have ≤ 262,144): the id → token table is
+// dense, so one huge id in a tokenizer.json would otherwise allocate gigabytes.
+inline constexpr int64_t kMaxTokenIds = int64_t{1} << 24;
+
 class BpeModel {
  public:
   // Reads tokenizer.json's "model" object; `what` is the file name used in errors.

@@ -201,6 +201,24 @@ TEST(TokenizerTest, LoadErrorsNameTheFileAndField) {
                            decoder + "}")
                 .find("model.merges[0]"),
             std::string::npos);
+  // A huge token id (the fuzzer's out-of-memory: the id table is dense) is refused, in the
+  // vocabulary and in the added tokens; the largest supported id loads.
+  EXPECT_NE(load_error("huge_id.json",
+                       R"({"model": {"type": "BPE", "vocab": {"a": 200000000}, "merges": []}, )" +
+                           decoder + "}")
+                .find("largest supported token id 16777215"),
+            std::string::npos);
+  EXPECT_NE(load_error("huge_added_id.json",
+                       R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []},
+                           "added_tokens": [{"id": 2000000000, "content": "<x>"}], )" +
+                           decoder + "}")
+                .find("added_tokens[0]"),
+            std::string::npos);
+  EXPECT_TRUE(Tokenizer::from_json_text(
+                  R"({"model": {"type": "BPE", "vocab": {"a": 16777215}, "merges": []}, )" +
+                      decoder + "}",
+                  "largest_id.json")
+                  .ok());
   Result<Tokenizer> missing = Tokenizer::load("/nonexistent/tokenizer.json");
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.error().find("/nonexistent/tokenizer.json"), std::string::npos);
