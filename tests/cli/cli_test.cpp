@@ -306,7 +306,10 @@ TEST_F(Cli, TheDefaultAllocatesWindowsByAProbesLayerSensitivity) {
   const auto values = allocation["values"].get<std::vector<double>>();
   ASSERT_EQ(values.size(), 2u);
   bool measured = false;
-  for (double v : values) EXPECT_GE(v, 0.0), measured = measured || v > 0.0;
+  for (double v : values) {
+    EXPECT_GE(v, 0.0);
+    measured = measured || v > 0.0;
+  }
   const auto windows = json["recipe"]["layer_windows"].get<std::vector<int>>();
   EXPECT_EQ(allocation["windows"].get<std::vector<int>>(), windows);
   if (measured) {
