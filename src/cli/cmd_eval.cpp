@@ -159,6 +159,7 @@ int eval_likelihood(eval::LikelihoodTask task, const Argv& argv) {
   auto report = eval::likelihood_evaluate(score, loaded->tokenizer, task, *docs, options);
   if (!report.ok()) return fail(report.error());
   if (*device == "cuda") report->config["device"] = "cuda";
+  report->config["batch"] = *batch;
   if (Json memory = memory_report(*loaded, command); !memory.empty()) report->config["memory"] = memory;
   report->config["data"] = args->get("data");
   if (mmlu) report->config["num_fewshot"] = *num_fewshot;

@@ -89,6 +89,7 @@ TEST(EvalCli, TableOnStdoutAndLegacyConvention) {
   CliRun legacy = run("eval piqa " + kModel + " --data " + kData + "piqa.jsonl --no-bos-legacy --json");
   ASSERT_EQ(legacy.status, 0) << legacy.err;
   EXPECT_EQ(Json::parse(legacy.out)["config"]["add_special_tokens"], false);
+  EXPECT_EQ(Json::parse(legacy.out)["config"]["batch"], 1);  // the CPU's default
 }
 
 TEST(EvalCli, NeedleAndRulerSamples) {
