@@ -1234,6 +1234,14 @@ class Renderer {
             saturated_product(globals.values(), kRenderTextPerContextValue))) {
     frames_.push_back(std::move(*globals.dict));
   }
+  // A namespace is the one value changed after it is made, so a cycle of shared values runs
+  // through one (`{% set ns.x = ns %}`, `{% set ns.x = [ns] %}`): emptying every namespace of the
+  // render frees them all.
+  ~Renderer() {
+    for (const std::shared_ptr<Dict>& fields : namespaces_) fields->clear();
+  }
+  Renderer(const Renderer&) = delete;
+  Renderer& operator=(const Renderer&) = delete;
 
   void render(const std::vector<Node>& nodes, std::string& out) {
     for (const Node& n : nodes) render(n, out);
@@ -1783,7 +1791,9 @@ class Renderer {
           step(e.offset, fields.size());
           dict_set(fields, k, v);
         }
-        return Value::of(std::move(fields), Value::Kind::Namespace);
+        Value made = Value::of(std::move(fields), Value::Kind::Namespace);
+        namespaces_.push_back(made.dict);
+        return made;
       }
       if (callee.name == "range") {
         int64_t start = 0, stop = 0, step = 1;
@@ -2050,6 +2060,7 @@ class Renderer {
   }
 
   std::vector<Dict> frames_;             // innermost last; frames_[0] holds the context
+  std::vector<std::shared_ptr<Dict>> namespaces_;  // every namespace() of this render
   const uint64_t max_steps_, max_text_;  // the budgets of this render
   uint64_t steps_ = 0, text_ = 0;        // spent
 };
