@@ -107,7 +107,7 @@ Result<std::vector<std::vector<int32_t>>> generate_batch(
       if (running[s] >= 0) {
         batch.push_back(s);
         ids.push_back(pending[s]);
-        greedy = greedy && requests[running[s]].sampler.temperature <= 0.0f;
+        greedy = greedy && requests[running[s]].sampler.greedy();
       }
     const int B = (int)batch.size();
     if (B == 0) break;

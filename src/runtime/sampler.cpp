@@ -124,7 +124,7 @@ SamplerCandidates Sampler::candidates(const float* logits, int V) {
 }
 
 int32_t Sampler::sample(const float* logits, int V) {
-  if (options_.temperature <= 0.0f) return argmax(logits, V);
+  if (options_.greedy()) return argmax(logits, V);
   const SamplerCandidates c = candidates(logits, V);
   double r = next_uniform() * c.mass;
   // The first token whose running mass passes r (unrestricted: first the block it lies in);

@@ -24,6 +24,8 @@ struct SamplerOptions {
   uint64_t seed = 0;
   int top_k = 0;       // keep the k most likely tokens; 0: all
   float min_p = 0.0f;  // keep tokens with p ≥ min_p · p_max; 0: all
+  // The choice is the argmax (no draw): what a backend can compute on its device.
+  bool greedy() const { return temperature <= 0.0f; }
 };
 
 // What a draw chooses from: the weights of all tokens and the kept ones.

@@ -245,7 +245,7 @@ void Scheduler::run() {
       bool greedy = true;
       for (int id : batch) {
         const GenerationParams& params = slots_[id]->job->params;
-        greedy = greedy && params.sampler.temperature <= 0 && params.top_logprobs < 0;
+        greedy = greedy && params.sampler.greedy() && params.top_logprobs < 0;
       }
       Status status = ok_status();
       if (greedy) {
@@ -333,14 +333,17 @@ void Scheduler::start(Slot& slot) {
   if (slot.prefilled == job.params.prompt.size()) on_logits(slot, hit->last_logits.data());
 }
 
+size_t Scheduler::snapshot_interval() const {
+  return options_.snapshot_every > 0 && backend_.chunked_prefill() ? options_.snapshot_every : 0;
+}
+
 int Scheduler::prefill_size(const Slot& slot, int budget) const {
   const auto& prompt = slot.job->params.prompt;
   // A backend that appends to a state token by token gets an empty slot's prompt whole.
-  const bool chunked = backend_.chunked_prefill();
-  if (!chunked && slot.prefilled == 0) budget = (int)prompt.size();
+  if (!backend_.chunked_prefill() && slot.prefilled == 0) budget = (int)prompt.size();
   int n = (int)std::min<size_t>(budget, prompt.size() - slot.prefilled);
   // Chunks end at every snapshot_every tokens of a long prompt, where its state is kept.
-  const size_t every = options_.snapshot_every > 0 && chunked ? options_.snapshot_every : 0;
+  const size_t every = snapshot_interval();
   if (every > 0) {
     const size_t next = (slot.prefilled / every + 1) * every;
     if (next < prompt.size()) n = (int)std::min<size_t>(n, next - slot.prefilled);
@@ -357,8 +360,7 @@ void Scheduler::prefilled(Slot& slot, int n, const Status& status) {
   slot.calls.push_back(n);
   metrics_.prompt_tokens_prefilled += n;
   const bool done = slot.prefilled == prompt.size();
-  const size_t every =
-      options_.snapshot_every > 0 && backend_.chunked_prefill() ? options_.snapshot_every : 0;
+  const size_t every = snapshot_interval();
   if (options_.cache && backend_.can_snapshot() &&
       (done || (every > 0 && slot.prefilled % every == 0)))
     remember(slot);

@@ -158,6 +158,9 @@ class Scheduler {
   SlotActionResult run_slot_action(int slot, std::function<SlotActionResult(Slot&)> action);
   void run();
   void start(Slot& slot);  // state reset or restored, phase prefill
+  // Prompt tokens between the states the prompt cache keeps inside a long prompt (0: none; a
+  // backend without chunked prefill takes prompts whole).
+  size_t snapshot_interval() const;
   // The tokens of the slot's prompt its next prefill call takes within `budget`.
   int prefill_size(const Slot& slot, int budget) const;
   // Bookkeeping after the backend took `n` more prompt tokens of the slot (or failed).
