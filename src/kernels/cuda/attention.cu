@@ -12,6 +12,7 @@
 // 2.56 ms; full causal fwd 44.9 ms, about 3× FlashAttention (not profiled; by count the
 // ldmatrix traffic, every warp re-reading all of K and V, is the likely limit: wgmma next).
 #include "kernels/cuda/attention.h"
+#include "kernels/cuda/attention_wgmma.h"
 
 #include <algorithm>
 #include <cmath>
@@ -1000,6 +1001,8 @@ Status attention_forward(bf16* y, float* lse, const bf16* q, const bf16* k, cons
                          int H, int G, int D, AttentionMaskSpec mask, cudaStream_t stream) {
   if (T <= 0 || H <= 0 || G <= 0 || H % G != 0)
     return make_error("attention_forward: bad shape T=", T, " H=", H, " G=", G);
+  if (detail::attention_forward_wgmma_applies(D, mask))
+    return detail::attention_forward_wgmma(y, lse, q, k, v, T, H, G, D, stream);
   const ForwardArgs args{y, lse, q, k, v, T, H, G, std::max(0, mask.sinks), mask.window, nullptr, 0, {}};
   return dispatch_head_dim(D, [&](auto d) -> Status {
     return launch_forward<decltype(d)::value, false>(args, stream);

@@ -1,0 +1,425 @@
+// Full causal attention forward on Hopper's warpgroup MMA (see attention_wgmma.h).
+//
+// One block = 128 queries of one head, three warpgroups:
+//   warpgroup 0, the producer: one thread loads Q once and K, V tiles of 128 keys through the
+//     bulk tensor copy engine (TMA, 128-byte swizzle) into a two-stage ring, each stage's arrival
+//     on an mbarrier (full), its reuse gated by another (empty); its registers are given away
+//     (setmaxnreg) to
+//   warpgroups 1 and 2, the consumers, 64 query rows each: S = Q Kᵀ (wgmma m64n128k16, both
+//     operands from shared memory), online softmax in registers, O += P V (wgmma with P from
+//     registers — the accumulator layout of S is the A-fragment layout of P — and V read
+//     MN-major from the same swizzled tile). Within a warpgroup the product of the next key
+//     block is issued before the softmax of the current one runs (FlashAttention-3's
+//     intra-warpgroup overlap): S(n) = Q K(n)ᵀ and O += P(n−1) V(n−1) are in flight while the
+//     warps compute the softmax of S(n).
+// Shared memory (D = 128): Q 32 KiB + 2 × (K 32 KiB + V 32 KiB) = 160 KiB, one block per SM.
+// Each 128-row tile is stored as D/64 swizzle atoms of 128 rows × 128 bytes (64 bf16), the
+// layout TMA's 128-byte swizzle writes and wgmma's K-major (Q, K) and MN-major (V) descriptors
+// read.
+#include "kernels/cuda/attention_wgmma.h"
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+#include <cmath>
+#include <mutex>
+
+namespace golinear::kernels::cuda::detail {
+
+namespace {
+
+constexpr int kRows = 128;     // queries per block, keys per tile
+constexpr int kStages = 2;     // K/V ring depth
+constexpr int kThreads = 384;  // producer + 2 consumer warpgroups
+constexpr int kAtomBytes = kRows * 128;  // one 64-column swizzle atom of a 128-row tile
+constexpr float kLog2e = 1.4426950408889634f;
+
+template <int D>
+struct Smem {
+  static constexpr int tile = (D / 64) * kAtomBytes;  // one 128 × D bf16 tile
+  static constexpr int q = 0;
+  static constexpr int k = q + tile;
+  static constexpr int v = k + kStages * tile;
+  static constexpr int bars = v + kStages * tile;  // q_full, k_full[S], k_empty[S], v_full[S], v_empty[S]
+  static constexpr int total = bars + 8 * (1 + 4 * kStages);
+  static constexpr int request = total + 1024;  // room to align the base to 1024 bytes
+};
+
+// ---- mbarrier, TMA, wgmma ------------------------------------------------------------------
+
+__device__ __forceinline__ void mbar_init(uint32_t bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+  uint32_t done = 0;
+  do {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+        "selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+// A (64, 1, 128) box of a (D, heads, T) bf16 tensor: 128 rows × 64 columns of one head from
+// (col, head, row), 128-byte swizzled, completing on `bar`.
+__device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap* map, int col, int head,
+                                         int row, uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, "
+      "%3, %4}], [%5];\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(col), "r"(head), "r"(row), "r"(bar)
+      : "memory");
+}
+
+// Shared-memory matrix descriptor, 128-byte swizzle: lbo, sbo as wgmma reads them (K-major: sbo
+// = 1024, the 8-row groups; MN-major: lbo between 64-column atoms, sbo between 8-row groups).
+__device__ __forceinline__ uint64_t desc_sw128(uint32_t saddr, uint32_t lbo, uint32_t sbo) {
+  return (uint64_t)((saddr & 0x3FFFF) >> 4) | ((uint64_t)(lbo >> 4) << 16) |
+         ((uint64_t)(sbo >> 4) << 32) | (1ull << 62);
+}
+__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wg_commit() {
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void wg_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+
+#define GL_WG_ACC8(d, o)                                                                    \
+  "+f"(d[o][0]), "+f"(d[o][1]), "+f"(d[o][2]), "+f"(d[o][3]), "+f"(d[o + 1][0]),            \
+      "+f"(d[o + 1][1]), "+f"(d[o + 1][2]), "+f"(d[o + 1][3]), "+f"(d[o + 2][0]),           \
+      "+f"(d[o + 2][1]), "+f"(d[o + 2][2]), "+f"(d[o + 2][3]), "+f"(d[o + 3][0]),           \
+      "+f"(d[o + 3][1]), "+f"(d[o + 3][2]), "+f"(d[o + 3][3]), "+f"(d[o + 4][0]),           \
+      "+f"(d[o + 4][1]), "+f"(d[o + 4][2]), "+f"(d[o + 4][3]), "+f"(d[o + 5][0]),           \
+      "+f"(d[o + 5][1]), "+f"(d[o + 5][2]), "+f"(d[o + 5][3]), "+f"(d[o + 6][0]),           \
+      "+f"(d[o + 6][1]), "+f"(d[o + 6][2]), "+f"(d[o + 6][3]), "+f"(d[o + 7][0]),           \
+      "+f"(d[o + 7][1]), "+f"(d[o + 7][2]), "+f"(d[o + 7][3])
+#define GL_WG_R32                                                                             \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
+  "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
+#define GL_WG_R64                                                                             \
+  "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
+  "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, "  \
+  "%38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, "  \
+  "%56, %57, %58, %59, %60, %61, %62, %63}"
+
+// d (64 × 128) (+)= A (64 × 16, descriptor) · B (16 × 128, descriptor, K-major); scale_d = 0
+// overwrites d. The accumulator of warp w of the warpgroup is the mma.sync m16n8 C fragment of
+// rows 16w.. per 8 columns.
+__device__ __forceinline__ void wg_ss_n128(float (&d)[16][4], uint64_t da, uint64_t db,
+                                           int scale_d) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " GL_WG_R64
+               ", %64, %65, p, 1, 1, 0, 0;\n}\n"
+               : GL_WG_ACC8(d, 0), GL_WG_ACC8(d, 8)
+               : "l"(da), "l"(db), "r"(scale_d));
+}
+// d (64 × N) += a (64 × 16, registers: the mma.sync A fragment of the warp's 16 rows) · B
+// (16 × N, descriptor, MN-major).
+__device__ __forceinline__ void wg_rs_n128_t(float (&d)[16][4], const uint32_t (&a)[4], uint64_t db) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 " GL_WG_R64
+               ", {%64, %65, %66, %67}, %68, p, 1, 1, 1;\n}\n"
+               : GL_WG_ACC8(d, 0), GL_WG_ACC8(d, 8)
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+}
+__device__ __forceinline__ void wg_rs_n64_t(float (&d)[8][4], const uint32_t (&a)[4], uint64_t db) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " GL_WG_R32
+               ", {%32, %33, %34, %35}, %36, p, 1, 1, 1;\n}\n"
+               : GL_WG_ACC8(d, 0)
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+}
+
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<uint32_t*>(&v);
+}
+
+struct Args {
+  bf16* y;
+  float* lse;
+  int T, H, G;
+};
+
+// S = Q K(stage)ᵀ for this warpgroup's 64 rows, issued (not waited for).
+template <int D>
+__device__ __forceinline__ void issue_scores(float (&s)[16][4], uint32_t q_base, uint32_t k_base) {
+  wg_fence();
+#pragma unroll
+  for (int ks = 0; ks < D / 16; ++ks) {
+    const uint32_t off = (ks / 4) * kAtomBytes + (ks % 4) * 32;
+    wg_ss_n128(s, desc_sw128(q_base + off, 16, 1024), desc_sw128(k_base + off, 16, 1024), ks > 0);
+  }
+  wg_commit();
+}
+
+// O += P V(stage): P as 8 A fragments of 16 keys, V MN-major (16 keys × D per step).
+template <int D>
+__device__ __forceinline__ void issue_pv(float (&o)[D / 8][4], const uint32_t (&p)[8][4],
+                                         uint32_t v_base) {
+#pragma unroll
+  for (int kk = 0; kk < 8; ++kk) {
+    const uint64_t dv = desc_sw128(v_base + kk * 16 * 128, kAtomBytes, 1024);
+    if constexpr (D == 128)
+      wg_rs_n128_t(o, p[kk], dv);
+    else
+      wg_rs_n64_t(o, p[kk], dv);
+  }
+  wg_commit();
+}
+
+// Online softmax of one 64 × 128 score tile (rows gr, gr + 8 of the warp's 16: x = 0, 1 and
+// 2, 3 of each C fragment): masks keys past the row (causal) when `diag`, updates m, l, returns
+// the rescale factor of each row in corr and leaves p = exp2(s·scale − m) in s.
+__device__ __forceinline__ void softmax_tile(float (&s)[16][4], float (&m)[2], float (&l)[2],
+                                             float (&corr)[2], bool diag, int row0, int j0,
+                                             int lane, float scale) {
+  const int gr = lane >> 2, gc = (lane & 3) * 2;
+#pragma unroll
+  for (int n = 0; n < 16; ++n)
+#pragma unroll
+    for (int x = 0; x < 4; ++x) {
+      const int t = row0 + gr + (x >> 1) * 8, j = j0 + n * 8 + gc + (x & 1);
+      s[n][x] = (!diag || j <= t) ? s[n][x] * scale : -INFINITY;
+    }
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    float mx = -INFINITY;
+#pragma unroll
+    for (int n = 0; n < 16; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * rr], s[n][2 * rr + 1]));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    const float m_new = fmaxf(m[rr], mx);
+    const float m_use = m_new == -INFINITY ? 0.0f : m_new;
+    corr[rr] = exp2f(m[rr] - m_use);
+    float sum = 0.0f;
+#pragma unroll
+    for (int n = 0; n < 16; ++n) {
+      s[n][2 * rr] = exp2f(s[n][2 * rr] - m_use);
+      s[n][2 * rr + 1] = exp2f(s[n][2 * rr + 1] - m_use);
+      sum += s[n][2 * rr] + s[n][2 * rr + 1];
+    }
+    l[rr] = l[rr] * corr[rr] + sum;
+    m[rr] = m_new;
+  }
+}
+
+// grid: ⌈T/128⌉ · H blocks, the longest query blocks first, the heads of a kv group adjacent.
+template <int D>
+__global__ void __launch_bounds__(kThreads, 1)
+    flash_forward_wgmma_kernel(const __grid_constant__ CUtensorMap tq,
+                               const __grid_constant__ CUtensorMap tk,
+                               const __grid_constant__ CUtensorMap tv, Args a) {
+  using L = Smem<D>;
+  extern __shared__ unsigned char smem_raw[];
+  const uint32_t raw = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
+  const uint32_t base = (raw + 1023u) & ~1023u;
+  const uint32_t q_full = base + L::bars;
+  auto k_full = [&](int s) { return q_full + 8 * (1 + s); };
+  auto k_empty = [&](int s) { return q_full + 8 * (1 + kStages + s); };
+  auto v_full = [&](int s) { return q_full + 8 * (1 + 2 * kStages + s); };
+  auto v_empty = [&](int s) { return q_full + 8 * (1 + 3 * kStages + s); };
+
+  const int nq = (a.T + kRows - 1) / kRows;
+  const int qb = nq - 1 - (int)blockIdx.x / a.H, h = (int)blockIdx.x % a.H;
+  const int hk = h / (a.H / a.G), t0 = qb * kRows;
+  const int n_blocks = qb + 1;  // key tiles 0..qb (causal)
+  const int wg = threadIdx.x / 128;
+
+  if (threadIdx.x == 0) {
+    mbar_init(q_full, 1);
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(k_full(s), 1), mbar_init(v_full(s), 1);
+      mbar_init(k_empty(s), 8), mbar_init(v_empty(s), 8);  // the 8 consumer warps
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+
+  if (wg == 0) {  // producer
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n");
+    if (threadIdx.x == 0) {
+      constexpr uint32_t tile = L::tile;
+      mbar_expect_tx(q_full, tile);
+      for (int c = 0; c < D / 64; ++c) tma_load(base + L::q + c * kAtomBytes, &tq, c * 64, h, t0, q_full);
+      for (int i = 0; i < n_blocks; ++i) {
+        const int s = i % kStages;
+        const uint32_t ph = (i / kStages) & 1;
+        mbar_wait(k_empty(s), ph ^ 1);
+        mbar_expect_tx(k_full(s), tile);
+        for (int c = 0; c < D / 64; ++c)
+          tma_load(base + L::k + s * tile + c * kAtomBytes, &tk, c * 64, hk, i * kRows, k_full(s));
+        mbar_wait(v_empty(s), ph ^ 1);
+        mbar_expect_tx(v_full(s), tile);
+        for (int c = 0; c < D / 64; ++c)
+          tma_load(base + L::v + s * tile + c * kAtomBytes, &tv, c * 64, hk, i * kRows, v_full(s));
+      }
+    }
+    return;
+  }
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n");
+
+  // consumers
+  const int cw = wg - 1, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
+  const int row0 = t0 + 64 * cw + 16 * warp;  // this warp's first query
+  const uint32_t q_base = base + L::q + cw * 64 * 128;
+  const float scale = kLog2e / sqrtf((float)D);
+  constexpr int NO = D / 8;
+  float o[NO][4];
+#pragma unroll
+  for (int n = 0; n < NO; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, corr[2];
+  float s[16][4];
+  uint32_t p[8][4];
+  auto to_p = [&]() {
+#pragma unroll
+    for (int kk = 0; kk < 8; ++kk) {
+      p[kk][0] = pack_bf16(s[2 * kk][0], s[2 * kk][1]);
+      p[kk][1] = pack_bf16(s[2 * kk][2], s[2 * kk][3]);
+      p[kk][2] = pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+      p[kk][3] = pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+    }
+  };
+  // Tile n is diagonal (needs the causal mask) when some key of it lies past some row of this
+  // warpgroup: only the last one.
+  const int wg_row0 = t0 + 64 * cw;
+  auto diagonal = [&](int i) { return i * kRows + kRows - 1 > wg_row0; };
+
+  mbar_wait(q_full, 0);
+  mbar_wait(k_full(0), 0);
+  issue_scores<D>(s, q_base, base + L::k);
+  wg_wait<0>();
+  __syncwarp();
+  if (lane == 0) mbar_arrive(k_empty(0));
+  softmax_tile(s, m, l, corr, diagonal(0), row0, 0, lane, scale);
+  to_p();
+
+  for (int i = 1; i < n_blocks; ++i) {
+    const int s_cur = i % kStages, s_prev = (i - 1) % kStages;
+    const uint32_t ph = (i / kStages) & 1, ph_prev = ((i - 1) / kStages) & 1;
+    mbar_wait(k_full(s_cur), ph);
+    mbar_wait(v_full(s_prev), ph_prev);
+    issue_scores<D>(s, q_base, base + L::k + s_cur * L::tile);
+    issue_pv<D>(o, p, base + L::v + s_prev * L::tile);
+    wg_wait<1>();  // the scores
+    __syncwarp();
+    if (lane == 0) mbar_arrive(k_empty(s_cur));
+    softmax_tile(s, m, l, corr, diagonal(i), row0, i * kRows, lane, scale);
+    wg_wait<0>();  // P(i−1) V(i−1)
+    __syncwarp();
+    if (lane == 0) mbar_arrive(v_empty(s_prev));
+#pragma unroll
+    for (int n = 0; n < NO; ++n) {
+      o[n][0] *= corr[0], o[n][1] *= corr[0];
+      o[n][2] *= corr[1], o[n][3] *= corr[1];
+    }
+    to_p();
+  }
+  {
+    const int s_last = (n_blocks - 1) % kStages;
+    mbar_wait(v_full(s_last), ((n_blocks - 1) / kStages) & 1);
+    wg_fence();
+    issue_pv<D>(o, p, base + L::v + s_last * L::tile);
+    wg_wait<0>();
+  }
+
+  // Epilogue: normalize, store the rows below T (bf16 pairs), the lse.
+  const int gr = lane >> 2, gc = (lane & 3) * 2;
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    l[rr] += __shfl_xor_sync(0xffffffffu, l[rr], 1);
+    l[rr] += __shfl_xor_sync(0xffffffffu, l[rr], 2);
+    const int t = row0 + gr + rr * 8;
+    if (t >= a.T) continue;
+    const float inv = l[rr] > 0.0f ? 1.0f / l[rr] : 0.0f;
+    bf16* dst = a.y + ((long)t * a.H + h) * D + gc;
+#pragma unroll
+    for (int n = 0; n < NO; ++n)
+      *reinterpret_cast<__nv_bfloat162*>(dst + n * 8) =
+          __floats2bfloat162_rn(o[n][2 * rr] * inv, o[n][2 * rr + 1] * inv);
+    if (a.lse && (lane & 3) == 0)
+      a.lse[(long)t * a.H + h] = l[rr] > 0.0f ? (m[rr] + log2f(l[rr])) / kLog2e : -INFINITY;
+  }
+}
+
+// ---- host ------------------------------------------------------------------------------------
+
+using EncodeTiled = PFN_cuTensorMapEncodeTiled_v12000;
+
+Status encoder(EncodeTiled* fn) {
+  static EncodeTiled cached = nullptr;
+  static cudaError_t err = cudaSuccess;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    err = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q);
+    if (err == cudaSuccess && q == cudaDriverEntryPointSuccess) cached = reinterpret_cast<EncodeTiled>(p);
+  });
+  if (!cached)
+    return make_error("attention_forward: cuTensorMapEncodeTiled is not available (",
+                      cudaGetErrorString(err), ")");
+  *fn = cached;
+  return ok_status();
+}
+
+// The (D, heads, T) view of a (T, heads, D) bf16 tensor, boxes of 128 rows × 64 columns.
+Status tensor_map(CUtensorMap* map, EncodeTiled encode, const bf16* p, int T, int heads, int D) {
+  const cuuint64_t dims[3] = {(cuuint64_t)D, (cuuint64_t)heads, (cuuint64_t)T};
+  const cuuint64_t strides[2] = {(cuuint64_t)D * 2, (cuuint64_t)heads * D * 2};
+  const cuuint32_t box[3] = {64, 1, (cuuint32_t)kRows};
+  const cuuint32_t elem[3] = {1, 1, 1};
+  const CUresult r = encode(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<bf16*>(p), dims,
+                            strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    return make_error("attention_forward: cuTensorMapEncodeTiled failed (", (int)r, ") for T=", T,
+                      " heads=", heads, " D=", D);
+  return ok_status();
+}
+
+template <int D>
+Status launch(bf16* y, float* lse, const bf16* q, const bf16* k, const bf16* v, int T, int H, int G,
+              cudaStream_t stream) {
+  EncodeTiled encode;
+  GL_TRY(encoder(&encode));
+  CUtensorMap tq, tk, tv;
+  GL_TRY(tensor_map(&tq, encode, q, T, H, D));
+  GL_TRY(tensor_map(&tk, encode, k, T, G, D));
+  GL_TRY(tensor_map(&tv, encode, v, T, G, D));
+  auto kernel = flash_forward_wgmma_kernel<D>;
+  GL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     Smem<D>::request));
+  const long blocks = (long)((T + kRows - 1) / kRows) * H;
+  kernel<<<(unsigned)blocks, kThreads, Smem<D>::request, stream>>>(tq, tk, tv, Args{y, lse, T, H, G});
+  GL_CUDA_CHECK_LAUNCH();
+  return ok_status();
+}
+
+}  // namespace
+
+bool attention_forward_wgmma_applies(int D, AttentionMaskSpec mask) {
+  return mask.window < 0 && (D == 64 || D == 128);
+}
+
+Status attention_forward_wgmma(bf16* y, float* lse, const bf16* q, const bf16* k, const bf16* v,
+                               int T, int H, int G, int D, cudaStream_t stream) {
+  if (((uintptr_t)q | (uintptr_t)k | (uintptr_t)v) % 16 != 0)
+    return make_error("attention_forward: q, k, v must be 16-byte aligned for the tensor copies");
+  return dispatch_head_dim(D, [&](auto d) -> Status {
+    return launch<decltype(d)::value>(y, lse, q, k, v, T, H, G, stream);
+  });
+}
+
+}  // namespace golinear::kernels::cuda::detail
