@@ -447,7 +447,10 @@ Status GpuModel::forward_device(const int32_t* ids, int T, const GpuForwardOptio
         (has_softmax_layers() && T > cache->max_context_))
       return make_error("gpu forward: a cache is filled by one forward only when empty, of this "
                         "model, with T ≤ its max context");
+    GL_TRY(cache->order_after_copy());
   }
+  for (GpuSequenceCache* each : o.caches)
+    if (each) GL_TRY(each->order_after_copy());
   if (keep && (keep->T != T || (int)keep->layers.size() != c.num_layers))
     return make_error("gpu forward: activations for ", keep->T, " tokens, the forward has ", T);
   if (keep && trace) return make_error("gpu forward: keep activations or trace, not both");
@@ -762,17 +765,23 @@ Result<std::unique_ptr<GpuSequenceCache>> GpuSequenceCache::create(GpuModel& mod
   GL_ASSIGN_OR_RETURN(cache->logits_, a.alloc<float>(V));
   if (model.lora_) { GL_ASSIGN_OR_RETURN(cache->lora_u_, a.alloc<bf16>(3 * (size_t)model.lora_->rank())); }
   GL_CUDA_CHECK(cudaMemsetAsync(cache->token_, 0, 4, s));
+  GL_CUDA_CHECK(cudaEventCreateWithFlags(&cache->state_ready_, cudaEventDisableTiming));
+  GL_CUDA_CHECK(cudaEventCreateWithFlags(&cache->copied_, cudaEventDisableTiming));
   GL_CUDA_CHECK(cudaStreamSynchronize(s));
   return cache;
 }
 
 GpuSequenceCache::~GpuSequenceCache() {
+  if (copy_pending_) cudaEventSynchronize(copied_);  // a copy still reading the caches
+  if (copied_) cudaEventDestroy(copied_);
+  if (state_ready_) cudaEventDestroy(state_ready_);
   if (graph_) cudaGraphExecDestroy(graph_);
 }
 
 size_t GpuSequenceCache::bytes() const { return cache_bytes_; }
 
 Status GpuSequenceCache::reset() {
+  GL_TRY(order_after_copy());
   for (size_t l = 0; l < hybrid_.size(); ++l)
     if (hybrid_memory_[l]) {
       GL_ASSIGN_OR_RETURN(hybrid_[l], model_->layers_[l].hybrid->cache_create(hybrid_memory_[l],
@@ -828,6 +837,7 @@ Status GpuSequenceCache::capture_step(long pos) {
 
 Status GpuSequenceCache::launch_step() {
   if (!graph_) return make_error("gpu decode: no captured step");
+  GL_TRY(order_after_copy());
   GL_CUDA_CHECK(cudaGraphLaunch(graph_, model_->stream_));
   return ok_status();
 }
@@ -839,6 +849,7 @@ Status GpuSequenceCache::fill_random(long pos, uint64_t seed) {
   cudaStream_t s = M.stream_;
   if (M.has_softmax_layers() && pos > max_context_)
     return make_error("fill_random: position ", pos, " beyond the cache");
+  GL_TRY(order_after_copy());
   for (int l = 0; l < c.num_layers; ++l) {
     const uint64_t sd = seed * 131 + (uint64_t)l * 17;
     if (M.layers_[l].hybrid) {
@@ -871,6 +882,7 @@ Status gpu_decode(GpuModel& model, GpuSequenceCache& cache, int32_t token, float
                   int32_t* next) {
   if (cache.model_ != &model) return make_error("gpu decode: the cache belongs to another model");
   cudaStream_t s = model.stream_;
+  GL_TRY(cache.order_after_copy());
   GL_CUDA_CHECK(cudaMemcpyAsync(cache.token_, &token, 4, cudaMemcpyHostToDevice, s));
   if (!model.has_softmax_layers()) {
     if (!cache.graph_) GL_TRY(cache.capture_step(0));
@@ -1009,6 +1021,7 @@ Status gpu_decode_batch(GpuModel& model, GpuSequenceCache* const* caches, const 
   GpuBatchStep& st = *model.batch_step_;
   const size_t cap = st.capacity;
   cudaStream_t s = model.stream_;
+  for (int b = 0; b < B; ++b) GL_TRY(caches[b]->order_after_copy());
 
   // The tables: rebuilt when the batch holds other caches (or the same in another order).
   const std::vector<GpuSequenceCache*> batch(caches, caches + B);
@@ -1087,16 +1100,20 @@ Status gpu_decode_batch(GpuModel& model, GpuSequenceCache* const* caches, const 
 
 // ---- snapshots ----------------------------------------------------------------------------------
 
-Status GpuSequenceCache::save(std::vector<char>* bytes) const {
+size_t GpuSequenceCache::state_bytes(long position) const {
   const GpuModel& M = *model_;
   const ModelConfig& c = M.config_;
   const size_t row = (size_t)c.num_kv_heads * c.head_dim * 2;
   size_t total = 0;
   for (int l = 0; l < c.num_layers; ++l)
-    total += hybrid_memory_[l] ? M.layers_[l].hybrid->cache_bytes() : 2 * row * position_;
-  bytes->resize(total);
-  char* out = bytes->data();
-  cudaStream_t s = M.stream_;
+    total += hybrid_memory_[l] ? M.layers_[l].hybrid->cache_bytes() : 2 * row * position;
+  return total;
+}
+
+Status GpuSequenceCache::copy_state_out(char* out, cudaStream_t s) const {
+  const GpuModel& M = *model_;
+  const ModelConfig& c = M.config_;
+  const size_t row = (size_t)c.num_kv_heads * c.head_dim * 2;
   for (int l = 0; l < c.num_layers; ++l) {
     if (hybrid_memory_[l]) {
       const size_t n = M.layers_[l].hybrid->cache_bytes();
@@ -1109,23 +1126,46 @@ Status GpuSequenceCache::save(std::vector<char>* bytes) const {
       out += 2 * row * position_;
     }
   }
+  return ok_status();
+}
+
+Status GpuSequenceCache::order_after_copy() {
+  if (!copy_pending_) return ok_status();
+  GL_CUDA_CHECK(cudaStreamWaitEvent(model_->stream_, copied_, 0));
+  copy_pending_ = false;  // everything enqueued on the model's stream from now on is after it
+  return ok_status();
+}
+
+Status GpuSequenceCache::save(std::vector<char>* bytes) const {
+  bytes->resize(state_bytes(position_));
+  cudaStream_t s = model_->stream_;
+  GL_TRY(copy_state_out(bytes->data(), s));
   GL_CUDA_CHECK(cudaStreamSynchronize(s));
   return ok_status();
 }
 
-Status GpuSequenceCache::restore(const std::vector<char>& bytes, long position) {
+Status GpuSequenceCache::save_async(char* host, cudaStream_t copy_stream, cudaEvent_t done) {
+  GL_CUDA_CHECK(cudaEventRecord(state_ready_, model_->stream_));
+  GL_CUDA_CHECK(cudaStreamWaitEvent(copy_stream, state_ready_, 0));
+  GL_TRY(copy_state_out(host, copy_stream));
+  GL_CUDA_CHECK(cudaEventRecord(done, copy_stream));
+  GL_CUDA_CHECK(cudaEventRecord(copied_, copy_stream));
+  copy_pending_ = true;
+  return ok_status();
+}
+
+Status GpuSequenceCache::restore(std::span<const char> bytes, long position) {
   const GpuModel& M = *model_;
   const ModelConfig& c = M.config_;
   if (position < 0 || (M.has_softmax_layers() && position > max_context_))
     return make_error("gpu cache restore: a state of ", position, " tokens does not fit a cache of ",
                       max_context_);
   const size_t row = (size_t)c.num_kv_heads * c.head_dim * 2;
-  size_t total = 0;
-  for (int l = 0; l < c.num_layers; ++l)
-    total += hybrid_memory_[l] ? M.layers_[l].hybrid->cache_bytes() : 2 * row * position;
+  const size_t total = state_bytes(position);
   if (total != bytes.size())
     return make_error("gpu cache restore: ", bytes.size(), " bytes, this model's state of ",
                       position, " tokens has ", total);
+  GL_TRY(order_after_copy());
   const char* in = bytes.data();
   cudaStream_t s = M.stream_;
   for (int l = 0; l < c.num_layers; ++l) {

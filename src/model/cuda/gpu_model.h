@@ -310,10 +310,18 @@ class GpuSequenceCache {
   Status launch_step();
 
   // The state on the host and back (snapshots of a server slot): the hybrid caches whole and the
-  // softmax layers' first position() key/value rows. restore() takes a state of a cache of the
-  // same model whose position fits this one's max_context.
+  // softmax layers' first position() key/value rows, state_bytes(position()) bytes. restore()
+  // takes a state of a cache of the same model whose position fits this one's max_context.
+  size_t state_bytes(long position) const;
   Status save(std::vector<char>* bytes) const;
-  Status restore(const std::vector<char>& bytes, long position);
+  Status restore(std::span<const char> bytes, long position);
+  // save() without waiting: enqueues the copy of the state as it stands after the work enqueued
+  // so far on the model's stream into `host` (state_bytes(position()) bytes, pinned) on
+  // `copy_stream`, records `done` there once the bytes are written, and returns. The model's
+  // stream goes on meanwhile (other caches' steps overlap the copy); the next call that writes
+  // this cache (a step, a prefill, reset, restore) first makes the model's stream wait on the
+  // GPU for the copy. `host` is not to be read before `done` completed.
+  Status save_async(char* host, cudaStream_t copy_stream, cudaEvent_t done);
 
   // For the benchmark: position `pos` without running the tokens: softmax K/V rows [0, pos)
   // random, hybrid caches random state/ring/sinks at device position pos.
@@ -327,6 +335,10 @@ class GpuSequenceCache {
   friend Status gpu_decode_batch(GpuModel&, GpuSequenceCache* const*, const int32_t*, int, float*,
                                  int32_t*);
   friend class GpuModel;
+  // Enqueues the state's copies (save's layout) into `out` on stream s.
+  Status copy_state_out(char* out, cudaStream_t s) const;
+  // Before a write to the caches: the model's stream waits for save_async's pending copy.
+  Status order_after_copy();
   GpuModel* model_ = nullptr;
   long max_context_ = 0;
   long position_ = 0;
@@ -347,6 +359,10 @@ class GpuSequenceCache {
   bf16* lora_u_ = nullptr;                    // (3r) when the model has LoRA adapters
   float* logits_ = nullptr;                   // (V)
   cudaGraphExec_t graph_ = nullptr;
+  // save_async: the state's point on the model's stream, the end of its copy on the copy stream,
+  // and whether a copy may still read the caches (created with the cache).
+  cudaEvent_t state_ready_ = nullptr, copied_ = nullptr;
+  bool copy_pending_ = false;
 };
 
 // Appends T prompt tokens (host) to the cache and writes the last token's logits (V, host) when

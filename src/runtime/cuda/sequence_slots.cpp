@@ -1,22 +1,97 @@
 #include "runtime/cuda/sequence_slots.h"
 
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <span>
 #include <utility>
 #include <vector>
+
+#include "kernels/cuda/device_resources.h"
 
 namespace golinear::runtime::cuda {
 
 using golinear::model::cuda::GpuSequenceCache;
 
+// The snapshots' pinned host buffers and the stream of their copies, shared by the slots and
+// every snapshot (the last owner frees it). A buffer given back is kept for the next snapshot of
+// its exact size while fewer than max_idle lie idle, else freed; acquire allocates
+// (cudaMallocHost) only when none of the size is idle (when that fails the snapshot falls back to
+// pageable memory). Thread-safe (a snapshot may be destroyed
+// on any thread).
+class SnapshotPool {
+ public:
+  explicit SnapshotPool(size_t max_idle) : max_idle_(max_idle) {}
+  SnapshotPool(const SnapshotPool&) = delete;
+  SnapshotPool& operator=(const SnapshotPool&) = delete;
+  ~SnapshotPool() {
+    for (const auto& [n, buffer] : idle_) cudaFreeHost(buffer);  // nothing to report here
+  }
+  Status init() { return stream_.create(false); }
+  cudaStream_t stream() const { return stream_.get(); }
+
+  Result<char*> acquire(size_t n) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (auto it = idle_.find(n); it != idle_.end()) {
+        char* buffer = it->second;
+        idle_.erase(it);
+        idle_bytes_ -= n;
+        return buffer;
+      }
+    }
+    void* buffer = nullptr;
+    if (const cudaError_t e = cudaMallocHost(&buffer, n); e != cudaSuccess) {
+      (void)cudaGetLastError();  // no error left behind for the next launch check
+      return make_error("pinned host memory of ", n, " bytes: ", cudaGetErrorString(e));
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++allocations_;
+    return static_cast<char*>(buffer);
+  }
+  // `buffer` (n bytes, of acquire) back, no copy writing it any more.
+  void release(char* buffer, size_t n) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (idle_.size() < max_idle_) {
+        idle_.emplace(n, buffer);
+        idle_bytes_ += n;
+        return;
+      }
+    }
+    cudaFreeHost(buffer);
+  }
+  SnapshotPoolStats stats() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return {allocations_, idle_.size(), idle_bytes_};
+  }
+
+ private:
+  kernels::cuda::CudaStream stream_;
+  const size_t max_idle_;
+  mutable std::mutex mutex_;
+  std::multimap<size_t, char*> idle_;  // by size
+  size_t idle_bytes_ = 0;
+  uint64_t allocations_ = 0;
+};
+
 Result<std::unique_ptr<GpuSequenceSlots>> GpuSequenceSlots::create(
-    golinear::model::cuda::GpuModel& model, int slots, long max_context) {
+    golinear::model::cuda::GpuModel& model, int slots, long max_context,
+    int idle_snapshot_buffers) {
   std::unique_ptr<GpuSequenceSlots> out(new GpuSequenceSlots(model));
   for (int i = 0; i < slots; ++i) {
     auto cache = GpuSequenceCache::create(model, max_context);
     if (!cache.ok()) return make_error("slot ", i, " of ", slots, ": ", cache.error());
     out->caches_.push_back(std::move(*cache));
   }
+  if (model.has_hybrid_layers() && !model.has_softmax_layers()) {
+    out->pool_ = std::make_shared<SnapshotPool>((size_t)std::max(0, idle_snapshot_buffers));
+    GL_TRY(out->pool_->init());
+  }
   return out;
 }
+
+GpuSequenceSlots::~GpuSequenceSlots() = default;
 
 Status GpuSequenceSlots::check_slot(int slot) const {
   if (slot < 0 || slot >= (int)caches_.size())
@@ -100,34 +175,77 @@ Status GpuSequenceSlots::decode_greedy(const int* slots, const int32_t* ids, int
 
 namespace {
 
-// A slot's state on the host (GpuSequenceCache::save's bytes).
+// A slot's state on the host (GpuSequenceCache::save's layout): a pinned buffer of the pool that
+// a copy on the pool's stream fills until `copied` (save_async), or a std::vector already
+// written (save). Owns the buffer and the event: its destructor waits for the copy before giving
+// the buffer back.
 class GpuStateSnapshot final : public StateSnapshot {
  public:
   GpuStateSnapshot(std::vector<char> bytes, long position)
-      : bytes_(std::move(bytes)), position_(position) {}
-  size_t bytes() const override { return bytes_.size(); }
+      : vector_(std::move(bytes)), size_(vector_.size()), position_(position) {}
+  GpuStateSnapshot(std::shared_ptr<SnapshotPool> pool, char* buffer, size_t n,
+                   cudaEvent_t copied, long position)
+      : pool_(std::move(pool)), buffer_(buffer), size_(n), copied_(copied), position_(position) {}
+  GpuStateSnapshot(const GpuStateSnapshot&) = delete;
+  GpuStateSnapshot& operator=(const GpuStateSnapshot&) = delete;
+  ~GpuStateSnapshot() override {
+    if (!pool_) return;
+    cudaEventSynchronize(copied_);  // the copy may still be writing the buffer
+    cudaEventDestroy(copied_);
+    pool_->release(buffer_, size_);
+  }
+  size_t bytes() const override { return size_; }
   long position() const override { return position_; }
-  const std::vector<char>& data() const { return bytes_; }
+  // The bytes, once written (waits for the copy).
+  Result<std::span<const char>> data() const {
+    if (pool_) GL_CUDA_CHECK(cudaEventSynchronize(copied_));
+    return std::span<const char>(pool_ ? buffer_ : vector_.data(), size_);
+  }
 
  private:
-  std::vector<char> bytes_;
-  long position_;
+  std::vector<char> vector_;
+  std::shared_ptr<SnapshotPool> pool_;
+  char* buffer_ = nullptr;
+  size_t size_ = 0;
+  cudaEvent_t copied_ = nullptr;
+  long position_ = 0;
 };
 
 }  // namespace
 
 std::shared_ptr<const StateSnapshot> GpuSequenceSlots::snapshot(int slot) const {
   if (!check_slot(slot).ok()) return nullptr;
+  GpuSequenceCache& cache = *caches_[slot];
+  const size_t n = cache.state_bytes(cache.position());
+  cudaEvent_t copied = nullptr;
+  Result<char*> buffer = pool_ ? pool_->acquire(n) : make_error("no pool");
+  if (buffer.ok() && cudaEventCreateWithFlags(&copied, cudaEventDisableTiming) != cudaSuccess) {
+    pool_->release(*buffer, n);
+    buffer = make_error("no event");
+  }
+  if (buffer.ok()) {
+    // From here the snapshot owns the buffer and the event.
+    auto out = std::make_shared<GpuStateSnapshot>(pool_, *buffer, n, copied, cache.position());
+    if (cache.save_async(*buffer, pool_->stream(), copied).ok()) return out;
+    cudaStreamSynchronize(pool_->stream());  // no copy left writing the buffer it gives back
+    return nullptr;
+  }
+  // Softmax layers, or no pinned memory left: a synchronous copy into pageable memory.
   std::vector<char> bytes;
-  if (!caches_[slot]->save(&bytes).ok()) return nullptr;
-  return std::make_shared<GpuStateSnapshot>(std::move(bytes), caches_[slot]->position());
+  if (!cache.save(&bytes).ok()) return nullptr;
+  return std::make_shared<GpuStateSnapshot>(std::move(bytes), cache.position());
 }
 
 Status GpuSequenceSlots::restore(int slot, const StateSnapshot& snapshot) {
   GL_TRY(check_slot(slot));
   const auto* gpu = dynamic_cast<const GpuStateSnapshot*>(&snapshot);
   if (!gpu) return make_error("slot ", slot, ": the snapshot is not a GPU state");
-  return caches_[slot]->restore(gpu->data(), gpu->position());
+  GL_ASSIGN_OR_RETURN(std::span<const char> bytes, gpu->data());
+  return caches_[slot]->restore(bytes, gpu->position());
+}
+
+SnapshotPoolStats GpuSequenceSlots::snapshot_pool_stats() const {
+  return pool_ ? pool_->stats() : SnapshotPoolStats{};
 }
 
 size_t GpuSequenceSlots::slot_bytes(int slot) const {

@@ -5,7 +5,9 @@
 // normalized MSE 3e-3 of the CPU's (bf16; a slot mixed up with another or a stale state gives
 // ≥ 1e-1), a slot's row
 // within bf16 rounding whether it decodes alone or beside the others, a reset slot like a new
-// one, and a snapshot restored into another slot continuing bit for bit.
+// one, and a snapshot restored into another slot continuing bit for bit. Snapshots taken while
+// decoding goes on (their copies overlapping the next steps) each restored bit for bit, and the
+// pinned buffers of the snapshot pool reused.
 #include "runtime/cuda/sequence_slots.h"
 
 #include <gtest/gtest.h>
@@ -119,6 +121,95 @@ void check_prefill_batch(Model& cpu, const char* what) {
     ASSERT_TRUE((*gpu)->decode(slots, next.data(), B, g.data()).ok());
     ASSERT_TRUE(host.decode(slots, next.data(), B, c.data()).ok());
   }
+}
+
+// A snapshot of slot 0 before each of `steps` decode steps, the step enqueued at once (the copy
+// on the pool's stream overlaps it and the step of slot 1 before it; the step writes the state
+// the copy reads, so it must wait for it on the GPU): each snapshot restored into a slot of
+// another set continues as slot 0 did from that point, the same logits bit for bit (a copy that
+// read a later state, or bytes read before the copy ended, differ), also after the slots that
+// took it are destroyed. Pooled (every layer hybrid): the live snapshots hold one buffer each
+// (cudaMallocHost calls counted), destroyed ones leave `idle` buffers that the next snapshots
+// take without allocating; a model with softmax layers copies without the pool.
+void check_overlapped_snapshots(Model& cpu, const char* what, bool pooled) {
+  auto gpu_model = golinear::model::cuda::gpu_model_upload(cpu);
+  ASSERT_TRUE(gpu_model.ok()) << gpu_model.error();
+  const int V = cpu.config.vocab_size, steps = 12, idle = 3;
+  auto gpu = runtime::cuda::GpuSequenceSlots::create(**gpu_model, 2, 128, idle);
+  auto twin = runtime::cuda::GpuSequenceSlots::create(**gpu_model, 1, 128, idle);
+  ASSERT_TRUE(gpu.ok() && twin.ok());
+  const std::vector<int32_t> prompt = test::test_tokens(21, V, 5), other = test::test_tokens(17, V, 6);
+  std::vector<float> logits(V), side(V);
+  ASSERT_TRUE((*gpu)->prefill(0, prompt.data(), (int)prompt.size(), logits.data()).ok());
+  ASSERT_TRUE((*gpu)->prefill(1, other.data(), (int)other.size(), side.data()).ok());
+  std::vector<std::shared_ptr<const runtime::StateSnapshot>> saved;
+  std::vector<int32_t> fed;
+  std::vector<std::vector<float>> after;  // slot 0's logits of the step after each snapshot
+  const int zero = 0, one = 1;
+  int32_t side_token = test::argmax_of(side.data(), V);
+  for (int s = 0; s < steps; ++s) {
+    saved.push_back((*gpu)->snapshot(0));
+    ASSERT_TRUE(saved.back() != nullptr) << what << " step " << s;
+    EXPECT_EQ(saved.back()->position(), (long)prompt.size() + s) << what;
+    fed.push_back(test::argmax_of(logits.data(), V));
+    ASSERT_TRUE((*gpu)->decode(&one, &side_token, 1, side.data()).ok());
+    ASSERT_TRUE((*gpu)->decode(&zero, &fed.back(), 1, logits.data()).ok());
+    after.push_back(logits);
+    side_token = test::argmax_of(side.data(), V);
+  }
+  const uint64_t allocated = (*gpu)->snapshot_pool_stats().allocations;
+  EXPECT_EQ(allocated, pooled ? (uint64_t)steps : 0u) << what;
+  std::vector<float> restored(V);
+  for (int s = steps - 1; s >= 0; s -= 2) {  // out of order: the twin's state goes back and forth
+    ASSERT_TRUE((*twin)->restore(0, *saved[s]).ok()) << what << " snapshot " << s;
+    ASSERT_TRUE((*twin)->decode(&zero, &fed[s], 1, restored.data()).ok());
+    EXPECT_EQ(0, std::memcmp(after[s].data(), restored.data(), V * sizeof(float)))
+        << what << " snapshot " << s;
+  }
+  // The slots that took them gone, the snapshots still restore (the pool lives with them).
+  (*gpu).reset();
+  for (int s = 0; s < steps; s += 2) {
+    ASSERT_TRUE((*twin)->restore(0, *saved[s]).ok()) << what << " snapshot " << s;
+    ASSERT_TRUE((*twin)->decode(&zero, &fed[s], 1, restored.data()).ok());
+    EXPECT_EQ(0, std::memcmp(after[s].data(), restored.data(), V * sizeof(float)))
+        << what << " snapshot " << s << " after its slots";
+  }
+  if (!pooled) return;
+  // The twin's own pool: buffers given back are kept (at most `idle`) and taken again.
+  std::vector<std::shared_ptr<const runtime::StateSnapshot>> mine;
+  for (int i = 0; i < idle + 2; ++i) mine.push_back((*twin)->snapshot(0));
+  EXPECT_EQ((*twin)->snapshot_pool_stats().allocations, (uint64_t)idle + 2) << what;
+  const size_t bytes = mine[0]->bytes();
+  mine.clear();
+  runtime::cuda::SnapshotPoolStats stats = (*twin)->snapshot_pool_stats();
+  EXPECT_EQ(stats.idle_buffers, (size_t)idle) << what;
+  EXPECT_EQ(stats.idle_bytes, (size_t)idle * bytes) << what;
+  // Another state, into the buffers that held the last one.
+  ASSERT_TRUE((*twin)->decode(&zero, &fed[1], 1, restored.data()).ok());
+  for (int i = 0; i < idle; ++i) mine.push_back((*twin)->snapshot(0));
+  stats = (*twin)->snapshot_pool_stats();
+  EXPECT_EQ(stats.allocations, (uint64_t)idle + 2) << what << ": idle buffers not reused";
+  EXPECT_EQ(stats.idle_buffers, 0u) << what;
+  mine.push_back((*twin)->snapshot(0));
+  EXPECT_EQ((*twin)->snapshot_pool_stats().allocations, (uint64_t)idle + 3) << what;
+  // A reused buffer holds the new state only: it continues as the freshly allocated one does.
+  std::vector<float> direct(V);
+  const int32_t token = fed[0];
+  ASSERT_TRUE((*twin)->restore(0, *mine[0]).ok());
+  ASSERT_TRUE((*twin)->decode(&zero, &token, 1, restored.data()).ok());
+  ASSERT_TRUE((*twin)->restore(0, *mine.back()).ok());
+  ASSERT_TRUE((*twin)->decode(&zero, &token, 1, direct.data()).ok());
+  EXPECT_EQ(0, std::memcmp(direct.data(), restored.data(), V * sizeof(float))) << what;
+}
+
+TEST(GpuSequenceSlots, SnapshotsOverlapDecodingAndRestoreBitForBit) {
+  REQUIRE_GPU();
+  auto hybrid = test::random_model(test::small_llama_config(), 36);
+  hybrid->mixers = test::linearized_stack(*hybrid, {}, 10);
+  check_overlapped_snapshots(*hybrid, "hybrid", true);
+  auto mixed = test::random_model(test::small_llama_config(), 37);
+  mixed->mixers = test::linearized_stack(*mixed, {0}, 11);
+  check_overlapped_snapshots(*mixed, "mixed", false);
 }
 
 TEST(GpuSequenceSlots, PrefillBatchMatchesCpuSlots) {
