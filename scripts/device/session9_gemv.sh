@@ -1,31 +1,33 @@
 #!/bin/bash
-# Session 9: issue 16's few-row GEMV (branch gemv: gemm_nt runs gemv_nt for M ≤ 4). The branch's
-# binaries under their GPU tests (the GEMV's own: CPU reference, cuBLAS fallback, CUDA graph; then
-# the decode paths that go through it), the GEMV timed against cuBLAS at Llama-3.1-8B's decode
-# shapes (M = 1, 2, 4, 8: the sum of one step's products), then whole-model decode at 8B shapes,
-# main against gemv, two rounds interleaved, and an nsys kernel summary of the gemv binary's B = 1
-# decode (where the step's time goes besides the products). Expects carry2/variants.tar.xz holding
-# var/gemv/{golinear,test_kernels_cuda,test_model_cuda,test_runtime_cuda,test_mixers_cuda} built
-# on branch gemv (main's come from bins.tar.xz as usual).
+# Session 9: issue 16's few-row GEMV (branch gemv: gemm_nt runs gemv_nt for M ≤ 4; gemv-base is
+# its first commit, without programmatic dependent launch). The binaries of both under their GPU
+# tests (the GEMV's own: CPU reference, cuBLAS fallback, CUDA graph; then the decode paths that go
+# through it), the GEMV timed against cuBLAS at Llama-3.1-8B's decode shapes (M = 1, 2, 4, 8: the
+# sum of one step's products), then whole-model decode at 8B shapes, main / gemv-base / gemv, two
+# rounds interleaved, and an nsys kernel summary of gemv's B = 1 bench (prefill's kernels are in
+# it too: the GEMV's and the small kernels' rows are the decode's). Expects
+# carry2/variants.tar.xz holding var/{gemv,gemv-base}/{golinear,test_kernels_cuda,test_model_cuda,
+# test_runtime_cuda,test_mixers_cuda} built on those branches (main's from bins.tar.xz as usual).
 cd "$(dirname "$0")/../.."
 source scripts/device/setup.sh
 tar xJf carry2/variants.tar.xz -C /tmp
 V=/tmp/var/gemv
-for t in test_kernels_cuda test_model_cuda test_runtime_cuda test_mixers_cuda; do
-  [ -x $V/$t ] || { echo "gemv $t missing" >> $R; continue; }
-  timeout 120 $V/$t > /tmp/t.txt 2>&1; echo "gemv $t exit $? $(grep -E '^\[  (PASSED|FAILED)' /tmp/t.txt | tr '\n' ' ')" >> $R
-  echo "== gemv $t" >> $OUT/tests.txt; grep -vE "^\[ +(RUN|OK) " /tmp/t.txt >> $OUT/tests.txt
+for v in gemv gemv-base; do
+  for t in test_kernels_cuda test_model_cuda test_runtime_cuda test_mixers_cuda; do
+    [ -x /tmp/var/$v/$t ] || { echo "$v $t missing" >> $R; continue; }
+    timeout 90 /tmp/var/$v/$t > /tmp/t.txt 2>&1; echo "$v $t exit $? $(grep -E '^\[  (PASSED|FAILED)' /tmp/t.txt | tr '\n' ' ')" >> $R
+    echo "== $v $t" >> $OUT/tests.txt; grep -vE "^\[ +(RUN|OK) " /tmp/t.txt >> $OUT/tests.txt
+    # CudaGemv.TimedAgainstCublasAt8BShapes: µs and GB/s of W per product, one step's sum.
+    [ $t = test_kernels_cuda ] && grep -E "^  M [0-9]" /tmp/t.txt | sed "s/^/$v /" >> $R
+  done
 done
-grep -A3 "CudaGemv" $OUT/tests.txt | grep -E "FAILED|Failure" >> $R
-# The GEMV against cuBLAS per product (µs, GB/s of W) and per step (32 layers + lm_head).
-timeout 120 $V/test_kernels_cuda --gtest_filter='CudaGemv.Timed*' > /tmp/t.txt 2>&1
-echo "timing exit $?" >> $R; grep -E "^  M |FAILED|Failure" /tmp/t.txt >> $R
+grep -E "^\[  FAILED|Failure" $OUT/tests.txt | head -20 >> $R
 echo "tests done at $(el) s" >> $R
 BB="--config bench/configs/llama-3.1-8b.json --batches 1,4,8 --contexts 4096 --decode-repeats 10"
 for round in 1 2; do
-  for v in main gemv; do
-    g=$G; [ $v != main ] && g=$V/golinear
-    timeout 150 $g bench $BB > /tmp/b.md 2>&1; echo "round $round $v exit $?:" >> $R
+  for v in main gemv-base gemv; do
+    g=$G; [ $v != main ] && g=/tmp/var/$v/golinear
+    timeout 100 $g bench $BB > /tmp/b.md 2>&1; echo "round $round $v exit $?:" >> $R
     grep -E '^\| linearized' /tmp/b.md | sed "s/^/  $v /" >> $R; cat /tmp/b.md >> $OUT/bench_$v.md
   done
 done
@@ -33,7 +35,7 @@ echo "bench A/B done at $(el) s" >> $R
 # Kernel time per decode step at B = 1 (graph nodes traced one by one): the products' share.
 NSYS=$(command -v nsys || ls /usr/local/cuda/bin/nsys 2>/dev/null | head -1)
 if [ -n "$NSYS" ]; then
-  timeout 150 $NSYS profile --cuda-graph-trace=node -o /tmp/gemv_b1 --force-overwrite true \
+  timeout 120 $NSYS profile --cuda-graph-trace=node -o /tmp/gemv_b1 --force-overwrite true \
     $V/golinear bench --config bench/configs/llama-3.1-8b.json --batches 1 --contexts 4096 \
     --decode-repeats 10 > /dev/null 2>> $OUT/logs.txt
   echo "nsys exit $?" >> $R

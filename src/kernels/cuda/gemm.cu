@@ -55,6 +55,17 @@ __global__ void __launch_bounds__(kGemvMaxThreads)
   const uint4* w0 = reinterpret_cast<const uint4*>(W) + n0 * K8;
   const int last = (int)min((long)R, N - n0) - 1;  // rows past N read row N - 1, unwritten
   const uint4* x16 = reinterpret_cast<const uint4*>(x);
+  // Launched as a programmatic dependent (launch_gemv): W does not depend on the kernels before
+  // this one, x and out do. This thread's first chunks of W are asked into L2 before the wait, so
+  // that the weight stream starts while the previous kernel ends.
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const int c = threadIdx.x + u * T;
+    if (c < K8)
+#pragma unroll
+      for (int r = 0; r < R; ++r) device::prefetch_l2(w0 + (long)min(r, last) * K8 + c);
+  }
+  device::wait_for_prior_grids();
   float acc[M][R] = {};
   for (int base = threadIdx.x; base < K8; base += U * T) {
     uint4 w[U][R];
@@ -110,17 +121,26 @@ __global__ void __launch_bounds__(kGemvMaxThreads)
 }
 
 template <int M>
-void launch_gemv(void* C, bool c_is_bf16, const bf16* A, const bf16* B, int N, int K, float beta,
+cudaError_t launch_gemv(void* C, bool c_is_bf16, const bf16* A, const bf16* B, int N, int K, float beta,
                  cudaStream_t stream) {
   // Threads: enough that each covers ≤ kGemvUnroll chunks of a row, a multiple of 32, ≤ 256.
   const int chunks = K / 8;
   const int threads = std::min(
       kGemvMaxThreads, std::max(32, ((chunks + kGemvUnroll - 1) / kGemvUnroll + 31) / 32 * 32));
   const unsigned blocks = (unsigned)((N + kGemvRowsPerBlock - 1) / kGemvRowsPerBlock);
-  if (c_is_bf16)
-    gemv_kernel<M, true><<<blocks, threads, 0, stream>>>(C, B, A, N, K, beta);
-  else
-    gemv_kernel<M, false><<<blocks, threads, 0, stream>>>(C, B, A, N, K, beta);
+  // A programmatic dependent of the previous kernel in the stream (also inside a captured graph):
+  // its blocks may start as that kernel ends (or earlier where it calls allow_dependents).
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(blocks);
+  config.blockDim = dim3(threads);
+  config.stream = stream;
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute[0].val.programmaticStreamSerializationAllowed = 1;
+  config.attrs = attribute;
+  config.numAttrs = 1;
+  return cudaLaunchKernelEx(&config, c_is_bf16 ? gemv_kernel<M, true> : gemv_kernel<M, false>, C,
+                            B, A, N, K, beta);
 }
 
 // The handles given a workspace of their own (gemm_use_workspace).
@@ -181,33 +201,34 @@ Status gemv_nt(void* C, bool c_is_bf16, const bf16* A, const bf16* B, int M, int
   if (M > kGemvMaxSupportedRows || !gemv_covers(A, B, K))
     return make_error("gemv_nt: M = ", M, ", K = ", K,
                       " not covered (M ≤ 8, K a multiple of 8, 16-byte aligned A and B)");
+  cudaError_t gemv_launch = cudaSuccess;
   switch (M) {
     case 1:
-      launch_gemv<1>(C, c_is_bf16, A, B, N, K, beta, stream);
+      gemv_launch = launch_gemv<1>(C, c_is_bf16, A, B, N, K, beta, stream);
       break;
     case 2:
-      launch_gemv<2>(C, c_is_bf16, A, B, N, K, beta, stream);
+      gemv_launch = launch_gemv<2>(C, c_is_bf16, A, B, N, K, beta, stream);
       break;
     case 3:
-      launch_gemv<3>(C, c_is_bf16, A, B, N, K, beta, stream);
+      gemv_launch = launch_gemv<3>(C, c_is_bf16, A, B, N, K, beta, stream);
       break;
     case 4:
-      launch_gemv<4>(C, c_is_bf16, A, B, N, K, beta, stream);
+      gemv_launch = launch_gemv<4>(C, c_is_bf16, A, B, N, K, beta, stream);
       break;
     case 5:
-      launch_gemv<5>(C, c_is_bf16, A, B, N, K, beta, stream);
+      gemv_launch = launch_gemv<5>(C, c_is_bf16, A, B, N, K, beta, stream);
       break;
     case 6:
-      launch_gemv<6>(C, c_is_bf16, A, B, N, K, beta, stream);
+      gemv_launch = launch_gemv<6>(C, c_is_bf16, A, B, N, K, beta, stream);
       break;
     case 7:
-      launch_gemv<7>(C, c_is_bf16, A, B, N, K, beta, stream);
+      gemv_launch = launch_gemv<7>(C, c_is_bf16, A, B, N, K, beta, stream);
       break;
     default:
-      launch_gemv<8>(C, c_is_bf16, A, B, N, K, beta, stream);
+      gemv_launch = launch_gemv<8>(C, c_is_bf16, A, B, N, K, beta, stream);
       break;
   }
-  GL_CUDA_CHECK_LAUNCH();
+  GL_CUDA_CHECK(gemv_launch);
   return ok_status();
 }
 
