@@ -792,7 +792,7 @@ __global__ void __launch_bounds__(kDecodeThreads, kDecodeMinBlocks) decode_split
   const bf16* K = (a.k_rows ? a.k_rows[b] : a.k0) + (size_t)g * D;
   const bf16* V = (a.v_rows ? a.v_rows[b] : a.v0) + (size_t)g * D;
 
-  // This warp's stages: w, w + 4, … of the block's ⌈(j1 − j0)/16⌉.
+  // This warp's stages: w, w + 4, … of the block's ⌈(j1 − j0)/kDecodeKeys⌉.
   const int block_stages = (int)((j1 - j0 + kDecodeKeys - 1) / kDecodeKeys);
   const int n = block_stages > warp ? (block_stages - warp + kDecodeWarps - 1) / kDecodeWarps : 0;
   auto stage_key = [&](int i) { return j0 + (long)(i * kDecodeWarps + warp) * kDecodeKeys; };
