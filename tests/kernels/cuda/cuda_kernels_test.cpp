@@ -322,13 +322,14 @@ void check_gemm_nt(GemmPath path, cublasHandle_t cb, int M, int N, int K, bool o
                what.c_str());
 }
 
-// Shapes: K of one chunk per thread or several with a partial last round (520 = 65 chunks), a
-// 14336 row (the 8B down projection), N not a multiple of the block's 4 rows; M = 1 … 8.
+// Shapes: K of fewer chunks than threads (64, 520 = 65 chunks), one round of 256 threads × 2
+// (4096), rounds with a partial last one (5608 = 701 chunks; 14336, the 8B down projection), N
+// not a multiple of the block's 4 rows; M = 1 … 8.
 TEST(CudaGemv, MatchesCpuReference) {
   REQUIRE_GPU();
   CublasHandle cb;
   ASSERT_OK(cb.create());
-  const int shapes[][2] = {{37, 64}, {301, 520}, {130, 4096}, {6, 14336}};
+  const int shapes[][2] = {{37, 64}, {301, 520}, {130, 4096}, {45, 5608}, {6, 14336}};
   for (const auto& nk : shapes)
     for (int M = 1; M <= kGemvMaxSupportedRows; ++M)
       for (bool out_bf16 : {false, true})
