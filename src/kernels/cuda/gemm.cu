@@ -19,9 +19,9 @@ using device::warp_sum;
 // 16-byte chunks (8 values), each thread issuing kGemvUnroll × rows loads before using any, so
 // that 8 × 16 bytes per thread are in flight. x (M rows) is read through L1 (every block of an SM
 // reads the same x; no staging in shared memory, so no wait before the first weight load), W
-// bypasses L1 (read once). Each thread's M × rows partial sums
-// are reduced over the warp by shuffles and over the block's warps in shared memory. One launch,
-// no allocation, no host synchronisation: capturable in a CUDA graph.
+// bypasses L1 (read once). Each thread's M × rows partial sums are reduced over the warp by
+// shuffles and over the block's warps in shared memory. One launch (a programmatic dependent of
+// the kernel before it), no allocation, no host synchronisation: capturable in a CUDA graph.
 constexpr int kGemvRowsPerBlock = 4;
 constexpr int kGemvUnroll = 2;
 constexpr int kGemvMaxThreads = 256;
@@ -121,8 +121,8 @@ __global__ void __launch_bounds__(kGemvMaxThreads)
 }
 
 template <int M>
-cudaError_t launch_gemv(void* C, bool c_is_bf16, const bf16* A, const bf16* B, int N, int K, float beta,
-                 cudaStream_t stream) {
+cudaError_t launch_gemv(void* C, bool c_is_bf16, const bf16* A, const bf16* B, int N, int K,
+                        float beta, cudaStream_t stream) {
   // Threads: enough that each covers ≤ kGemvUnroll chunks of a row, a multiple of 32, ≤ 256.
   const int chunks = K / 8;
   const int threads = std::min(
@@ -139,8 +139,8 @@ cudaError_t launch_gemv(void* C, bool c_is_bf16, const bf16* A, const bf16* B, i
   attribute[0].val.programmaticStreamSerializationAllowed = 1;
   config.attrs = attribute;
   config.numAttrs = 1;
-  return cudaLaunchKernelEx(&config, c_is_bf16 ? gemv_kernel<M, true> : gemv_kernel<M, false>, C,
-                            B, A, N, K, beta);
+  return cudaLaunchKernelEx(&config, c_is_bf16 ? gemv_kernel<M, true> : gemv_kernel<M, false>, C, B,
+                            A, N, K, beta);
 }
 
 // The handles given a workspace of their own (gemm_use_workspace).
