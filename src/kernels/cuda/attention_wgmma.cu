@@ -29,7 +29,14 @@ namespace golinear::kernels::cuda::detail {
 namespace {
 
 constexpr int kRows = 128;     // queries per block, keys per tile
-constexpr int kStages = 2;     // K/V ring depth
+#ifndef GL_ATTN_STAGES  // experiment switches (variant builds only)
+#define GL_ATTN_STAGES 2
+#endif
+#ifndef GL_ATTN_PINGPONG
+#define GL_ATTN_PINGPONG 0
+#endif
+constexpr int kStages = GL_ATTN_STAGES;       // K/V ring depth
+constexpr bool kPingpong = GL_ATTN_PINGPONG;  // the consumers issue their products in turns
 constexpr int kThreads = 384;  // producer + 2 consumer warpgroups
 constexpr int kAtomBytes = kRows * 128;  // one 64-column swizzle atom of a 128-row tile
 constexpr float kLog2e = 1.4426950408889634f;
@@ -294,10 +301,24 @@ __global__ void __launch_bounds__(kThreads, 1)
   // warpgroup: only the last one.
   const int wg_row0 = t0 + 64 * cw;
   auto diagonal = [&](int i) { return i * kRows + kRows - 1 > wg_row0; };
+  // Pingpong: warpgroup cw issues its products after named barrier 1 + cw, then lets the other
+  // one issue (barrier 2 − cw), so that one softmax runs beside the other's products. Warpgroup 1
+  // opens the first turn and skips its last pass (every barrier sees as many passes as waits).
+  auto turn_wait = [&]() {
+    if constexpr (kPingpong) asm volatile("bar.sync %0, 256;\n" ::"r"(1 + cw) : "memory");
+  };
+  auto turn_pass = [&](bool last) {
+    if constexpr (kPingpong)
+      if (!(last && cw == 1)) asm volatile("bar.arrive %0, 256;\n" ::"r"(2 - cw) : "memory");
+  };
+  if constexpr (kPingpong)
+    if (cw == 1) asm volatile("bar.arrive 1, 256;\n" ::: "memory");
 
   mbar_wait(q_full, 0);
   mbar_wait(k_full(0), 0);
+  turn_wait();
   issue_scores<D>(s, q_base, base + L::k);
+  turn_pass(false);
   wg_wait<0>();
   __syncwarp();
   if (lane == 0) mbar_arrive(k_empty(0));
@@ -309,8 +330,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     const uint32_t ph = (i / kStages) & 1, ph_prev = ((i - 1) / kStages) & 1;
     mbar_wait(k_full(s_cur), ph);
     mbar_wait(v_full(s_prev), ph_prev);
+    turn_wait();
     issue_scores<D>(s, q_base, base + L::k + s_cur * L::tile);
     issue_pv<D>(o, p, base + L::v + s_prev * L::tile);
+    turn_pass(false);
     wg_wait<1>();  // the scores
     __syncwarp();
     if (lane == 0) mbar_arrive(k_empty(s_cur));
@@ -328,8 +351,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   {
     const int s_last = (n_blocks - 1) % kStages;
     mbar_wait(v_full(s_last), ((n_blocks - 1) / kStages) & 1);
+    turn_wait();
     wg_fence();
     issue_pv<D>(o, p, base + L::v + s_last * L::tile);
+    turn_pass(true);
     wg_wait<0>();
   }
 

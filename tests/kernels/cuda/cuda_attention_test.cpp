@@ -176,6 +176,13 @@ TEST(CudaAttentionFlash, ForwardBackwardMatchCpuD128) {
   REQUIRE_GPU();
   run_all(128);
 }
+// Full causal over many 128-query blocks (the warpgroup kernel: a two-stage K/V ring wrapping
+// several times, a last block past T), GQA 2.
+TEST(CudaAttentionFlash, LongCausal) {
+  REQUIRE_GPU();
+  run_case({2500, 4, 2, 128, 0, -1});
+  run_case({1500, 2, 1, 64, 0, -1});
+}
 // More than 64 sinks: several sink blocks, the sink part's direct (unchunked) path.
 TEST(CudaAttentionFlash, ManySinksD128) {
   REQUIRE_GPU();
