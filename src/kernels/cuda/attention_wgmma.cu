@@ -33,7 +33,7 @@ constexpr int kRows = 128;     // queries per block, keys per tile
 #define GL_ATTN_STAGES 2
 #endif
 #ifndef GL_ATTN_PINGPONG
-#define GL_ATTN_PINGPONG 0
+#define GL_ATTN_PINGPONG 1
 #endif
 constexpr int kStages = GL_ATTN_STAGES;       // K/V ring depth
 constexpr bool kPingpong = GL_ATTN_PINGPONG;  // the consumers issue their products in turns
@@ -186,19 +186,21 @@ __device__ __forceinline__ void issue_pv(float (&o)[D / 8][4], const uint32_t (&
 }
 
 // Online softmax of one 64 × 128 score tile (rows gr, gr + 8 of the warp's 16: x = 0, 1 and
-// 2, 3 of each C fragment): masks keys past the row (causal) when `diag`, updates m, l, returns
-// the rescale factor of each row in corr and leaves p = exp2(s·scale − m) in s.
+// 2, 3 of each C fragment): masks keys past the row (causal) when kDiag, updates m (in log2
+// units: max of s·scale), l, returns the rescale factor of each row in corr and leaves
+// p = exp2(s·scale − m) in s (one FFMA and one exp2 per score).
+template <bool kDiag>
 __device__ __forceinline__ void softmax_tile(float (&s)[16][4], float (&m)[2], float (&l)[2],
-                                             float (&corr)[2], bool diag, int row0, int j0,
-                                             int lane, float scale) {
+                                             float (&corr)[2], int row0, int j0, int lane,
+                                             float scale) {
   const int gr = lane >> 2, gc = (lane & 3) * 2;
+  if constexpr (kDiag) {
 #pragma unroll
-  for (int n = 0; n < 16; ++n)
+    for (int n = 0; n < 16; ++n)
 #pragma unroll
-    for (int x = 0; x < 4; ++x) {
-      const int t = row0 + gr + (x >> 1) * 8, j = j0 + n * 8 + gc + (x & 1);
-      s[n][x] = (!diag || j <= t) ? s[n][x] * scale : -INFINITY;
-    }
+      for (int x = 0; x < 4; ++x)
+        if (j0 + n * 8 + gc + (x & 1) > row0 + gr + (x >> 1) * 8) s[n][x] = -INFINITY;
+  }
 #pragma unroll
   for (int rr = 0; rr < 2; ++rr) {
     float mx = -INFINITY;
@@ -206,14 +208,14 @@ __device__ __forceinline__ void softmax_tile(float (&s)[16][4], float (&m)[2], f
     for (int n = 0; n < 16; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * rr], s[n][2 * rr + 1]));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-    const float m_new = fmaxf(m[rr], mx);
+    const float m_new = fmaxf(m[rr], mx * scale);
     const float m_use = m_new == -INFINITY ? 0.0f : m_new;
     corr[rr] = exp2f(m[rr] - m_use);
     float sum = 0.0f;
 #pragma unroll
     for (int n = 0; n < 16; ++n) {
-      s[n][2 * rr] = exp2f(s[n][2 * rr] - m_use);
-      s[n][2 * rr + 1] = exp2f(s[n][2 * rr + 1] - m_use);
+      s[n][2 * rr] = exp2f(fmaf(s[n][2 * rr], scale, -m_use));
+      s[n][2 * rr + 1] = exp2f(fmaf(s[n][2 * rr + 1], scale, -m_use));
       sum += s[n][2 * rr] + s[n][2 * rr + 1];
     }
     l[rr] = l[rr] * corr[rr] + sum;
@@ -322,7 +324,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   wg_wait<0>();
   __syncwarp();
   if (lane == 0) mbar_arrive(k_empty(0));
-  softmax_tile(s, m, l, corr, diagonal(0), row0, 0, lane, scale);
+  if (diagonal(0))
+    softmax_tile<true>(s, m, l, corr, row0, 0, lane, scale);
+  else
+    softmax_tile<false>(s, m, l, corr, row0, 0, lane, scale);
   to_p();
 
   for (int i = 1; i < n_blocks; ++i) {
@@ -337,7 +342,10 @@ __global__ void __launch_bounds__(kThreads, 1)
     wg_wait<1>();  // the scores
     __syncwarp();
     if (lane == 0) mbar_arrive(k_empty(s_cur));
-    softmax_tile(s, m, l, corr, diagonal(i), row0, i * kRows, lane, scale);
+    if (diagonal(i))
+      softmax_tile<true>(s, m, l, corr, row0, i * kRows, lane, scale);
+    else
+      softmax_tile<false>(s, m, l, corr, row0, i * kRows, lane, scale);
     wg_wait<0>();  // P(i−1) V(i−1)
     __syncwarp();
     if (lane == 0) mbar_arrive(v_empty(s_prev));

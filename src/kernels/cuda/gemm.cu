@@ -138,7 +138,10 @@ cudaError_t launch_gemv(void* C, bool c_is_bf16, const bf16* A, const bf16* B, i
   attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attribute[0].val.programmaticStreamSerializationAllowed = 1;
   config.attrs = attribute;
-  config.numAttrs = 1;
+#ifndef GL_GEMV_PDL  // experiment switch (variant builds only)
+#define GL_GEMV_PDL 1
+#endif
+  config.numAttrs = GL_GEMV_PDL;
   return cudaLaunchKernelEx(&config, c_is_bf16 ? gemv_kernel<M, true> : gemv_kernel<M, false>, C, B,
                             A, N, K, beta);
 }
@@ -185,7 +188,7 @@ Status gemm_bind_stream(cublasHandle_t handle, cudaStream_t stream) {
 Status gemm_nt(cublasHandle_t handle, void* C, bool c_is_bf16, const bf16* A, const bf16* B, long M,
                int N, int K, float beta, cudaStream_t stream) {
   if (M <= 0) return ok_status();
-  if (M <= kGemvMaxRows && gemv_covers(A, B, K))
+  if (M <= kGemvMaxRows && N <= kGemvMaxColumns && gemv_covers(A, B, K))
     return gemv_nt(C, c_is_bf16, A, B, (int)M, N, K, beta, stream);
   return gemm_nt_cublas(handle, C, c_is_bf16, A, B, M, N, K, beta, stream);
 }
