@@ -8,8 +8,7 @@
 cd "$(dirname "$0")/../.."
 source scripts/device/setup.sh
 tar xJf carry2/main.tar.xz -C /tmp; tar xJf carry2/attnvar.tar.xz -C /tmp; tar xJf carry2/gemvvar.tar.xz -C /tmp
-FZ=scripts/device/fuzz_background.sh
-[ -f carry2/fuzzbins.tar.xz ] && [ -x $FZ ] && { $FZ START 520 8-15 /tmp/fuzz >> $R 2>&1; echo "fuzz started at $(el) s" >> $R; }
+mkdir -p /tmp/fz && tar -xJf carry2/fuzzbins.tar.xz -C /tmp/fz && { bash /tmp/fz/fuzzbins/fuzz_background.sh START 510 8-15 /tmp/fz/run >> $R 2>&1; echo "fuzz started at $(el) s" >> $R; }
 T1="taskset -c 0-7"
 for t in test_attention_cuda test_kernels_cuda test_model_cuda test_runtime_cuda test_train_cuda; do
   echo "== $t" >> $OUT/tests.txt; $T1 timeout 90 /tmp/bins/$t >> $OUT/tests.txt 2>&1; echo "$t exit $? at $(el) s" >> $R
@@ -52,5 +51,5 @@ serve8b() {  # label, binary, serve options...
 serve8b "s9, prompt cache on (pinned snapshots)" $G
 serve8b "main, prompt cache on" /tmp/main/golinear
 serve8b "s9, no prompt cache" $G --cache-ram 0
-[ -f carry2/fuzzbins.tar.xz ] && [ -x $FZ ] && $FZ COLLECT /tmp/fuzz >> $R 2>&1
+bash /tmp/fz/fuzzbins/fuzz_background.sh COLLECT /tmp/fz/run >> $R 2>&1
 echo "total $(el) s" >> $R
