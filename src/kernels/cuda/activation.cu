@@ -19,9 +19,7 @@ __global__ void swiglu_kernel(bf16* out, const bf16* gate, const bf16* up, long 
   }
 }
 
-// The down projection after it (gemm_nt's GEMV at decode) may start at once.
 __global__ void swiglu_stacked_kernel(bf16* out, const bf16* gu, int T, int F) {
-  device::allow_dependents();
   const long n = (long)T * F;
   for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x) {
     const long t = i / F, f = i % F;

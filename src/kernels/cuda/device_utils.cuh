@@ -109,22 +109,4 @@ __device__ __forceinline__ float sigmoidf_(float x) { return 1.0f / (1.0f + expf
 __device__ __forceinline__ float softplusf_(float x) { return x > 20.0f ? x : log1pf(expf(x)); }
 
 
-// Programmatic dependent launch (sm_90): a kernel launched with the programmatic-serialization
-// attribute (gemm.cu's GEMV) may start while the kernel before it in the stream still runs; it
-// must call wait_for_prior_grids() before touching anything that kernel writes (the wait returns
-// once that grid has finished and its writes are visible; at once when launched without the
-// attribute). allow_dependents() in the kernel before lets the dependent's blocks be scheduled as
-// soon as every block of this grid has called it (a scheduling hint: correctness rests on the
-// dependent's wait; a no-op when nothing dependent is launched so).
-__device__ __forceinline__ void wait_for_prior_grids() {
-  asm volatile("griddepcontrol.wait;\n" ::: "memory");
-}
-__device__ __forceinline__ void allow_dependents() {
-  asm volatile("griddepcontrol.launch_dependents;\n" :::);
-}
-// Asks the 128-byte line holding p into L2 (no register written, nothing waited for).
-__device__ __forceinline__ void prefetch_l2(const void* p) {
-  asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p));
-}
-
 }  // namespace golinear::kernels::cuda::device

@@ -24,26 +24,10 @@ void gemm_release_workspace(cublasHandle_t handle);
 Status gemm_bind_stream(cublasHandle_t handle, cudaStream_t stream);
 
 // C (M, N) = A (M, K) · Bᵀ + beta · C, B (N, K) row-major; A, B bf16, C fp32 (c_is_bf16 false) or
-// bf16; fp32 compute. beta = 1 with fp32 C adds into the residual stream. M ≤ kGemvMaxRows and N ≤ kGemvMaxColumns
-// (decode steps of few sequences) runs gemv_nt when it covers the shape (gemv_covers), cuBLAS otherwise.
-Status gemm_nt(cublasHandle_t handle, void* C, bool c_is_bf16, const bf16* A, const bf16* B, long M,
-               int N, int K, float beta, cudaStream_t stream);
-
-// gemm_nt's bandwidth-bound few-row path: W = B read once at 16 bytes a load, fp32 accumulation,
-// one launch (capturable in a CUDA graph). Covers M ≤ kGemvMaxSupportedRows with K % 8 == 0 and A,
-// B 16-byte aligned; an error otherwise. gemm_nt routes M ≤ kGemvMaxRows to it.
-inline constexpr int kGemvMaxSupportedRows = 8;
-inline constexpr int kGemvMaxRows = 2;
-// ... and N ≤ kGemvMaxColumns: at 8B decode shapes the GEMV beats cuBLAS for M ≤ 2 on qkv, o and
-// down (N ≤ 6,144) and loses on gate_up (28,672) and lm_head (128,256); M = 4 loses everywhere but o
-// (docs/BENCHMARKS.md, session 9).
-inline constexpr int kGemvMaxColumns = 16384;
-bool gemv_covers(const bf16* A, const bf16* B, int K);
-Status gemv_nt(void* C, bool c_is_bf16, const bf16* A, const bf16* B, int M, int N, int K,
-               float beta, cudaStream_t stream);
-// gemm_nt's cuBLAS path (cublasGemmEx) for every shape (tests and timings compare the two).
-Status gemm_nt_cublas(cublasHandle_t handle, void* C, bool c_is_bf16, const bf16* A, const bf16* B,
-                      long M, int N, int K, float beta, cudaStream_t stream);
+// bf16; fp32 compute. beta = 1 with fp32 C adds into the residual stream. M = 1 (a decode step)
+// runs our own bandwidth-bound GEMV when K % 8 == 0 and K ≤ 24576, cuBLAS otherwise.
+Status gemm_nt(cublasHandle_t handle, void* C, bool c_is_bf16, const bf16* A, const bf16* B,
+               long M, int N, int K, float beta, cudaStream_t stream);
 // gemm_nt with beta = 0.
 Status gemm_bf16_nt(cublasHandle_t handle, void* C, bool c_is_bf16, const bf16* A, const bf16* B,
                     int M, int N, int K, cudaStream_t stream);

@@ -307,9 +307,6 @@ __global__ void __launch_bounds__(256, DecodeTuning<D>::kMinBlocks) hybrid_decod
   const bool has_exact = mix != HybridMix::linear, has_linear = mix != HybridMix::exact;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int c0 = lane * NC;  // this lane's dims (scores) and columns (state, output)
-  // The output projection after this kernel (gemm_nt's GEMV at decode of ≤ 4 sequences) may start
-  // streaming its weights now: at B = 1 this grid is one block per head (32 of 132 SMs).
-  device::allow_dependents();
   // The sequence's cache view into shared memory, read from there after each barrier rather than
   // held in 28 registers (one sequence: from the kernel parameter).
   if (tid == 0) {

@@ -29,9 +29,8 @@ __global__ void rmsnorm_kernel(bf16* out, const bf16* x, const float* w, int C, 
     out[n * C + c] = __float2bfloat16(__bfloat162float(x[n * C + c]) * inv * w[c]);
 }
 
-// One block per row. The product after it (gemm_nt's GEMV at decode) may start at once.
+// One block per row.
 __global__ void rmsnorm_f32_kernel(bf16* out, const float* x, const float* w, int C, float eps) {
-  device::allow_dependents();
   __shared__ float scratch[32];
   const float* row = x + (long)blockIdx.x * C;
   float ss = 0.0f;

@@ -1,8 +1,7 @@
 // GPU kernels against the CPU reference (kernels/cpu, mixers/hybrid_mixer) beyond the op table of
 // cuda_ops_test.cpp (which runs every op family forward and backward over its shapes): the
 // chunked GDN forward's value blocks and initial state, its recurrent form, attention decode, and
-// the fused conv → RoPE / unit-norm stage against the unfused stages, and the few-row GEMV of
-// gemm_nt (gemv_nt) against plain loops in double, cuBLAS, and inside a CUDA graph. Normalized MSE and
+// the fused conv → RoPE / unit-norm stage against the unfused stages. Normalized MSE and
 // max-abs error, NaN/Inf checks, and guard values after every output (outputs are poisoned with
 // 0xFF bytes — NaN in bf16 and fp32 — so an unwritten element fails the finite check and a write
 // outside the array changes a guard). Label `gpu`: CI (no GPU) skips them with `ctest -LE gpu`.
@@ -26,11 +25,8 @@
 #include "kernels/cpu/rope.h"
 #include "kernels/cpu/short_conv.h"
 #include "kernels/cuda/attention.h"
-#include "kernels/cuda/device_resources.h"
 #include "kernels/cuda/gated_delta.h"
-#include "kernels/cuda/gemm.h"
 #include "kernels/cuda/norm.h"
-#include "kernels/cuda/random_fill.h"
 #include "kernels/cuda/rope.h"
 #include "kernels/cuda/short_conv.h"
 #include "cuda_test_util.h"
@@ -268,195 +264,6 @@ TEST(CudaElementwise, ConvRopeUnitMatchesCpuAndTheUnfusedStages) {
     expect_close(r.download(), r2.download(), 1e-5, "fused vs unfused rope");
     expect_close(u.download(), u2.download(), 1e-5, "fused vs unfused unit");
   }
-}
-
-// y (M, N) = x (M, K) · Wᵀ + beta · y0, in double (y0 null: beta ignored).
-std::vector<float> matmul_nt_reference(const std::vector<float>& x, const std::vector<float>& W,
-                                       const std::vector<float>* y0, float beta, int M, int N,
-                                       int K) {
-  std::vector<float> y((size_t)M * N);
-  for (int m = 0; m < M; ++m)
-    for (int n = 0; n < N; ++n) {
-      double s = 0;
-      for (int k = 0; k < K; ++k) s += (double)x[(size_t)m * K + k] * W[(size_t)n * K + k];
-      if (y0) s += (double)beta * (*y0)[(size_t)m * N + n];
-      y[(size_t)m * N + n] = (float)s;
-    }
-  return y;
-}
-
-// One product through `path` (gemv_nt, gemm_nt, or gemm_nt_cublas) against the double loops: x, W
-// bf16 (A offset by `a_offset` elements, which breaks 16-byte alignment when odd), fp32 or bf16
-// out, beta 0 (the output's poison must not be read) or 1 (accumulate onto y0).
-enum class GemmPath { gemv, dispatch, cublas };
-void check_gemm_nt(GemmPath path, cublasHandle_t cb, int M, int N, int K, bool out_bf16, float beta,
-                   int a_offset = 0) {
-  auto x = random_floats((size_t)M * K, 1000 + M * 7 + K, -1, 1);
-  auto W = random_floats((size_t)N * K, 2000 + N + K, -1, 1);
-  auto y0 = random_floats((size_t)M * N, 3000 + M + N, -4, 4);
-  round_bf16(x), round_bf16(W);
-  if (out_bf16) round_bf16(y0);
-  const auto want = matmul_nt_reference(x, W, beta != 0.0f ? &y0 : nullptr, beta, M, N, K);
-  std::vector<float> xs(a_offset, 0.0f);
-  xs.insert(xs.end(), x.begin(), x.end());
-  DevB dx(xs.size()), dW(W.size()), yb((size_t)M * N);
-  DevF yf((size_t)M * N);
-  dx.upload(xs), dW.upload(W);
-  if (beta != 0.0f) out_bf16 ? yb.upload(y0) : yf.upload(y0);
-  void* y = out_bf16 ? (void*)yb.ptr : (void*)yf.ptr;
-  const bf16* A = dx.ptr + a_offset;
-  const std::string what = std::string(path == GemmPath::gemv       ? "gemv_nt"
-                                       : path == GemmPath::dispatch ? "gemm_nt"
-                                                                    : "cublas") +
-                           " M" + std::to_string(M) + " N" + std::to_string(N) + " K" +
-                           std::to_string(K) + (out_bf16 ? " bf16" : " f32") + " beta" +
-                           std::to_string((int)beta) + (a_offset ? " misaligned" : "");
-  if (path == GemmPath::gemv)
-    ASSERT_OK(gemv_nt(y, out_bf16, A, dW.ptr, M, N, K, beta, nullptr));
-  else if (path == GemmPath::dispatch)
-    ASSERT_OK(gemm_nt(cb, y, out_bf16, A, dW.ptr, M, N, K, beta, nullptr));
-  else
-    ASSERT_OK(gemm_nt_cublas(cb, y, out_bf16, A, dW.ptr, M, N, K, beta, nullptr));
-  // fp32 out: only the order of fp32 sums differs (~1e-7 relative); bf16 out: one rounding.
-  expect_close(out_bf16 ? yb.download() : yf.download(), want, out_bf16 ? 1e-4 : 1e-10,
-               what.c_str());
-}
-
-// Shapes: K of fewer chunks than threads (64, 520 = 65 chunks), one round of 256 threads × 2
-// (4096), rounds with a partial last one (5608 = 701 chunks; 14336, the 8B down projection), N
-// not a multiple of the block's 4 rows; M = 1 … 8.
-TEST(CudaGemv, MatchesCpuReference) {
-  REQUIRE_GPU();
-  CublasHandle cb;
-  ASSERT_OK(cb.create());
-  const int shapes[][2] = {{37, 64}, {301, 520}, {130, 4096}, {45, 5608}, {6, 14336}};
-  for (const auto& nk : shapes)
-    for (int M = 1; M <= kGemvMaxSupportedRows; ++M)
-      for (bool out_bf16 : {false, true})
-        for (float beta : {0.0f, 1.0f})
-          check_gemm_nt(GemmPath::gemv, cb.get(), M, nk[0], nk[1], out_bf16, beta);
-}
-
-// gemm_nt's dispatch: the GEMV's rows and beyond (cuBLAS), K not a multiple of 8 (the hidden
-// sizes 100 and 260 of the small test models) and a misaligned A fall back to cuBLAS, which
-// gemv_nt refuses.
-TEST(CudaGemv, GemmNtFallsBackToCublasWhereTheGemvDoesNotCover) {
-  REQUIRE_GPU();
-  CublasHandle cb;
-  ASSERT_OK(cb.create());
-  for (int M : {1, kGemvMaxRows, kGemvMaxRows + 1, 9})
-    for (bool out_bf16 : {false, true}) {
-      check_gemm_nt(GemmPath::dispatch, cb.get(), M, 70, 256, out_bf16, 1.0f);
-      check_gemm_nt(GemmPath::dispatch, cb.get(), M, 70, 100, out_bf16, 1.0f);
-      check_gemm_nt(GemmPath::dispatch, cb.get(), M, 33, 260, out_bf16, 0.0f);
-      check_gemm_nt(GemmPath::dispatch, cb.get(), M, 33, 64, out_bf16, 0.0f, /*a_offset=*/1);
-    }
-  DevB a(8 * 104 + 1), w(16 * 104);
-  DevF y(8 * 16);
-  EXPECT_FALSE(gemv_covers(a.ptr, w.ptr, 100));
-  EXPECT_FALSE(gemv_covers(a.ptr + 1, w.ptr, 104));
-  EXPECT_TRUE(gemv_covers(a.ptr, w.ptr, 104));
-  EXPECT_FALSE(gemv_nt(y.ptr, false, a.ptr, w.ptr, 1, 16, 100, 0.0f, nullptr).ok());
-  EXPECT_FALSE(gemv_nt(y.ptr, false, a.ptr, w.ptr, 9, 16, 104, 0.0f, nullptr).ok());
-}
-
-// Captured into a CUDA graph (the decode step is one) and replayed twice with beta = 1: y0 + 2 xWᵀ.
-TEST(CudaGemv, RunsInsideACudaGraph) {
-  REQUIRE_GPU();
-  CublasHandle cb;
-  ASSERT_OK(cb.create());
-  const int M = 1, N = 257, K = 1024;
-  auto x = random_floats(K, 5, -1, 1), W = random_floats((size_t)N * K, 6, -1, 1),
-       y0 = random_floats(N, 7, -1, 1);
-  round_bf16(x), round_bf16(W);
-  auto want = matmul_nt_reference(x, W, &y0, 1.0f, M, N, K);
-  for (int n = 0; n < N; ++n) want[n] += want[n] - y0[n];
-  DevB dx(x.size()), dW(W.size());
-  DevF y(N);
-  dx.upload(x), dW.upload(W), y.upload(y0);
-  cudaStream_t s = nullptr;
-  ASSERT_EQ(cudaStreamCreate(&s), cudaSuccess);
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal), cudaSuccess);
-  const Status st = gemm_nt(cb.get(), y.ptr, false, dx.ptr, dW.ptr, M, N, K, 1.0f, s);
-  ASSERT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
-  ASSERT_OK(st);
-  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-  for (int i = 0; i < 2; ++i) ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
-  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
-  expect_close(y.download(), want, 1e-10, "gemv in a graph, twice");
-  cudaGraphExecDestroy(exec), cudaGraphDestroy(graph), cudaStreamDestroy(s);
-}
-
-// Llama-3.1-8B's decode products (qkv, o, gate_up, down, lm_head) at M = 1, 2, 4, 8: gemv_nt
-// against cuBLAS (agreeing within fp32 sums), timed; prints µs and GB/s of W read, and the sum
-// of a step's products (32 layers + lm_head). A measurement for issue 16 and kGemvMaxRows.
-TEST(CudaGemv, TimedAgainstCublasAt8BShapes) {
-  REQUIRE_GPU();
-  CublasHandle cb;
-  ASSERT_OK(cb.create());
-  struct Shape {
-    const char* name;
-    int N, K;
-    bool out_bf16;
-    float beta;
-    int per_step;
-  };
-  const Shape shapes[] = {{"qkv", 6144, 4096, false, 0.0f, 32},
-                          {"o", 4096, 4096, false, 1.0f, 32},
-                          {"gate_up", 28672, 4096, true, 0.0f, 32},
-                          {"down", 4096, 14336, false, 1.0f, 32},
-                          {"lm_head", 128256, 4096, false, 0.0f, 1}};
-  cudaEvent_t e0, e1;
-  ASSERT_EQ(cudaEventCreate(&e0), cudaSuccess);
-  ASSERT_EQ(cudaEventCreate(&e1), cudaSuccess);
-  constexpr int kReps = 30;
-  for (int M : {1, 2, 4, 8}) {
-    double step_gemv = 0, step_cublas = 0;
-    for (const Shape& sh : shapes) {
-      bf16 *W = nullptr, *x = nullptr;
-      float *y1 = nullptr, *y2 = nullptr;
-      ASSERT_EQ(cudaMalloc(&W, (size_t)sh.N * sh.K * 2), cudaSuccess);
-      ASSERT_EQ(cudaMalloc(&x, (size_t)M * sh.K * 2), cudaSuccess);
-      ASSERT_EQ(cudaMalloc(&y1, (size_t)M * sh.N * 4), cudaSuccess);
-      ASSERT_EQ(cudaMalloc(&y2, (size_t)M * sh.N * 4), cudaSuccess);
-      ASSERT_OK(fill_normal_bf16(W, (size_t)sh.N * sh.K, 11, 0.02f, nullptr));
-      ASSERT_OK(fill_uniform_bf16(x, (size_t)M * sh.K, 12, -1.0f, 1.0f, nullptr));
-      // Agreement (fp32 out, beta 0), then the timing in the shape's own output type and beta.
-      ASSERT_OK(gemv_nt(y1, false, x, W, M, sh.N, sh.K, 0.0f, nullptr));
-      ASSERT_OK(gemm_nt_cublas(cb.get(), y2, false, x, W, M, sh.N, sh.K, 0.0f, nullptr));
-      std::vector<float> h1((size_t)M * sh.N), h2(h1.size());
-      ASSERT_EQ(cudaMemcpy(h1.data(), y1, h1.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
-      ASSERT_EQ(cudaMemcpy(h2.data(), y2, h2.size() * 4, cudaMemcpyDeviceToHost), cudaSuccess);
-      EXPECT_LT(compare(h1, h2).nmse, 1e-8) << sh.name << " M " << M;
-      double us[2];
-      for (int impl = 0; impl < 2; ++impl) {
-        auto run = [&] {
-          return impl == 0 ? gemv_nt(y1, sh.out_bf16, x, W, M, sh.N, sh.K, sh.beta, nullptr)
-                           : gemm_nt_cublas(cb.get(), y1, sh.out_bf16, x, W, M, sh.N, sh.K, sh.beta,
-                                            nullptr);
-        };
-        for (int i = 0; i < 3; ++i) ASSERT_OK(run());
-        ASSERT_EQ(cudaEventRecord(e0, nullptr), cudaSuccess);
-        for (int i = 0; i < kReps; ++i) ASSERT_OK(run());
-        ASSERT_EQ(cudaEventRecord(e1, nullptr), cudaSuccess);
-        ASSERT_EQ(cudaEventSynchronize(e1), cudaSuccess);
-        float ms = 0;
-        ASSERT_EQ(cudaEventElapsedTime(&ms, e0, e1), cudaSuccess);
-        us[impl] = 1000.0 * ms / kReps;
-      }
-      const double gb = (double)sh.N * sh.K * 2 / 1e9;
-      std::printf(
-          "  M %d %-8s N %6d K %5d  gemv %8.1f us %6.0f GB/s   cublas %8.1f us %6.0f GB/s\n", M,
-          sh.name, sh.N, sh.K, us[0], gb / (us[0] * 1e-6), us[1], gb / (us[1] * 1e-6));
-      step_gemv += us[0] * sh.per_step, step_cublas += us[1] * sh.per_step;
-      cudaFree(W), cudaFree(x), cudaFree(y1), cudaFree(y2);
-    }
-    std::printf("  M %d  one step's products (32 layers + lm_head): gemv %.3f ms, cublas %.3f ms\n",
-                M, step_gemv / 1000, step_cublas / 1000);
-  }
-  cudaEventDestroy(e0), cudaEventDestroy(e1);
 }
 
 }  // namespace
