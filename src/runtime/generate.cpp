@@ -54,7 +54,8 @@ std::vector<int32_t> generate(const Model& model, const std::vector<int32_t>& pr
 Result<std::vector<std::vector<int32_t>>> generate_batch(
     SequenceSlots& slots, const std::vector<BatchRequest>& requests,
     const std::vector<int>& stop_ids,
-    const std::function<void(size_t, const std::vector<int32_t>&)>& on_done) {
+    const std::function<void(size_t, const std::vector<int32_t>&)>& on_done,
+    long max_prefill_tokens) {
   const int S = slots.slots(), V = slots.vocab_size();
   std::vector<std::vector<int32_t>> out(requests.size());
   if (S < 1 && !requests.empty()) return make_error("batched generation: the backend has no slots");
@@ -78,26 +79,42 @@ Result<std::vector<std::vector<int32_t>>> generate_batch(
       pending[slot] = id;
     }
   };
-  // A free slot takes the next requests until one is generating or none is left.
-  const auto fill = [&](int slot) -> Status {
-    while (running[slot] < 0 && next_request < requests.size()) {
-      const size_t r = next_request++;
-      const BatchRequest& request = requests[r];
-      if (request.prompt.empty() || request.max_new_tokens <= 0) {
-        end_request(r);
-        continue;
+  // Free slots take the next requests until each is generating or none is left. A round resets
+  // free slots and prefills their prompts whole in one prefill_batch call (while it holds fewer
+  // than max_prefill_tokens tokens), then each takes its first token; a request that ends there
+  // frees its slot for a later round.
+  const auto fill = [&](std::vector<int> free_slots) -> Status {
+    std::vector<PrefillChunk> chunks;
+    while (!free_slots.empty()) {
+      chunks.clear();
+      long tokens = 0;
+      while (chunks.size() < free_slots.size() && (chunks.empty() || tokens < max_prefill_tokens)) {
+        while (next_request < requests.size() && (requests[next_request].prompt.empty() ||
+                                                   requests[next_request].max_new_tokens <= 0))
+          end_request(next_request++);
+        if (next_request == requests.size()) break;
+        const BatchRequest& request = requests[next_request];
+        const int slot = free_slots[chunks.size()];
+        GL_TRY(slots.reset(slot));
+        running[slot] = (long)next_request++;
+        samplers[slot] = std::make_unique<Sampler>(request.sampler);
+        chunks.push_back({slot, request.prompt.data(), (int)request.prompt.size(),
+                          &logits[chunks.size() * V]});
+        tokens += (long)request.prompt.size();
       }
-      GL_TRY(slots.reset(slot));
-      float* row = logits.data();
-      GL_TRY(slots.prefill(slot, request.prompt.data(), (int)request.prompt.size(), row));
-      running[slot] = (long)r;
-      samplers[slot] = std::make_unique<Sampler>(request.sampler);
-      take(slot, samplers[slot]->sample(row, V));
+      if (chunks.empty()) break;
+      for (Status& status : slots.prefill_batch(chunks)) GL_TRY(status);
+      free_slots.erase(free_slots.begin(), free_slots.begin() + chunks.size());
+      for (const PrefillChunk& c : chunks) {
+        take(c.slot, samplers[c.slot]->sample(c.last_logits, V));
+        if (running[c.slot] < 0) free_slots.push_back(c.slot);
+      }
     }
     return ok_status();
   };
-  for (int s = 0; s < S; ++s) GL_TRY(fill(s));
-  std::vector<int> batch;
+  std::vector<int> batch(S), ended;
+  for (int s = 0; s < S; ++s) batch[s] = s;
+  GL_TRY(fill(batch));
   std::vector<int32_t> ids;
   for (;;) {
     batch.clear();
@@ -119,7 +136,10 @@ Result<std::vector<std::vector<int32_t>>> generate_batch(
       for (int b = 0; b < B; ++b) chosen[b] = samplers[batch[b]]->sample(&logits[(size_t)b * V], V);
     }
     for (int b = 0; b < B; ++b) take(batch[b], chosen[b]);
-    for (int b = 0; b < B; ++b) GL_TRY(fill(batch[b]));
+    ended.clear();
+    for (int s : batch)
+      if (running[s] < 0) ended.push_back(s);
+    GL_TRY(fill(ended));
   }
   return out;
 }

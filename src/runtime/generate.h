@@ -51,20 +51,25 @@ struct BatchRequest {
 };
 
 // Generation of many prompts over the slots of `slots` (continuous batching, as the server's
-// scheduler runs requests): each free slot takes the next request (reset, its whole prompt
-// prefilled in one call), then every step decodes all generating slots together by one token;
-// a sequence ends after one of stop_ids (kept in its output) or max_new_tokens new tokens, and
-// its slot takes the next request at once. on_done(i, tokens) is called as request i ends (in
-// the order they end); the result holds each request's new tokens in request order. A step whose
-// sequences are all greedy asks only for the argmax rows (SequenceSlots::decode_greedy), else each
-// row is sampled on the host by its request's sampler. A request's tokens are generate()'s with
-// its sampler on the slots' logits: on the CPU (CpuSequenceSlots, model_decode_batch: each row is
-// its sequence's alone) the same tokens bit for bit whatever the slots; on the GPU the batched
-// step's logits can differ in the last bits with the batch (gpu_decode_batch), so a near-tie may
-// go the other way.
+// scheduler runs requests): the free slots take the next requests (reset, their whole prompts
+// prefilled together by SequenceSlots::prefill_batch), then every step decodes all generating
+// slots together by one token; a sequence ends after one of stop_ids (kept in its output) or
+// max_new_tokens new tokens, and its slot takes the next request at once (the slots freed by one
+// step prefilled together). A prefill_batch call takes prompts while it holds fewer than
+// max_prefill_tokens tokens, as the scheduler's prefill_chunk (a GPU's packed forward holds the
+// activations of all of them); more free slots wait for the next call. on_done(i, tokens) is
+// called as request i ends (in the order they end); the result holds each request's new tokens in
+// request order. A step whose sequences are all greedy asks only for the argmax rows
+// (SequenceSlots::decode_greedy), else each row is sampled on the host by its request's sampler.
+// A request's tokens are generate()'s with its sampler on the slots' logits: on the CPU
+// (CpuSequenceSlots, model_decode_batch: each row is its sequence's alone) the same tokens bit for
+// bit whatever the slots; on the GPU the packed prefill's and the batched step's logits can differ
+// in the last bits with the batch (gpu_prefill_batch, gpu_decode_batch), so a near-tie may go the
+// other way.
 Result<std::vector<std::vector<int32_t>>> generate_batch(
     SequenceSlots& slots, const std::vector<BatchRequest>& requests,
     const std::vector<int>& stop_ids,
-    const std::function<void(size_t, const std::vector<int32_t>&)>& on_done = {});
+    const std::function<void(size_t, const std::vector<int32_t>&)>& on_done = {},
+    long max_prefill_tokens = 16384);
 
 }  // namespace golinear::runtime

@@ -3,11 +3,13 @@
 // and linearized (GDN, layer 1 kept full). Prompts of different lengths and budgets, stop ids
 // that end some sequences early, greedy and sampled requests (each its own seed; a greedy one
 // among sampled ones), run with 1, 3 and more slots than requests: every request's tokens equal
-// the one-sequence run's, bit for bit (CpuSequenceSlots' decode rows are each sequence's alone).
+// the one-sequence run's, bit for bit (CpuSequenceSlots' decode rows are each sequence's alone);
+// the free slots' prompts go to the backend together (one prefill_batch call per round).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <set>
+#include <utility>
 
 #include "model/linearization.h"
 #include "model/transformer.h"
@@ -40,6 +42,37 @@ std::vector<int32_t> prompt_of(int n, int V, int seed) {
 }
 
 class BatchGenerateTest : public ::testing::TestWithParam<std::string> {};
+
+// CPU slots that keep the size of each prefill_batch call.
+class CountingSlots final : public runtime::SequenceSlots {
+ public:
+  CountingSlots(const Model& model, int slots) : inner_(model, slots) {}
+  int slots() const override { return inner_.slots(); }
+  int vocab_size() const override { return inner_.vocab_size(); }
+  const char* device() const override { return inner_.device(); }
+  bool batched_kernels() const override { return inner_.batched_kernels(); }
+  Status reset(int slot) override { return inner_.reset(slot); }
+  Status prefill(int slot, const int32_t* ids, int T, float* last_logits) override {
+    ++single_prefills;
+    return inner_.prefill(slot, ids, T, last_logits);
+  }
+  std::vector<Status> prefill_batch(const std::vector<runtime::PrefillChunk>& chunks) override {
+    prefill_batches.push_back((int)chunks.size());
+    prefill_tokens.push_back(0);
+    for (const runtime::PrefillChunk& c : chunks) prefill_tokens.back() += c.T;
+    return inner_.prefill_batch(chunks);
+  }
+  Status decode(const int* slots, const int32_t* ids, int B, float* logits) override {
+    return inner_.decode(slots, ids, B, logits);
+  }
+  size_t slot_bytes(int slot) const override { return inner_.slot_bytes(slot); }
+
+  std::vector<int> prefill_batches, prefill_tokens;  // chunks and tokens of each call
+  int single_prefills = 0;
+
+ private:
+  runtime::CpuSequenceSlots inner_;
+};
 
 void expect_batches_equal_one_sequence(const Model& model, bool sampled) {
   const int V = model.config.vocab_size;
@@ -75,20 +108,39 @@ void expect_batches_equal_one_sequence(const Model& model, bool sampled) {
   // The cases this test is about occur: sequences ended by a stop id and by their budget.
   ASSERT_GE(stopped, 2) << what;
   ASSERT_GE(full, 2) << what;
-  for (int slots : {1, 3, 10}) {
-    runtime::CpuSequenceSlots backend(model, slots);
+  // Prompts in prefill_batch calls of at most 16384 tokens (all of them together), then of fewer
+  // than 40 tokens before their last prompt.
+  const std::pair<int, int> runs[] = {{1, 16384}, {3, 16384}, {10, 16384}, {10, 40}};
+  for (const auto& run : runs) {
+    const int slots = run.first, max_prefill = run.second;
+    CountingSlots backend(model, slots);
     std::vector<size_t> ended;
     auto got = runtime::generate_batch(
-        backend, requests, stop_ids, [&](size_t i, const std::vector<int32_t>& tokens) {
+        backend, requests, stop_ids,
+        [&](size_t i, const std::vector<int32_t>& tokens) {
           ended.push_back(i);
           EXPECT_EQ(tokens, want[i]) << what << " request " << i << " with " << slots << " slots";
-        });
+        },
+        max_prefill);
     ASSERT_TRUE(got.ok()) << got.error();
     ASSERT_EQ(got->size(), requests.size());
     for (size_t i = 0; i < requests.size(); ++i)
       EXPECT_EQ((*got)[i], want[i]) << what << ": request " << i << " with " << slots << " slots";
     EXPECT_EQ(ended.size(), requests.size());
     EXPECT_EQ(std::set<size_t>(ended.begin(), ended.end()).size(), requests.size());
+    // Every prompt (6: request 5 has no budget) through prefill_batch: the first min(slots, 6)
+    // in its first call unless the token cap splits them (5 + 31 + 12 = 48 tokens, the first
+    // three prompts, reach 40).
+    EXPECT_EQ(backend.single_prefills, 0);
+    ASSERT_FALSE(backend.prefill_batches.empty());
+    EXPECT_EQ(backend.prefill_batches[0], max_prefill == 40 ? 3 : std::min(slots, 6))
+        << slots << " slots";
+    int prefilled = 0;
+    for (size_t c = 0; c < backend.prefill_batches.size(); ++c) {
+      prefilled += backend.prefill_batches[c];
+      EXPECT_LE(backend.prefill_tokens[c], max_prefill - 1 + 47) << slots << " slots";
+    }
+    EXPECT_EQ(prefilled, 6) << slots << " slots";
   }
 }
 

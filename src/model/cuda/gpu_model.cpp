@@ -617,16 +617,20 @@ Result<std::unique_ptr<GpuActivations>> gpu_activations_allocate(const GpuModel&
   return a;
 }
 
+Status GpuModel::reserve_logits(size_t rows) {
+  if (logits_rows_ >= rows) return ok_status();
+  logits_memory_.clear();
+  logits_rows_ = 0;
+  GL_ASSIGN_OR_RETURN(logits_, logits_memory_.alloc<float>(rows * config_.vocab_size));
+  logits_rows_ = rows;
+  return ok_status();
+}
+
 Status GpuModel::forward(const int32_t* ids, int T, float* logits, bool last_only) {
   GL_TRY(ensure_scratch(T, false));
   GL_CUDA_CHECK(cudaMemcpyAsync(ids_, ids, (size_t)T * 4, cudaMemcpyHostToDevice, stream_));
   const size_t rows = last_only ? 1 : (size_t)T, V = config_.vocab_size;
-  if (logits && logits_rows_ < rows) {
-    logits_memory_.clear();
-    logits_rows_ = 0;
-    GL_ASSIGN_OR_RETURN(logits_, logits_memory_.alloc<float>(rows * V));
-    logits_rows_ = rows;
-  }
+  if (logits) GL_TRY(reserve_logits(rows));
   GL_TRY(forward_device(ids_, T, {.logits = logits ? logits_ : nullptr, .last_only = last_only}));
   if (logits)
     GL_CUDA_CHECK(cudaMemcpyAsync(logits, logits_, rows * V * 4, cudaMemcpyDeviceToHost, stream_));
@@ -902,16 +906,10 @@ Status gpu_decode(GpuModel& model, GpuSequenceCache& cache, int32_t token, float
 Status gpu_prefill(GpuModel& model, GpuSequenceCache& cache, const int32_t* tokens, int T,
                    float* last_logits) {
   if (T <= 0) return make_error("gpu prefill: no tokens");
+  // An empty cache: the one-prompt case of the packed prefill.
   if (cache.position_ == 0 && T > 1) {
-    GL_TRY(model.ensure_scratch(T, false));
-    cudaStream_t s = model.stream_;
-    GL_CUDA_CHECK(cudaMemcpyAsync(model.ids_, tokens, (size_t)T * 4, cudaMemcpyHostToDevice, s));
-    GL_TRY(model.forward_device(model.ids_, T, {.logits = cache.logits_, .last_only = true, .cache = &cache}));
-    if (last_logits)
-      GL_CUDA_CHECK(cudaMemcpyAsync(last_logits, cache.logits_,
-                                    (size_t)model.config_.vocab_size * 4, cudaMemcpyDeviceToHost, s));
-    GL_CUDA_CHECK(cudaStreamSynchronize(s));
-    return ok_status();
+    GpuSequenceCache* caches[] = {&cache};
+    return gpu_prefill_batch(model, caches, &tokens, &T, 1, &last_logits);
   }
   for (int t = 0; t < T; ++t)
     GL_TRY(gpu_decode(model, cache, tokens[t], t + 1 == T ? last_logits : nullptr, nullptr));
@@ -933,12 +931,7 @@ Status gpu_prefill_batch(GpuModel& model, GpuSequenceCache* const* caches,
   const int T = (int)ids.size();
   const size_t V = model.config_.vocab_size;
   GL_TRY(model.ensure_scratch(T, false));
-  if (model.logits_rows_ < (size_t)n) {
-    model.logits_memory_.clear();
-    model.logits_rows_ = 0;
-    GL_ASSIGN_OR_RETURN(model.logits_, model.logits_memory_.alloc<float>((size_t)n * V));
-    model.logits_rows_ = n;
-  }
+  GL_TRY(model.reserve_logits(n));
   cudaStream_t s = model.stream_;
   GL_CUDA_CHECK(cudaMemcpyAsync(model.ids_, ids.data(), (size_t)T * 4, cudaMemcpyHostToDevice, s));
   GL_TRY(model.forward_device(model.ids_, T,

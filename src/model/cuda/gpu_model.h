@@ -240,6 +240,8 @@ class GpuModel {
   Status block_output(const GpuLayer& L, float* h, const bf16* y, int n, bf16* xn2, bf16* gu,
                       bf16* act, cudaStream_t s, float* h_mid = nullptr,
                       bf16* lora_u = nullptr) const;
+  // logits_ grown to hold `rows` rows (forward's and gpu_prefill_batch's device logits).
+  Status reserve_logits(size_t rows);
   // The final norm and the LM head over n rows of h.
   Status head_logits(const float* h, int n, float* logits, bf16* xn2, cudaStream_t s) const;
 

@@ -143,10 +143,10 @@ std::vector<Status> GpuSequenceSlots::prefill_batch(const std::vector<PrefillChu
   } else {
     packed.clear();
   }
-  std::vector<bool> done(chunks.size(), false);
-  for (size_t i : packed) done[i] = true;
+  // The chunks not packed (`packed` is ascending) one after the other.
   for (size_t i = 0; i < chunks.size(); ++i)
-    if (!done[i]) out[i] = prefill(chunks[i].slot, chunks[i].ids, chunks[i].T, chunks[i].last_logits);
+    if (!std::binary_search(packed.begin(), packed.end(), i))
+      out[i] = prefill(chunks[i].slot, chunks[i].ids, chunks[i].T, chunks[i].last_logits);
   return out;
 }
 
