@@ -72,6 +72,10 @@ run_instance() {
     [ "$rc" -eq 0 ] && break                       # its time is up
     [ -e "$W/STOP" ] && break                      # interrupted by COLLECT
     [ "$runs" -gt "$RESTARTS" ] && break           # the same finding again and again
+    if grep -q "LeakSanitizer has encountered a fatal error" "$inst_log"; then
+      export ASAN_OPTIONS=detect_leaks=0:allocator_may_return_null=1
+      echo "=== LeakSanitizer cannot work here: detect_leaks=0 from now on" >> "$inst_log"
+    fi
   done
   echo "$(date +%s)" > "$d/end.$inst"
   rm -f "$d/pid.$inst"
@@ -96,20 +100,26 @@ start() {
   if [ -n "$root" ] && [ ! -e "$root" ]; then
     mkdir -p "$(dirname "$root")" && ln -s "$B/root" "$root" && log "linked $root -> $B/root"
   fi
+  export LD_LIBRARY_PATH="$B/lib:/tmp/lib"
+  local missing
+  missing=$(for n in $NAMES; do ldd "$B/bin/fuzz_$n" 2> /dev/null; done | grep "not found" | sort -u | tr -s " \t\n" " ")
+  # A lean bundle expects carry2/libs.tar.xz unpacked in /tmp/lib (setup.sh); unpack it here if not.
+  if [ -n "$missing" ] && [ -f carry2/libs.tar.xz ]; then
+    mkdir -p "$W/syslibs" && timeout 60 tar -xJf carry2/libs.tar.xz -C "$W/syslibs" \
+      && export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$W/syslibs/libs" && log "unpacked carry2/libs.tar.xz"
+    missing=$(for n in $NAMES; do ldd "$B/bin/fuzz_$n" 2> /dev/null; done | grep "not found" | sort -u | tr -s " \t\n" " ")
+  fi
+  [ -n "$missing" ] && log "shared libraries not found: $missing"
   # LeakSanitizer needs ptrace; where it cannot work (some sandboxes), fuzz without leak checks.
   local leaks=1
   echo '{}' > "$W/probe.in"
-  ASAN_OPTIONS=detect_leaks=1 LD_LIBRARY_PATH="$B/lib:/tmp/lib" timeout 60 "$B/bin/fuzz_config" "$W/probe.in" \
+  ASAN_OPTIONS=detect_leaks=1 timeout 60 "$B/bin/fuzz_config" "$W/probe.in" \
     > "$W/probe.log" 2>&1 || log "probe fuzz_config exit $?: $(tail -n 3 "$W/probe.log" | tr '\n' ' ')"
   if grep -q "LeakSanitizer has encountered a fatal error\|LeakSanitizer does not work" "$W/probe.log"; then
     leaks=0
     log "LeakSanitizer does not work here: detect_leaks=0"
   fi
   echo "$leaks" > "$W/detect_leaks"
-  export LD_LIBRARY_PATH="$B/lib:/tmp/lib"
-  local missing
-  missing=$(for n in $NAMES; do ldd "$B/bin/fuzz_$n" 2> /dev/null; done | grep "not found" | sort -u | tr -s " \t\n" " ")
-  [ -n "$missing" ] && log "shared libraries not found: $missing"
   export ASAN_OPTIONS=detect_leaks=$leaks:allocator_may_return_null=1
   export UBSAN_OPTIONS=print_stacktrace=1
   export W RESTARTS
