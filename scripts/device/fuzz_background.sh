@@ -8,6 +8,8 @@
 #       SECONDS, and returns at once. One process per harness, more when CORES has 18 or more
 #       (floor(cores / 9) each); fewer than 9 cores are shared round-robin. A process that stops at
 #       a finding is started again (at most 5 times) until its time is up.
+#       When that time is up it collects by itself (as COLLECT, into $OUT/fuzz.tar.xz), so the file
+#       comes back even if the call's command is killed before its COLLECT.
 #   fuzz_background.sh COLLECT OUTDIR [DEST]
 #       stops the harnesses still running (SIGINT: libFuzzer prints its final stats), writes
 #       DEST (default $OUT/fuzz.tar.xz, else OUTDIR/fuzz.tar.xz, at most 15 MiB): summary.json,
@@ -125,6 +127,7 @@ start() {
   export W RESTARTS
   local deadline=$(( $(date +%s) + seconds )) i=0 name inst core
   echo "$seconds" > "$W/seconds"
+  echo "$deadline" > "$W/deadline"
   echo "$cores" > "$W/cores"
   for name in $NAMES; do
     [ -x "$B/bin/fuzz_$name" ] || { log "no harness $name"; i=$((i + 1)); continue; }
@@ -236,14 +239,29 @@ collect() {
   rm -f "$dest.tmp"
 }
 
+# collect, at most about three minutes whatever happens, once at a time (the lock): START's
+# automatic collection at the deadline, or COLLECT.
+collect_bounded() {
+  export -f collect log_execs log
+  export W NAMES
+  timeout -k 5 170 bash -c "collect '$1'" || echo "fuzz_background: collection did not finish" >&2
+}
+
 case $mode in
   START)
     [ $# -ge 4 ] || { echo "usage: $0 START SECONDS CORES OUTDIR [BUNDLE]" >&2; exit 0; }
     W=$4
     mkdir -p "$W" || exit 0
     W=$(cd "$W" && pwd)
-    rm -f "$W/STOP"
+    rm -rf "$W/STOP" "$W/collect.lock" "$W/deadline"
     start "$2" "$3" "${5:-}"
+    # Should the call's command be killed before its COLLECT, $OUT still gets the file: written
+    # when the harnesses' time is up (choose SECONDS to end inside the command's limit).
+    if [ -f "$W/deadline" ]; then
+      setsid nohup bash "$here/fuzz_background.sh" _AUTO "$W" "${OUT:-$W}/fuzz.tar.xz" \
+        < /dev/null > /dev/null 2>&1 &
+      echo $! > "$W/auto.pid"
+    fi
     exit 0 ;;
   COLLECT)
     [ $# -ge 2 ] || { echo "usage: $0 COLLECT OUTDIR [DEST]" >&2; exit 0; }
@@ -251,10 +269,18 @@ case $mode in
     [ -d "$W" ] || { echo "fuzz_background: no $W" >&2; exit 0; }
     W=$(cd "$W" && pwd)
     dest=${3:-${OUT:-$W}/fuzz.tar.xz}
-    # The whole collection is bounded: whatever happens, return within about three minutes.
-    export -f collect log_execs log
-    export W NAMES
-    timeout -k 5 170 bash -c "collect '$dest'" || echo "fuzz_background: COLLECT did not finish" >&2
+    # Wait (at most 2 minutes) for an automatic collection under way, then stop the collector.
+    for ((t = 0; t < 120; t++)); do mkdir "$W/collect.lock" 2> /dev/null && break; sleep 1; done
+    [ -f "$W/auto.pid" ] && kill -KILL -- "-$(cat "$W/auto.pid")" 2> /dev/null
+    collect_bounded "$dest"
+    rm -rf "$W/collect.lock"
+    exit 0 ;;
+  _AUTO)
+    W=$2
+    while [ "$(date +%s)" -lt $(( $(cat "$W/deadline") + 3 )) ]; do sleep 2; done
+    mkdir "$W/collect.lock" 2> /dev/null || exit 0
+    collect_bounded "$3"
+    rm -rf "$W/collect.lock"
     exit 0 ;;
   _RUN)
     run_instance "$2" "$3" "$4" "$5" "$6"
