@@ -385,6 +385,342 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 
+// ---- backward ---------------------------------------------------------------------------------
+//
+// The same three-warpgroup layout for the two kernels of attention_backward (full causal):
+//   dq: a block per 128 queries of one head (consumers: 64 each), K and V streamed in tiles of
+//     64 keys: S = Q Kᵀ and dP = dO Vᵀ (wgmma from shared memory), P = exp2(S·c − lse), dS =
+//     P ∘ (dP − dsum) in registers, dQ += dS K (dS from registers, K read MN-major). The products
+//     of tile n are issued beside dQ's product of tile n − 1.
+//   dk, dv: a block per 128 keys of one kv head (consumers: 64 keys each), the group's query
+//     heads and their query tiles of 64 streamed (Q, dO by TMA, lse·log2e and dsum by bulk copy
+//     from head-major copies): Sᵀ = K Qᵀ, dPᵀ = V dOᵀ, Pᵀ, dSᵀ, then dV += Pᵀ dO and dK += dSᵀ Q
+//     (Q and dO read MN-major). The group's heads are summed inside the block: deterministic.
+
+// d (64 × 64) (+)= A (64 × 16, descriptor) · B (16 × 64, descriptor, K-major).
+__device__ __forceinline__ void wg_ss_n64(float (&d)[8][4], uint64_t da, uint64_t db, int scale_d) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " GL_WG_R32
+               ", %32, %33, p, 1, 1, 0, 0;\n}\n"
+               : GL_WG_ACC8(d, 0)
+               : "l"(da), "l"(db), "r"(scale_d));
+}
+// d (64 × D) += a (registers) · B (16 × D, MN-major, atoms of `atom` bytes).
+template <int D>
+__device__ __forceinline__ void wg_rs_t(float (&d)[D / 8][4], const uint32_t (&a)[4], uint32_t b,
+                                        uint32_t atom) {
+  const uint64_t db = desc_sw128(b, atom, 1024);
+  if constexpr (D == 128)
+    wg_rs_n128_t(d, a, db);
+  else
+    wg_rs_n64_t(d, a, db);
+}
+// acc (64 × 64) = A (64 rows at a, atoms of a_atom bytes) · B (64 rows at b, atoms of b_atom)ᵀ
+// over D, issued (not committed).
+template <int D>
+__device__ __forceinline__ void issue_ss64(float (&acc)[8][4], uint32_t a, uint32_t a_atom,
+                                           uint32_t b, uint32_t b_atom) {
+#pragma unroll
+  for (int ks = 0; ks < D / 16; ++ks)
+    wg_ss_n64(acc, desc_sw128(a + (ks / 4) * a_atom + (ks % 4) * 32, 16, 1024),
+              desc_sw128(b + (ks / 4) * b_atom + (ks % 4) * 32, 16, 1024), ks > 0);
+}
+__device__ __forceinline__ void pack_frags(uint32_t (&f)[4][4], const float (&x)[8][4]) {
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+    f[kk][0] = pack_bf16(x[2 * kk][0], x[2 * kk][1]);
+    f[kk][1] = pack_bf16(x[2 * kk][2], x[2 * kk][3]);
+    f[kk][2] = pack_bf16(x[2 * kk + 1][0], x[2 * kk + 1][1]);
+    f[kk][3] = pack_bf16(x[2 * kk + 1][2], x[2 * kk + 1][3]);
+  }
+}
+// 1-D bulk copy global → shared (bytes a multiple of 16, both 16-byte aligned) on `bar`.
+__device__ __forceinline__ void bulk_load(uint32_t dst, const void* src, uint32_t bytes,
+                                          uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
+      "l"(src), "r"(bytes), "r"(bar)
+      : "memory");
+}
+
+struct BwdArgs {
+  float *dq, *dk, *dv;
+  const float *lse, *dsum;      // (T, H), for the dq kernel's rows
+  const float *lse_t, *dsum_t;  // (H, pitch): lse·log2e and dsum per head, for dk, dv
+  int T, H, G, pitch;
+};
+
+constexpr int kQt = 64;                   // dk/dv: queries per streamed tile; dq: keys per tile
+constexpr int kHalfAtom = kQt * 128;      // a 64-column atom of a 64-row tile
+
+template <int D>
+struct DqSmem {
+  static constexpr int big = (D / 64) * kAtomBytes;   // 128 × D
+  static constexpr int small = (D / 64) * kHalfAtom;  // 64 × D
+  static constexpr int q = 0, dout = q + big, k = dout + big, v = k + 2 * small;
+  static constexpr int bars = v + 2 * small;  // qdo_full, kv_full[2], kv_empty[2]
+  static constexpr int request = bars + 8 * 5 + 1024;
+};
+
+template <int D>
+__global__ void __launch_bounds__(kThreads, 1)
+    flash_backward_dq_wgmma_kernel(const __grid_constant__ CUtensorMap tq,
+                                   const __grid_constant__ CUtensorMap tdo,
+                                   const __grid_constant__ CUtensorMap tk,
+                                   const __grid_constant__ CUtensorMap tv, BwdArgs a) {
+  using L = DqSmem<D>;
+  extern __shared__ unsigned char smem_raw[];
+  const uint32_t base =
+      (static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw)) + 1023u) & ~1023u;
+  const uint32_t qdo_full = base + L::bars;
+  auto kv_full = [&](int s) { return qdo_full + 8 * (1 + s); };
+  auto kv_empty = [&](int s) { return qdo_full + 8 * (3 + s); };
+  const int nq = (a.T + kRows - 1) / kRows;
+  const int qb = nq - 1 - (int)blockIdx.x / a.H, h = (int)blockIdx.x % a.H;
+  const int hk = h / (a.H / a.G), t0 = qb * kRows;
+  const int n_tiles = min(t0 + kRows - 1, a.T - 1) / kQt + 1;  // key tiles of 64 (causal)
+  const int wg = threadIdx.x / 128;
+  if (threadIdx.x == 0) {
+    mbar_init(qdo_full, 1);
+    for (int s = 0; s < 2; ++s) mbar_init(kv_full(s), 1), mbar_init(kv_empty(s), 8);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+
+  if (wg == 0) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n");
+    if (threadIdx.x == 0) {
+      mbar_expect_tx(qdo_full, 2 * L::big);
+      for (int c = 0; c < D / 64; ++c) {
+        tma_load(base + L::q + c * kAtomBytes, &tq, c * 64, h, t0, qdo_full);
+        tma_load(base + L::dout + c * kAtomBytes, &tdo, c * 64, h, t0, qdo_full);
+      }
+      for (int i = 0; i < n_tiles; ++i) {
+        const int s = i & 1;
+        mbar_wait(kv_empty(s), ((i >> 1) & 1) ^ 1);
+        mbar_expect_tx(kv_full(s), 2 * L::small);
+        for (int c = 0; c < D / 64; ++c) {
+          tma_load(base + L::k + s * L::small + c * kHalfAtom, &tk, c * 64, hk, i * kQt, kv_full(s));
+          tma_load(base + L::v + s * L::small + c * kHalfAtom, &tv, c * 64, hk, i * kQt, kv_full(s));
+        }
+      }
+    }
+    return;
+  }
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n");
+
+  const int cw = wg - 1, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
+  const int gr = lane >> 2, gc = (lane & 3) * 2;
+  const int row0 = t0 + 64 * cw + 16 * warp, wg_row0 = t0 + 64 * cw;
+  const uint32_t q_wg = base + L::q + cw * 64 * 128, do_wg = base + L::dout + cw * 64 * 128;
+  const float scale = kLog2e / sqrtf((float)D);
+  // This thread's two rows: lse·log2e and dsum (rows past T: P = dS = 0).
+  float lse2[2], dsum[2];
+  bool live[2];
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    const int t = row0 + gr + 8 * rr;
+    live[rr] = t < a.T;
+    lse2[rr] = live[rr] ? a.lse[(long)t * a.H + h] * kLog2e : 0.0f;
+    dsum[rr] = live[rr] ? a.dsum[(long)t * a.H + h] : 0.0f;
+  }
+  float dq[D / 8][4];
+#pragma unroll
+  for (int n = 0; n < D / 8; ++n) dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.0f;
+  float s[8][4], dp[8][4];
+  uint32_t ds[4][4];
+  // dS of tile i from S, dP (in place in s): P = exp2(S·c − lse2), masked past the row / T.
+  auto grad_scores = [&](int i) {
+    const int j0 = i * kQt;
+    const bool edge = j0 + kQt - 1 > wg_row0 || t0 + kRows > a.T;
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+      for (int x = 0; x < 4; ++x) {
+        const int rr = x >> 1;
+        const bool off = edge && (j0 + 8 * n + gc + (x & 1) > row0 + gr + 8 * rr || !live[rr]);
+        s[n][x] = off ? 0.0f : exp2f(fmaf(s[n][x], scale, -lse2[rr])) * (dp[n][x] - dsum[rr]);
+      }
+  };
+  mbar_wait(qdo_full, 0);
+  for (int i = 0; i < n_tiles; ++i) {
+    const int st = i & 1;
+    mbar_wait(kv_full(st), (i >> 1) & 1);
+    const uint32_t kb = base + L::k + st * L::small, vb = base + L::v + st * L::small;
+    wg_fence();
+    issue_ss64<D>(s, q_wg, kAtomBytes, kb, kHalfAtom);
+    issue_ss64<D>(dp, do_wg, kAtomBytes, vb, kHalfAtom);
+    wg_commit();
+    if (i > 0) {  // dQ += dS(i − 1) K(i − 1)
+      const uint32_t kp = base + L::k + (st ^ 1) * L::small;
+      wg_fence();
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) wg_rs_t<D>(dq, ds[kk], kp + kk * 16 * 128, kHalfAtom);
+      wg_commit();
+      wg_wait<1>();
+    } else {
+      wg_wait<0>();
+    }
+    grad_scores(i);
+    if (i > 0) {
+      wg_wait<0>();
+      __syncwarp();
+      if (lane == 0) mbar_arrive(kv_empty(st ^ 1));
+    }
+    pack_frags(ds, s);
+  }
+  {
+    const int st = (n_tiles - 1) & 1;
+    const uint32_t kp = base + L::k + st * L::small;
+    wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) wg_rs_t<D>(dq, ds[kk], kp + kk * 16 * 128, kHalfAtom);
+    wg_commit();
+    wg_wait<0>();
+  }
+  const float inv_sqrt_d = 1.0f / sqrtf((float)D);
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    if (!live[rr]) continue;
+    float* dst = a.dq + ((long)(row0 + gr + 8 * rr) * a.H + h) * D + gc;
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n)
+      *reinterpret_cast<float2*>(dst + 8 * n) =
+          make_float2(dq[n][2 * rr] * inv_sqrt_d, dq[n][2 * rr + 1] * inv_sqrt_d);
+  }
+}
+
+template <int D>
+struct DkvSmem {
+  static constexpr int big = (D / 64) * kAtomBytes;   // 128 × D
+  static constexpr int small = (D / 64) * kHalfAtom;  // 64 × D
+  static constexpr int k = 0, v = k + big, q = v + big, dout = q + 2 * small;
+  static constexpr int vec = dout + 2 * small;  // [2 stages][lse2 64, dsum 64] floats
+  static constexpr int bars = vec + 2 * 2 * kQt * 4;  // kv_full, full[2], empty[2]
+  static constexpr int request = bars + 8 * 5 + 1024;
+};
+
+template <int D>
+__global__ void __launch_bounds__(kThreads, 1)
+    flash_backward_dkdv_wgmma_kernel(const __grid_constant__ CUtensorMap tq,
+                                     const __grid_constant__ CUtensorMap tdo,
+                                     const __grid_constant__ CUtensorMap tk,
+                                     const __grid_constant__ CUtensorMap tv, BwdArgs a) {
+  using L = DkvSmem<D>;
+  extern __shared__ unsigned char smem_raw[];
+  const uint32_t base =
+      (static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw)) + 1023u) & ~1023u;
+  const float* vec_gen = reinterpret_cast<const float*>(
+      smem_raw + (base - static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw))) + L::vec);
+  const uint32_t kv_full = base + L::bars;
+  auto full = [&](int s) { return kv_full + 8 * (1 + s); };
+  auto empty = [&](int s) { return kv_full + 8 * (3 + s); };
+  const int nkb = (a.T + kRows - 1) / kRows, nqt = (a.T + kQt - 1) / kQt;
+  const int kb = (int)blockIdx.x / a.G, g = (int)blockIdx.x % a.G;  // key block 0 (longest) first
+  const int j0 = kb * kRows, group = a.H / a.G;
+  const int qt0 = j0 / kQt, per_head = nqt - qt0, n_tiles = group * per_head;
+  const int wg = threadIdx.x / 128;
+  (void)nkb;
+  if (threadIdx.x == 0) {
+    mbar_init(kv_full, 1);
+    for (int s = 0; s < 2; ++s) mbar_init(full(s), 1), mbar_init(empty(s), 8);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  __syncthreads();
+
+  if (wg == 0) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n");
+    if (threadIdx.x == 0) {
+      mbar_expect_tx(kv_full, 2 * L::big);
+      for (int c = 0; c < D / 64; ++c) {
+        tma_load(base + L::k + c * kAtomBytes, &tk, c * 64, g, j0, kv_full);
+        tma_load(base + L::v + c * kAtomBytes, &tv, c * 64, g, j0, kv_full);
+      }
+      for (int i = 0; i < n_tiles; ++i) {
+        const int s = i & 1, h = g * group + i / per_head, qt = qt0 + i % per_head;
+        mbar_wait(empty(s), ((i >> 1) & 1) ^ 1);
+        mbar_expect_tx(full(s), 2 * L::small + 2 * kQt * 4);
+        for (int c = 0; c < D / 64; ++c) {
+          tma_load(base + L::q + s * L::small + c * kHalfAtom, &tq, c * 64, h, qt * kQt, full(s));
+          tma_load(base + L::dout + s * L::small + c * kHalfAtom, &tdo, c * 64, h, qt * kQt, full(s));
+        }
+        const uint32_t vs = base + L::vec + s * 2 * kQt * 4;
+        bulk_load(vs, a.lse_t + (long)h * a.pitch + qt * kQt, kQt * 4, full(s));
+        bulk_load(vs + kQt * 4, a.dsum_t + (long)h * a.pitch + qt * kQt, kQt * 4, full(s));
+      }
+    }
+    return;
+  }
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n");
+
+  const int cw = wg - 1, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
+  const int gr = lane >> 2, gc = (lane & 3) * 2;
+  const int key0 = j0 + 64 * cw + 16 * warp, wg_key0 = j0 + 64 * cw;  // this warp's first key
+  const uint32_t k_wg = base + L::k + cw * 64 * 128, v_wg = base + L::v + cw * 64 * 128;
+  const float scale = kLog2e / sqrtf((float)D);
+  float dk[D / 8][4], dv[D / 8][4];
+#pragma unroll
+  for (int n = 0; n < D / 8; ++n)
+#pragma unroll
+    for (int x = 0; x < 4; ++x) dk[n][x] = dv[n][x] = 0.0f;
+  float s[8][4], dp[8][4];
+  uint32_t pf[4][4], dsf[4][4];
+  mbar_wait(kv_full, 0);
+  for (int i = 0; i < n_tiles; ++i) {
+    const int st = i & 1, qt = qt0 + i % per_head, q0 = qt * kQt;
+    mbar_wait(full(st), (i >> 1) & 1);
+    const uint32_t qb = base + L::q + st * L::small, dob = base + L::dout + st * L::small;
+    wg_fence();
+    issue_ss64<D>(s, k_wg, kAtomBytes, qb, kHalfAtom);    // Sᵀ = K Qᵀ
+    issue_ss64<D>(dp, v_wg, kAtomBytes, dob, kHalfAtom);  // dPᵀ = V dOᵀ
+    wg_commit();
+    wg_wait<0>();
+    // Pᵀ (key row, query column) and dSᵀ; masked where the query precedes the key or is past T.
+    const float* lse2 = vec_gen + st * 2 * kQt;
+    const float* dsum = lse2 + kQt;
+    const bool edge = q0 < wg_key0 + 63 || q0 + kQt > a.T;
+#pragma unroll
+    for (int n = 0; n < 8; ++n) {
+      const int c = 8 * n + gc;
+      const float2 l2 = *reinterpret_cast<const float2*>(lse2 + c);
+      const float2 d2 = *reinterpret_cast<const float2*>(dsum + c);
+#pragma unroll
+      for (int x = 0; x < 4; ++x) {
+        const int t = q0 + c + (x & 1), j = key0 + gr + 8 * (x >> 1);
+        const bool off = edge && (t < j || t >= a.T);  // (past T: lse, dsum unset)
+        const float p = off ? 0.0f : exp2f(fmaf(s[n][x], scale, -((x & 1) ? l2.y : l2.x)));
+        s[n][x] = p;
+        dp[n][x] = off ? 0.0f : p * (dp[n][x] - ((x & 1) ? d2.y : d2.x));
+      }
+    }
+    pack_frags(pf, s);
+    pack_frags(dsf, dp);
+    wg_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) wg_rs_t<D>(dv, pf[kk], dob + kk * 16 * 128, kHalfAtom);
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) wg_rs_t<D>(dk, dsf[kk], qb + kk * 16 * 128, kHalfAtom);
+    wg_commit();
+    wg_wait<0>();
+    __syncwarp();
+    if (lane == 0) mbar_arrive(empty(st));
+  }
+  const float inv_sqrt_d = 1.0f / sqrtf((float)D);
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    const int j = key0 + gr + 8 * rr;
+    if (j >= a.T) continue;
+    float* pk = a.dk + ((long)j * a.G + g) * D + gc;
+    float* pv = a.dv + ((long)j * a.G + g) * D + gc;
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n) {
+      *reinterpret_cast<float2*>(pk + 8 * n) =
+          make_float2(dk[n][2 * rr] * inv_sqrt_d, dk[n][2 * rr + 1] * inv_sqrt_d);
+      *reinterpret_cast<float2*>(pv + 8 * n) = make_float2(dv[n][2 * rr], dv[n][2 * rr + 1]);
+    }
+  }
+}
+
 // ---- host ------------------------------------------------------------------------------------
 
 using EncodeTiled = PFN_cuTensorMapEncodeTiled_v12000;
@@ -400,24 +736,25 @@ Status encoder(EncodeTiled* fn) {
     if (err == cudaSuccess && q == cudaDriverEntryPointSuccess) cached = reinterpret_cast<EncodeTiled>(p);
   });
   if (!cached)
-    return make_error("attention_forward: cuTensorMapEncodeTiled is not available (",
+    return make_error("attention: cuTensorMapEncodeTiled is not available (",
                       cudaGetErrorString(err), ")");
   *fn = cached;
   return ok_status();
 }
 
-// The (D, heads, T) view of a (T, heads, D) bf16 tensor, boxes of 128 rows × 64 columns.
-Status tensor_map(CUtensorMap* map, EncodeTiled encode, const bf16* p, int T, int heads, int D) {
+// The (D, heads, T) view of a (T, heads, D) bf16 tensor, boxes of `rows` rows × 64 columns.
+Status tensor_map(CUtensorMap* map, EncodeTiled encode, const bf16* p, int T, int heads, int D,
+                  int rows = kRows) {
   const cuuint64_t dims[3] = {(cuuint64_t)D, (cuuint64_t)heads, (cuuint64_t)T};
   const cuuint64_t strides[2] = {(cuuint64_t)D * 2, (cuuint64_t)heads * D * 2};
-  const cuuint32_t box[3] = {64, 1, (cuuint32_t)kRows};
+  const cuuint32_t box[3] = {64, 1, (cuuint32_t)rows};
   const cuuint32_t elem[3] = {1, 1, 1};
   const CUresult r = encode(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3, const_cast<bf16*>(p), dims,
                             strides, box, elem, CU_TENSOR_MAP_INTERLEAVE_NONE,
                             CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (r != CUDA_SUCCESS)
-    return make_error("attention_forward: cuTensorMapEncodeTiled failed (", (int)r, ") for T=", T,
+    return make_error("attention: cuTensorMapEncodeTiled failed (", (int)r, ") for T=", T,
                       " heads=", heads, " D=", D);
   return ok_status();
 }
@@ -440,6 +777,37 @@ Status launch(bf16* y, float* lse, const bf16* q, const bf16* k, const bf16* v, 
   return ok_status();
 }
 
+
+template <int D>
+Status launch_backward(const BwdArgs& a, const bf16* q, const bf16* k, const bf16* v,
+                       const bf16* dob, cudaStream_t stream) {
+  EncodeTiled encode;
+  GL_TRY(encoder(&encode));
+  CUtensorMap tq, tdo, tk, tv;
+  // dq: Q, dO in blocks of 128 queries, K, V streamed in tiles of 64 keys.
+  GL_TRY(tensor_map(&tq, encode, q, a.T, a.H, D));
+  GL_TRY(tensor_map(&tdo, encode, dob, a.T, a.H, D));
+  GL_TRY(tensor_map(&tk, encode, k, a.T, a.G, D, kQt));
+  GL_TRY(tensor_map(&tv, encode, v, a.T, a.G, D, kQt));
+  auto dq_kernel = flash_backward_dq_wgmma_kernel<D>;
+  GL_CUDA_CHECK(cudaFuncSetAttribute(dq_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     DqSmem<D>::request));
+  const int nq = (a.T + kRows - 1) / kRows;
+  dq_kernel<<<(unsigned)((long)nq * a.H), kThreads, DqSmem<D>::request, stream>>>(tq, tdo, tk, tv, a);
+  GL_CUDA_CHECK_LAUNCH();
+  // dk, dv: K, V in blocks of 128 keys, Q, dO streamed in tiles of 64 queries.
+  GL_TRY(tensor_map(&tq, encode, q, a.T, a.H, D, kQt));
+  GL_TRY(tensor_map(&tdo, encode, dob, a.T, a.H, D, kQt));
+  GL_TRY(tensor_map(&tk, encode, k, a.T, a.G, D));
+  GL_TRY(tensor_map(&tv, encode, v, a.T, a.G, D));
+  auto dkdv_kernel = flash_backward_dkdv_wgmma_kernel<D>;
+  GL_CUDA_CHECK(cudaFuncSetAttribute(dkdv_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     DkvSmem<D>::request));
+  dkdv_kernel<<<(unsigned)((long)nq * a.G), kThreads, DkvSmem<D>::request, stream>>>(tq, tdo, tk, tv, a);
+  GL_CUDA_CHECK_LAUNCH();
+  return ok_status();
+}
+
 }  // namespace
 
 bool attention_forward_wgmma_applies(int D, AttentionMaskSpec mask) {
@@ -452,6 +820,21 @@ Status attention_forward_wgmma(bf16* y, float* lse, const bf16* q, const bf16* k
     return make_error("attention_forward: q, k, v must be 16-byte aligned for the tensor copies");
   return dispatch_head_dim(D, [&](auto d) -> Status {
     return launch<decltype(d)::value>(y, lse, q, k, v, T, H, G, stream);
+  });
+}
+
+int attention_backward_wgmma_pitch(int T) { return (T + kQt - 1) / kQt * kQt; }
+
+Status attention_backward_wgmma(float* dq, float* dk, float* dv, const bf16* q, const bf16* k,
+                                const bf16* v, const bf16* dob, const float* lse,
+                                const float* dsum, const float* lse_t, const float* dsum_t, int T,
+                                int H, int G, int D, cudaStream_t stream) {
+  if (((uintptr_t)q | (uintptr_t)k | (uintptr_t)v | (uintptr_t)dob | (uintptr_t)lse_t |
+       (uintptr_t)dsum_t) % 16 != 0)
+    return make_error("attention_backward: q, k, v, dO and the lse/dsum copies must be 16-byte aligned");
+  const BwdArgs a{dq, dk, dv, lse, dsum, lse_t, dsum_t, T, H, G, attention_backward_wgmma_pitch(T)};
+  return dispatch_head_dim(D, [&](auto d) -> Status {
+    return launch_backward<decltype(d)::value>(a, q, k, v, dob, stream);
   });
 }
 

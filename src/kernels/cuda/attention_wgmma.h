@@ -1,4 +1,4 @@
-// Full causal attention forward on Hopper's warpgroup MMA and tensor copies (attention_wgmma.cu),
+// Full causal attention forward and backward on Hopper's warpgroup MMA and tensor copies (attention_wgmma.cu),
 // the path attention_forward takes where it applies; internal to kernels/cuda (attention.h is
 // the interface, kernels/cpu/attention.h the specification).
 #pragma once
@@ -7,11 +7,20 @@
 
 namespace golinear::kernels::cuda::detail {
 
-// Full causal (no sink + window mask), D ∈ {64, 128}.
+// Full causal (no sink + window mask), D ∈ {64, 128}: forward and backward.
 bool attention_forward_wgmma_applies(int D, AttentionMaskSpec mask);
 
 // attention_forward for those cases: y (T, H, D), lse (T, H) or null.
 Status attention_forward_wgmma(bf16* y, float* lse, const bf16* q, const bf16* k, const bf16* v,
                                int T, int H, int G, int D, cudaStream_t stream);
+
+// attention_backward for the same cases, after its prepare step: dob = bf16(dy), dsum (T, H) as
+// there, and head-major copies lse_t = lse · log2 e, dsum_t (H, pitch) with pitch =
+// attention_backward_wgmma_pitch(T) (entries past T are not read). dq, dk, dv WRITTEN.
+int attention_backward_wgmma_pitch(int T);
+Status attention_backward_wgmma(float* dq, float* dk, float* dv, const bf16* q, const bf16* k,
+                                const bf16* v, const bf16* dob, const float* lse,
+                                const float* dsum, const float* lse_t, const float* dsum_t, int T,
+                                int H, int G, int D, cudaStream_t stream);
 
 }  // namespace golinear::kernels::cuda::detail
