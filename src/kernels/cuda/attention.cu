@@ -346,9 +346,7 @@ template <int D>
 __global__ void backward_prepare_kernel(float* __restrict__ dsum, bf16* __restrict__ dob,
                                         const float* __restrict__ dy,
                                         const bf16* __restrict__ y,
-                                        const float* __restrict__ dlse, long rows,
-                                        float* __restrict__ lse_t, float* __restrict__ dsum_t,
-                                        const float* __restrict__ lse, int H, int pitch) {
+                                        const float* __restrict__ dlse, long rows) {
   constexpr int E = D / 32;
   const long row = (blockIdx.x * (long)blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
@@ -363,15 +361,7 @@ __global__ void backward_prepare_kernel(float* __restrict__ dsum, bf16* __restri
     *reinterpret_cast<__nv_bfloat162*>(dob + base + x) = __floats2bfloat162_rn(g.x, g.y);
   }
   s = device::warp_sum(s);
-  if (lane == 0) {
-    const float d = dlse ? s - dlse[row] : s;  // ∂lse/∂s_j = p_j: dS = P∘(dP − dsum + dlse)
-    dsum[row] = d;
-    if (lse_t) {  // the wgmma backward's head-major copies (attention_wgmma.h)
-      const long t = row / H, h = row % H;
-      lse_t[h * pitch + t] = lse[row] * kLog2e;
-      dsum_t[h * pitch + t] = d;
-    }
-  }
+  if (lane == 0) dsum[row] = dlse ? s - dlse[row] : s;  // ∂lse/∂s_j = p_j: dS = P∘(dP − dsum + dlse)
 }
 
 // The backward splits the keys: the window part (keys j ≥ sinks, each seen by the queries
@@ -1037,9 +1027,8 @@ Status attention_forward_mixed(bf16* y, const float* lambda, int lin_from, const
 size_t attention_backward_workspace_bytes(int T, int H, int G, int D) {
   const size_t rows = (size_t)T * H;
   const size_t chunks = ((size_t)T + kSinkChunk - 1) / kSinkChunk;
-  const size_t head_major = (size_t)H * detail::attention_backward_wgmma_pitch(T) * 4;
   return align_up(rows * D * 2) + align_up(rows * 4) +
-         2 * std::max(align_up(chunks * kTile * (size_t)G * D * 4), align_up(head_major));
+         2 * align_up(chunks * kTile * (size_t)G * D * 4);
 }
 
 Status attention_backward(float* dq, float* dk, float* dv, const float* dy, const bf16* y,
@@ -1060,24 +1049,17 @@ Status attention_backward(float* dq, float* dk, float* dv, const float* dy, cons
   float* dsum = reinterpret_cast<float*>(w);
   w += align_up(rows * 4);
   const size_t chunks_cap = ((size_t)T + kSinkChunk - 1) / kSinkChunk;
-  const size_t part_bytes = std::max(align_up(chunks_cap * kTile * (size_t)G * D * 4),
-                                     align_up((size_t)H * detail::attention_backward_wgmma_pitch(T) * 4));
   float* part_k = reinterpret_cast<float*>(w);
-  float* part_v = reinterpret_cast<float*>(w + part_bytes);
-  // Full causal on wgmma: the sink partials are not needed; their room holds the head-major lse
-  // and dsum copies instead.
-  const bool wgmma = detail::attention_forward_wgmma_applies(D, mask);
+  float* part_v = reinterpret_cast<float*>(w + align_up(chunks_cap * kTile * (size_t)G * D * 4));
 
   return dispatch_head_dim(D, [&](auto d) -> Status {
     constexpr int Dc = decltype(d)::value;
     const int nqt = (T + kTile - 1) / kTile;
-    const int pitch = detail::attention_backward_wgmma_pitch(T);
     backward_prepare_kernel<Dc><<<(unsigned)((rows * 32 + 255) / 256), 256, 0, stream>>>(
-        dsum, dob, dy, y, dlse, (long)rows, wgmma ? part_k : nullptr, part_v, lse, H, pitch);
+        dsum, dob, dy, y, dlse, (long)rows);
     GL_CUDA_CHECK_LAUNCH();
-    if (wgmma)
-      return detail::attention_backward_wgmma(dq, dk, dv, q, k, v, dob, lse, dsum, part_k, part_v, T,
-                                              H, G, Dc, stream);
+    if (detail::attention_forward_wgmma_applies(Dc, mask))  // full causal: on wgmma
+      return detail::attention_backward_wgmma(dq, dk, dv, q, k, v, dob, lse, dsum, T, H, G, Dc, stream);
     BackwardArgs args{dq, dk, dv, nullptr, nullptr, q, k, v, dob, lse, dsum,
                       T, H, G, sinks, window, T};
     const size_t bytes = BwdSmem<Dc>::total;

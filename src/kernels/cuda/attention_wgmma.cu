@@ -393,8 +393,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 //     P ∘ (dP − dsum) in registers, dQ += dS K (dS from registers, K read MN-major). The products
 //     of tile n are issued beside dQ's product of tile n − 1.
 //   dk, dv: a block per 128 keys of one kv head (consumers: 64 keys each), the group's query
-//     heads and their query tiles of 64 streamed (Q, dO by TMA, lse·log2e and dsum by bulk copy
-//     from head-major copies): Sᵀ = K Qᵀ, dPᵀ = V dOᵀ, Pᵀ, dSᵀ, then dV += Pᵀ dO and dK += dSᵀ Q
+//     heads and their query tiles of 64 streamed (Q, dO by TMA; each tile's 64 values of lse·log2e and
+//     dsum loaded by the warpgroup into a shared buffer while its products run): Sᵀ = K Qᵀ, dPᵀ = V dOᵀ, Pᵀ, dSᵀ, then dV += Pᵀ dO and dK += dSᵀ Q
 //     (Q and dO read MN-major). The group's heads are summed inside the block: deterministic.
 
 // d (64 × 64) (+)= A (64 × 16, descriptor) · B (16 × 64, descriptor, K-major).
@@ -434,20 +434,10 @@ __device__ __forceinline__ void pack_frags(uint32_t (&f)[4][4], const float (&x)
     f[kk][3] = pack_bf16(x[2 * kk + 1][2], x[2 * kk + 1][3]);
   }
 }
-// 1-D bulk copy global → shared (bytes a multiple of 16, both 16-byte aligned) on `bar`.
-__device__ __forceinline__ void bulk_load(uint32_t dst, const void* src, uint32_t bytes,
-                                          uint32_t bar) {
-  asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
-      "l"(src), "r"(bytes), "r"(bar)
-      : "memory");
-}
-
 struct BwdArgs {
   float *dq, *dk, *dv;
-  const float *lse, *dsum;      // (T, H), for the dq kernel's rows
-  const float *lse_t, *dsum_t;  // (H, pitch): lse·log2e and dsum per head, for dk, dv
-  int T, H, G, pitch;
+  const float *lse, *dsum;  // (T, H)
+  int T, H, G;
 };
 
 constexpr int kQt = 64;                   // dk/dv: queries per streamed tile; dq: keys per tile
@@ -538,8 +528,9 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
       for (int x = 0; x < 4; ++x) {
         const int rr = x >> 1;
-        const bool off = edge && (j0 + 8 * n + gc + (x & 1) > row0 + gr + 8 * rr || !live[rr]);
-        s[n][x] = off ? 0.0f : exp2f(fmaf(s[n][x], scale, -lse2[rr])) * (dp[n][x] - dsum[rr]);
+        float p = exp2f(fmaf(s[n][x], scale, -lse2[rr]));
+        if (edge && (j0 + 8 * n + gc + (x & 1) > row0 + gr + 8 * rr || !live[rr])) p = 0.0f;
+        s[n][x] = p * (dp[n][x] - dsum[rr]);  // dead rows: dsum = 0, dP finite (zero-filled tiles)
       }
   };
   mbar_wait(qdo_full, 0);
@@ -595,8 +586,8 @@ struct DkvSmem {
   static constexpr int big = (D / 64) * kAtomBytes;   // 128 × D
   static constexpr int small = (D / 64) * kHalfAtom;  // 64 × D
   static constexpr int k = 0, v = k + big, q = v + big, dout = q + 2 * small;
-  static constexpr int vec = dout + 2 * small;  // [2 stages][lse2 64, dsum 64] floats
-  static constexpr int bars = vec + 2 * 2 * kQt * 4;  // kv_full, full[2], empty[2]
+  static constexpr int cols = dout + 2 * small;  // per consumer warpgroup [2][lse2 64, dsum 64]
+  static constexpr int bars = cols + 2 * 2 * 2 * kQt * 4;  // kv_full, full[2], empty[2]
   static constexpr int request = bars + 8 * 5 + 1024;
 };
 
@@ -610,8 +601,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   extern __shared__ unsigned char smem_raw[];
   const uint32_t base =
       (static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw)) + 1023u) & ~1023u;
-  const float* vec_gen = reinterpret_cast<const float*>(
-      smem_raw + (base - static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw))) + L::vec);
   const uint32_t kv_full = base + L::bars;
   auto full = [&](int s) { return kv_full + 8 * (1 + s); };
   auto empty = [&](int s) { return kv_full + 8 * (3 + s); };
@@ -639,20 +628,20 @@ __global__ void __launch_bounds__(kThreads, 1)
       for (int i = 0; i < n_tiles; ++i) {
         const int s = i & 1, h = g * group + i / per_head, qt = qt0 + i % per_head;
         mbar_wait(empty(s), ((i >> 1) & 1) ^ 1);
-        mbar_expect_tx(full(s), 2 * L::small + 2 * kQt * 4);
+        mbar_expect_tx(full(s), 2 * L::small);
         for (int c = 0; c < D / 64; ++c) {
           tma_load(base + L::q + s * L::small + c * kHalfAtom, &tq, c * 64, h, qt * kQt, full(s));
           tma_load(base + L::dout + s * L::small + c * kHalfAtom, &tdo, c * 64, h, qt * kQt, full(s));
         }
-        const uint32_t vs = base + L::vec + s * 2 * kQt * 4;
-        bulk_load(vs, a.lse_t + (long)h * a.pitch + qt * kQt, kQt * 4, full(s));
-        bulk_load(vs + kQt * 4, a.dsum_t + (long)h * a.pitch + qt * kQt, kQt * 4, full(s));
       }
     }
     return;
   }
   asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n");
 
+  float* col_buf = reinterpret_cast<float*>(
+      smem_raw + (base - static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw))) + L::cols +
+      (wg - 1) * 2 * 2 * kQt * 4);
   const int cw = wg - 1, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
   const int gr = lane >> 2, gc = (lane & 3) * 2;
   const int key0 = j0 + 64 * cw + 16 * warp, wg_key0 = j0 + 64 * cw;  // this warp's first key
@@ -667,34 +656,43 @@ __global__ void __launch_bounds__(kThreads, 1)
   uint32_t pf[4][4], dsf[4][4];
   mbar_wait(kv_full, 0);
   for (int i = 0; i < n_tiles; ++i) {
-    const int st = i & 1, qt = qt0 + i % per_head, q0 = qt * kQt;
+    const int st = i & 1, h = g * group + i / per_head, q0 = (qt0 + i % per_head) * kQt;
     mbar_wait(full(st), (i >> 1) & 1);
     const uint32_t qb = base + L::q + st * L::small, dob = base + L::dout + st * L::small;
     wg_fence();
     issue_ss64<D>(s, k_wg, kAtomBytes, qb, kHalfAtom);    // Sᵀ = K Qᵀ
     issue_ss64<D>(dp, v_wg, kAtomBytes, dob, kHalfAtom);  // dPᵀ = V dOᵀ
     wg_commit();
+    // The tile's 64 columns of lse·log2e and dsum into this warpgroup's buffer (one value a
+    // thread, loaded while the products run; two buffers by tile parity), then a warpgroup barrier.
+    float* cols = col_buf + (i & 1) * 2 * kQt;
+    {
+      const int k = threadIdx.x % 128;
+      const long at = (long)min(q0 + (k % kQt), a.T - 1) * a.H + h;  // past T: masked below
+      cols[k] = k < kQt ? a.lse[at] * kLog2e : a.dsum[at];
+      asm volatile("bar.sync %0, 128;\n" ::"r"(3 + cw) : "memory");
+    }
     wg_wait<0>();
     // Pᵀ (key row, query column) and dSᵀ; masked where the query precedes the key or is past T.
-    const float* lse2 = vec_gen + st * 2 * kQt;
-    const float* dsum = lse2 + kQt;
     const bool edge = q0 < wg_key0 + 63 || q0 + kQt > a.T;
 #pragma unroll
     for (int n = 0; n < 8; ++n) {
       const int c = 8 * n + gc;
-      const float2 l2 = *reinterpret_cast<const float2*>(lse2 + c);
-      const float2 d2 = *reinterpret_cast<const float2*>(dsum + c);
+      const float2 l2 = *reinterpret_cast<const float2*>(cols + c);
+      const float2 d2 = *reinterpret_cast<const float2*>(cols + kQt + c);
+      float pv[4], dsv[4];
 #pragma unroll
       for (int x = 0; x < 4; ++x) {
         const int t = q0 + c + (x & 1), j = key0 + gr + 8 * (x >> 1);
-        const bool off = edge && (t < j || t >= a.T);  // (past T: lse, dsum unset)
-        const float p = off ? 0.0f : exp2f(fmaf(s[n][x], scale, -((x & 1) ? l2.y : l2.x)));
-        s[n][x] = p;
-        dp[n][x] = off ? 0.0f : p * (dp[n][x] - ((x & 1) ? d2.y : d2.x));
+        const bool off = edge && (t < j || t >= a.T);
+        pv[x] = off ? 0.0f : exp2f(fmaf(s[n][x], scale, -((x & 1) ? l2.y : l2.x)));
+        dsv[x] = off ? 0.0f : pv[x] * (dp[n][x] - ((x & 1) ? d2.y : d2.x));
       }
+      // Straight into the A fragments (the accumulators stay wgmma's alone: no copies).
+      const int kk = n / 2, half = 2 * (n % 2);
+      pf[kk][half] = pack_bf16(pv[0], pv[1]), pf[kk][half + 1] = pack_bf16(pv[2], pv[3]);
+      dsf[kk][half] = pack_bf16(dsv[0], dsv[1]), dsf[kk][half + 1] = pack_bf16(dsv[2], dsv[3]);
     }
-    pack_frags(pf, s);
-    pack_frags(dsf, dp);
     wg_fence();
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) wg_rs_t<D>(dv, pf[kk], dob + kk * 16 * 128, kHalfAtom);
@@ -823,16 +821,13 @@ Status attention_forward_wgmma(bf16* y, float* lse, const bf16* q, const bf16* k
   });
 }
 
-int attention_backward_wgmma_pitch(int T) { return (T + kQt - 1) / kQt * kQt; }
-
 Status attention_backward_wgmma(float* dq, float* dk, float* dv, const bf16* q, const bf16* k,
                                 const bf16* v, const bf16* dob, const float* lse,
-                                const float* dsum, const float* lse_t, const float* dsum_t, int T,
-                                int H, int G, int D, cudaStream_t stream) {
-  if (((uintptr_t)q | (uintptr_t)k | (uintptr_t)v | (uintptr_t)dob | (uintptr_t)lse_t |
-       (uintptr_t)dsum_t) % 16 != 0)
-    return make_error("attention_backward: q, k, v, dO and the lse/dsum copies must be 16-byte aligned");
-  const BwdArgs a{dq, dk, dv, lse, dsum, lse_t, dsum_t, T, H, G, attention_backward_wgmma_pitch(T)};
+                                const float* dsum, int T, int H, int G, int D,
+                                cudaStream_t stream) {
+  if (((uintptr_t)q | (uintptr_t)k | (uintptr_t)v | (uintptr_t)dob) % 16 != 0)
+    return make_error("attention_backward: q, k, v and dO must be 16-byte aligned for the tensor copies");
+  const BwdArgs a{dq, dk, dv, lse, dsum, T, H, G};
   return dispatch_head_dim(D, [&](auto d) -> Status {
     return launch_backward<decltype(d)::value>(a, q, k, v, dob, stream);
   });

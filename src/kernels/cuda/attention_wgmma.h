@@ -14,13 +14,11 @@ bool attention_forward_wgmma_applies(int D, AttentionMaskSpec mask);
 Status attention_forward_wgmma(bf16* y, float* lse, const bf16* q, const bf16* k, const bf16* v,
                                int T, int H, int G, int D, cudaStream_t stream);
 
-// attention_backward for the same cases, after its prepare step: dob = bf16(dy), dsum (T, H) as
-// there, and head-major copies lse_t = lse · log2 e, dsum_t (H, pitch) with pitch =
-// attention_backward_wgmma_pitch(T) (entries past T are not read). dq, dk, dv WRITTEN.
-int attention_backward_wgmma_pitch(int T);
+// attention_backward for the same cases, after its prepare step (dob = bf16(dy), dsum (T, H) as
+// there); lse (T, H) from the forward. dq, dk, dv WRITTEN.
 Status attention_backward_wgmma(float* dq, float* dk, float* dv, const bf16* q, const bf16* k,
                                 const bf16* v, const bf16* dob, const float* lse,
-                                const float* dsum, const float* lse_t, const float* dsum_t, int T,
-                                int H, int G, int D, cudaStream_t stream);
+                                const float* dsum, int T, int H, int G, int D,
+                                cudaStream_t stream);
 
 }  // namespace golinear::kernels::cuda::detail
