@@ -654,9 +654,16 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int x = 0; x < 4; ++x) dk[n][x] = dv[n][x] = 0.0f;
   float s[8][4], dp[8][4];
   uint32_t pf[4][4], dsf[4][4];
+  // Column k % 64 of tile i: lse·log2e (k < 64) or dsum, for this thread's k (past T: masked).
+  auto column_value = [&](int i) {
+    const int k = threadIdx.x % 128, h = g * group + i / per_head;
+    const long at = (long)min((qt0 + i % per_head) * kQt + (k % kQt), a.T - 1) * a.H + h;
+    return k < kQt ? a.lse[at] * kLog2e : a.dsum[at];
+  };
+  float col_next = column_value(0);
   mbar_wait(kv_full, 0);
   for (int i = 0; i < n_tiles; ++i) {
-    const int st = i & 1, h = g * group + i / per_head, q0 = (qt0 + i % per_head) * kQt;
+    const int st = i & 1, q0 = (qt0 + i % per_head) * kQt;
     mbar_wait(full(st), (i >> 1) & 1);
     const uint32_t qb = base + L::q + st * L::small, dob = base + L::dout + st * L::small;
     wg_fence();
@@ -664,14 +671,11 @@ __global__ void __launch_bounds__(kThreads, 1)
     issue_ss64<D>(dp, v_wg, kAtomBytes, dob, kHalfAtom);  // dPᵀ = V dOᵀ
     wg_commit();
     // The tile's 64 columns of lse·log2e and dsum into this warpgroup's buffer (one value a
-    // thread, loaded while the products run; two buffers by tile parity), then a warpgroup barrier.
+    // thread, loaded one tile ahead; two buffers by tile parity), then a warpgroup barrier.
     float* cols = col_buf + (i & 1) * 2 * kQt;
-    {
-      const int k = threadIdx.x % 128;
-      const long at = (long)min(q0 + (k % kQt), a.T - 1) * a.H + h;  // past T: masked below
-      cols[k] = k < kQt ? a.lse[at] * kLog2e : a.dsum[at];
-      asm volatile("bar.sync %0, 128;\n" ::"r"(3 + cw) : "memory");
-    }
+    cols[threadIdx.x % 128] = col_next;
+    if (i + 1 < n_tiles) col_next = column_value(i + 1);
+    asm volatile("bar.sync %0, 128;\n" ::"r"(3 + cw) : "memory");
     wg_wait<0>();
     // Pᵀ (key row, query column) and dSᵀ; masked where the query precedes the key or is past T.
     const bool edge = q0 < wg_key0 + 63 || q0 + kQt > a.T;
