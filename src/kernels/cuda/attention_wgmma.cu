@@ -442,6 +442,9 @@ struct BwdArgs {
 
 constexpr int kQt = 64;                   // dk/dv: queries per streamed tile; dq: keys per tile
 constexpr int kHalfAtom = kQt * 128;      // a 64-column atom of a 64-row tile
+#ifndef GL_DKDV_COLS  // experiment switch (variant builds only)
+#define GL_DKDV_COLS 0
+#endif
 
 template <int D>
 struct DqSmem {
@@ -587,7 +590,7 @@ struct DkvSmem {
   static constexpr int small = (D / 64) * kHalfAtom;  // 64 × D
   static constexpr int k = 0, v = k + big, q = v + big, dout = q + 2 * small;
   static constexpr int cols = dout + 2 * small;  // per consumer warpgroup [2][lse2 64, dsum 64]
-  static constexpr int bars = cols + 2 * 2 * 2 * kQt * 4;  // kv_full, full[2], empty[2]
+  static constexpr int bars = cols + 8 * 2 * 2 * kQt * 4;  // kv_full, full[2], empty[2]
   static constexpr int request = bars + 8 * 5 + 1024;
 };
 
@@ -641,7 +644,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   float* col_buf = reinterpret_cast<float*>(
       smem_raw + (base - static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw))) + L::cols +
-      (wg - 1) * 2 * 2 * kQt * 4);
+      (GL_DKDV_COLS == 2 ? (threadIdx.x / 32 - 4) : (wg - 1)) * 2 * 2 * kQt * 4);
   const int cw = wg - 1, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
   const int gr = lane >> 2, gc = (lane & 3) * 2;
   const int key0 = j0 + 64 * cw + 16 * warp, wg_key0 = j0 + 64 * cw;  // this warp's first key
@@ -661,6 +664,15 @@ __global__ void __launch_bounds__(kThreads, 1)
     return k < kQt ? a.lse[at] * kLog2e : a.dsum[at];
   };
   float col_next = column_value(0);
+  auto column_value4 = [&](int i, int k) {
+    const int h = g * group + i / per_head;
+    const long at = (long)min((qt0 + i % per_head) * kQt + (k % kQt), a.T - 1) * a.H + h;
+    return k < kQt ? a.lse[at] * kLog2e : a.dsum[at];
+  };
+  float col4[4];
+#pragma unroll
+  for (int e = 0; e < 4; ++e) col4[e] = column_value4(0, lane + 32 * e);
+  (void)col4, (void)col_next;
   mbar_wait(kv_full, 0);
   for (int i = 0; i < n_tiles; ++i) {
     const int st = i & 1, q0 = (qt0 + i % per_head) * kQt;
@@ -672,18 +684,45 @@ __global__ void __launch_bounds__(kThreads, 1)
     wg_commit();
     // The tile's 64 columns of lse·log2e and dsum into this warpgroup's buffer (one value a
     // thread, loaded one tile ahead; two buffers by tile parity), then a warpgroup barrier.
+#if GL_DKDV_COLS == 0
     float* cols = col_buf + (i & 1) * 2 * kQt;
     cols[threadIdx.x % 128] = col_next;
     if (i + 1 < n_tiles) col_next = column_value(i + 1);
     asm volatile("bar.sync %0, 128;\n" ::"r"(3 + cw) : "memory");
+#elif GL_DKDV_COLS == 1
+    float2 l2v[8], d2v[8];
+    {
+      const int h = g * group + i / per_head;
+#pragma unroll
+      for (int n = 0; n < 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const long at = (long)min(q0 + 8 * n + gc + e, a.T - 1) * a.H + h;
+          (e ? l2v[n].y : l2v[n].x) = a.lse[at] * kLog2e;
+          (e ? d2v[n].y : d2v[n].x) = a.dsum[at];
+        }
+    }
+#else
+    float* cols = col_buf + (i & 1) * 2 * kQt;  // this warp's own copy: 128 values, 4 a lane
+#pragma unroll
+    for (int e = 0; e < 4; ++e) cols[lane + 32 * e] = col4[e];
+    if (i + 1 < n_tiles)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) col4[e] = column_value4(i + 1, lane + 32 * e);
+    __syncwarp();
+#endif
     wg_wait<0>();
     // Pᵀ (key row, query column) and dSᵀ; masked where the query precedes the key or is past T.
     const bool edge = q0 < wg_key0 + 63 || q0 + kQt > a.T;
 #pragma unroll
     for (int n = 0; n < 8; ++n) {
       const int c = 8 * n + gc;
+#if GL_DKDV_COLS == 1
+      const float2 l2 = l2v[n], d2 = d2v[n];
+#else
       const float2 l2 = *reinterpret_cast<const float2*>(cols + c);
       const float2 d2 = *reinterpret_cast<const float2*>(cols + kQt + c);
+#endif
       float pv[4], dsv[4];
 #pragma unroll
       for (int x = 0; x < 4; ++x) {
