@@ -442,6 +442,9 @@ struct BwdArgs {
 
 constexpr int kQt = 64;                   // dk/dv: queries per streamed tile; dq: keys per tile
 constexpr int kHalfAtom = kQt * 128;      // a 64-column atom of a 64-row tile
+#ifndef GL_DKDV_PACK
+#define GL_DKDV_PACK 0
+#endif
 #ifndef GL_DKDV_COLS  // experiment switch (variant builds only)
 #define GL_DKDV_COLS 0
 #endif
@@ -731,11 +734,20 @@ __global__ void __launch_bounds__(kThreads, 1)
         pv[x] = off ? 0.0f : exp2f(fmaf(s[n][x], scale, -((x & 1) ? l2.y : l2.x)));
         dsv[x] = off ? 0.0f : pv[x] * (dp[n][x] - ((x & 1) ? d2.y : d2.x));
       }
+#if GL_DKDV_PACK == 0
       // Straight into the A fragments (the accumulators stay wgmma's alone: no copies).
       const int kk = n / 2, half = 2 * (n % 2);
       pf[kk][half] = pack_bf16(pv[0], pv[1]), pf[kk][half + 1] = pack_bf16(pv[2], pv[3]);
       dsf[kk][half] = pack_bf16(dsv[0], dsv[1]), dsf[kk][half + 1] = pack_bf16(dsv[2], dsv[3]);
+#else
+#pragma unroll
+      for (int x = 0; x < 4; ++x) s[n][x] = pv[x], dp[n][x] = dsv[x];
+#endif
     }
+#if GL_DKDV_PACK
+    pack_frags(pf, s);
+    pack_frags(dsf, dp);
+#endif
     wg_fence();
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) wg_rs_t<D>(dv, pf[kk], dob + kk * 16 * 128, kHalfAtom);
