@@ -132,7 +132,7 @@ Result<std::string> mixer_bench_run(const MixerBenchOptions& o) {
     GL_ASSIGN_OR_RETURN(double full, time_median([&] {
       return attention_forward(y.get(), nullptr, q.get(), k.get(), v.get(), T, H, G, D, {}, stream);
     }, o.warmups, o.repeats, stream));
-    rows.push_back({"full attention (ours, mma flash)", "prefill fwd ms", T, full, ""});
+    rows.push_back({"full attention (ours, wgmma flash)", "prefill fwd ms", T, full, ""});
     GL_ASSIGN_OR_RETURN(double swa, time_median([&] {
       return attention_forward(y.get(), lse.get(), q.get(), k.get(), v.get(), T, H, G, D,
                                AttentionMaskSpec{o.sinks, o.window}, stream);
@@ -147,7 +147,7 @@ Result<std::string> mixer_bench_run(const MixerBenchOptions& o) {
                                     q.get(), k.get(), v.get(), T, H, G, D, m, attn_ws.get(),
                                     attn_ws.size(), stream);
         }, std::min(o.warmups, 2), std::min(o.repeats, 5), stream));
-        rows.push_back({full_causal ? "full attention (ours, mma flash)" : "sink+window attention",
+        rows.push_back({full_causal ? "full attention (ours, wgmma flash)" : "sink+window attention",
                         "fwd+bwd ms", T, fb, "deterministic backward; median of 5"});
       }
     }

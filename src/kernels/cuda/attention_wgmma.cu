@@ -29,14 +29,7 @@ namespace golinear::kernels::cuda::detail {
 namespace {
 
 constexpr int kRows = 128;     // queries per block, keys per tile
-#ifndef GL_ATTN_STAGES  // experiment switches (variant builds only)
-#define GL_ATTN_STAGES 2
-#endif
-#ifndef GL_ATTN_PINGPONG
-#define GL_ATTN_PINGPONG 1
-#endif
-constexpr int kStages = GL_ATTN_STAGES;       // K/V ring depth
-constexpr bool kPingpong = GL_ATTN_PINGPONG;  // the consumers issue their products in turns
+constexpr int kStages = 2;  // K/V ring depth (3: no faster, docs/BENCHMARKS.md session 9)
 constexpr int kThreads = 384;  // producer + 2 consumer warpgroups
 constexpr int kAtomBytes = kRows * 128;  // one 64-column swizzle atom of a 128-row tile
 constexpr float kLog2e = 1.4426950408889634f;
@@ -307,14 +300,12 @@ __global__ void __launch_bounds__(kThreads, 1)
   // one issue (barrier 2 − cw), so that one softmax runs beside the other's products. Warpgroup 1
   // opens the first turn and skips its last pass (every barrier sees as many passes as waits).
   auto turn_wait = [&]() {
-    if constexpr (kPingpong) asm volatile("bar.sync %0, 256;\n" ::"r"(1 + cw) : "memory");
+    asm volatile("bar.sync %0, 256;\n" ::"r"(1 + cw) : "memory");
   };
   auto turn_pass = [&](bool last) {
-    if constexpr (kPingpong)
-      if (!(last && cw == 1)) asm volatile("bar.arrive %0, 256;\n" ::"r"(2 - cw) : "memory");
+    if (!(last && cw == 1)) asm volatile("bar.arrive %0, 256;\n" ::"r"(2 - cw) : "memory");
   };
-  if constexpr (kPingpong)
-    if (cw == 1) asm volatile("bar.arrive 1, 256;\n" ::: "memory");
+  if (cw == 1) asm volatile("bar.arrive 1, 256;\n" ::: "memory");
 
   mbar_wait(q_full, 0);
   mbar_wait(k_full(0), 0);
@@ -442,12 +433,6 @@ struct BwdArgs {
 
 constexpr int kQt = 64;                   // dk/dv: queries per streamed tile; dq: keys per tile
 constexpr int kHalfAtom = kQt * 128;      // a 64-column atom of a 64-row tile
-#ifndef GL_DKDV_PACK
-#define GL_DKDV_PACK 0
-#endif
-#ifndef GL_DKDV_COLS  // experiment switch (variant builds only)
-#define GL_DKDV_COLS 0
-#endif
 
 template <int D>
 struct DqSmem {
@@ -593,7 +578,7 @@ struct DkvSmem {
   static constexpr int small = (D / 64) * kHalfAtom;  // 64 × D
   static constexpr int k = 0, v = k + big, q = v + big, dout = q + 2 * small;
   static constexpr int cols = dout + 2 * small;  // per consumer warpgroup [2][lse2 64, dsum 64]
-  static constexpr int bars = cols + 8 * 2 * 2 * kQt * 4;  // kv_full, full[2], empty[2]
+  static constexpr int bars = cols + 2 * 2 * 2 * kQt * 4;  // kv_full, full[2], empty[2]
   static constexpr int request = bars + 8 * 5 + 1024;
 };
 
@@ -647,7 +632,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   float* col_buf = reinterpret_cast<float*>(
       smem_raw + (base - static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw))) + L::cols +
-      (GL_DKDV_COLS == 2 ? (threadIdx.x / 32 - 4) : (wg - 1)) * 2 * 2 * kQt * 4);
+      (wg - 1) * 2 * 2 * kQt * 4);
   const int cw = wg - 1, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
   const int gr = lane >> 2, gc = (lane & 3) * 2;
   const int key0 = j0 + 64 * cw + 16 * warp, wg_key0 = j0 + 64 * cw;  // this warp's first key
@@ -667,15 +652,6 @@ __global__ void __launch_bounds__(kThreads, 1)
     return k < kQt ? a.lse[at] * kLog2e : a.dsum[at];
   };
   float col_next = column_value(0);
-  auto column_value4 = [&](int i, int k) {
-    const int h = g * group + i / per_head;
-    const long at = (long)min((qt0 + i % per_head) * kQt + (k % kQt), a.T - 1) * a.H + h;
-    return k < kQt ? a.lse[at] * kLog2e : a.dsum[at];
-  };
-  float col4[4];
-#pragma unroll
-  for (int e = 0; e < 4; ++e) col4[e] = column_value4(0, lane + 32 * e);
-  (void)col4, (void)col_next;
   mbar_wait(kv_full, 0);
   for (int i = 0; i < n_tiles; ++i) {
     const int st = i & 1, q0 = (qt0 + i % per_head) * kQt;
@@ -687,45 +663,18 @@ __global__ void __launch_bounds__(kThreads, 1)
     wg_commit();
     // The tile's 64 columns of lse·log2e and dsum into this warpgroup's buffer (one value a
     // thread, loaded one tile ahead; two buffers by tile parity), then a warpgroup barrier.
-#if GL_DKDV_COLS == 0
     float* cols = col_buf + (i & 1) * 2 * kQt;
     cols[threadIdx.x % 128] = col_next;
     if (i + 1 < n_tiles) col_next = column_value(i + 1);
     asm volatile("bar.sync %0, 128;\n" ::"r"(3 + cw) : "memory");
-#elif GL_DKDV_COLS == 1
-    float2 l2v[8], d2v[8];
-    {
-      const int h = g * group + i / per_head;
-#pragma unroll
-      for (int n = 0; n < 8; ++n)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const long at = (long)min(q0 + 8 * n + gc + e, a.T - 1) * a.H + h;
-          (e ? l2v[n].y : l2v[n].x) = a.lse[at] * kLog2e;
-          (e ? d2v[n].y : d2v[n].x) = a.dsum[at];
-        }
-    }
-#else
-    float* cols = col_buf + (i & 1) * 2 * kQt;  // this warp's own copy: 128 values, 4 a lane
-#pragma unroll
-    for (int e = 0; e < 4; ++e) cols[lane + 32 * e] = col4[e];
-    if (i + 1 < n_tiles)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) col4[e] = column_value4(i + 1, lane + 32 * e);
-    __syncwarp();
-#endif
     wg_wait<0>();
     // Pᵀ (key row, query column) and dSᵀ; masked where the query precedes the key or is past T.
     const bool edge = q0 < wg_key0 + 63 || q0 + kQt > a.T;
 #pragma unroll
     for (int n = 0; n < 8; ++n) {
       const int c = 8 * n + gc;
-#if GL_DKDV_COLS == 1
-      const float2 l2 = l2v[n], d2 = d2v[n];
-#else
       const float2 l2 = *reinterpret_cast<const float2*>(cols + c);
       const float2 d2 = *reinterpret_cast<const float2*>(cols + kQt + c);
-#endif
       float pv[4], dsv[4];
 #pragma unroll
       for (int x = 0; x < 4; ++x) {
@@ -734,20 +683,11 @@ __global__ void __launch_bounds__(kThreads, 1)
         pv[x] = off ? 0.0f : exp2f(fmaf(s[n][x], scale, -((x & 1) ? l2.y : l2.x)));
         dsv[x] = off ? 0.0f : pv[x] * (dp[n][x] - ((x & 1) ? d2.y : d2.x));
       }
-#if GL_DKDV_PACK == 0
       // Straight into the A fragments (the accumulators stay wgmma's alone: no copies).
       const int kk = n / 2, half = 2 * (n % 2);
       pf[kk][half] = pack_bf16(pv[0], pv[1]), pf[kk][half + 1] = pack_bf16(pv[2], pv[3]);
       dsf[kk][half] = pack_bf16(dsv[0], dsv[1]), dsf[kk][half + 1] = pack_bf16(dsv[2], dsv[3]);
-#else
-#pragma unroll
-      for (int x = 0; x < 4; ++x) s[n][x] = pv[x], dp[n][x] = dsv[x];
-#endif
     }
-#if GL_DKDV_PACK
-    pack_frags(pf, s);
-    pack_frags(dsf, dp);
-#endif
     wg_fence();
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) wg_rs_t<D>(dv, pf[kk], dob + kk * 16 * 128, kHalfAtom);
