@@ -2,9 +2,11 @@
 // (same semantics as kernels/cpu/attention.h: window < 0 is full causal attention, otherwise query
 // t sees E_t = {j < sinks} ∪ {t − window < j ≤ t}).
 //
-// Forward: flash-style (64 queries × 64 keys tiles, mma.sync on tensor cores with scores and
-// accumulators in registers, online softmax in fp32), visiting only the key blocks (and, per warp,
-// the 16-key sub-blocks) the mask allows, so the sink + window branch costs O(T·(s+w)).
+// Full causal (D 64, 128): Hopper kernels (attention_wgmma.cu: wgmma, TMA, a producer warpgroup
+// and two consumer warpgroups), forward and backward. The sink + window mask: flash-style (64
+// queries × 64 keys tiles, mma.sync on tensor cores with scores and accumulators in registers,
+// online softmax in fp32), visiting only the key blocks (and, per warp, the 16-key sub-blocks) the
+// mask allows, so the sink + window branch costs O(T·(s+w)); the mixed epilogue likewise.
 // Backward: deterministic, no atomics: one kernel for dq (query-parallel), one for dk, dv
 // (key-parallel, summing the group's heads), sink keys split over query chunks and reduced in order.
 // Decode: one query per head over a KV cache, split over the keys and combined (flash decoding),
