@@ -145,6 +145,11 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   return *reinterpret_cast<uint32_t*>(&v);
 }
 
+// The dynamic shared memory's base rounded up to 1024 bytes (the swizzle atoms' alignment).
+__device__ __forceinline__ uint32_t aligned_base(const unsigned char* raw) {
+  return (static_cast<uint32_t>(__cvta_generic_to_shared(raw)) + 1023u) & ~1023u;
+}
+
 struct Args {
   bf16* y;
   float* lse;
@@ -224,8 +229,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                                const __grid_constant__ CUtensorMap tv, Args a) {
   using L = Smem<D>;
   extern __shared__ unsigned char smem_raw[];
-  const uint32_t raw = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
-  const uint32_t base = (raw + 1023u) & ~1023u;
+  const uint32_t base = aligned_base(smem_raw);
   const uint32_t q_full = base + L::bars;
   auto k_full = [&](int s) { return q_full + 8 * (1 + s); };
   auto k_empty = [&](int s) { return q_full + 8 * (1 + kStages + s); };
@@ -425,6 +429,19 @@ __device__ __forceinline__ void pack_frags(uint32_t (&f)[4][4], const float (&x)
     f[kk][3] = pack_bf16(x[2 * kk + 1][2], x[2 * kk + 1][3]);
   }
 }
+// The backward kernels' barriers from `at`: once (a block's fixed tiles), full[s] (a ring stage's
+// tiles: the producer's arrival and their bytes), empty[s] (the 8 consumer warps done with it).
+struct BwdBarriers {
+  uint32_t at;
+  __device__ uint32_t once() const { return at; }
+  __device__ uint32_t full(int s) const { return at + 8 * (1 + s); }
+  __device__ uint32_t empty(int s) const { return at + 8 * (3 + s); }
+  __device__ void init() const {  // by one thread, before a __syncthreads
+    mbar_init(once(), 1);
+    for (int s = 0; s < 2; ++s) mbar_init(full(s), 1), mbar_init(empty(s), 8);
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+};
 struct BwdArgs {
   float *dq, *dk, *dv;
   const float *lse, *dsum;  // (T, H)
@@ -451,21 +468,17 @@ __global__ void __launch_bounds__(kThreads, 1)
                                    const __grid_constant__ CUtensorMap tv, BwdArgs a) {
   using L = DqSmem<D>;
   extern __shared__ unsigned char smem_raw[];
-  const uint32_t base =
-      (static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw)) + 1023u) & ~1023u;
-  const uint32_t qdo_full = base + L::bars;
-  auto kv_full = [&](int s) { return qdo_full + 8 * (1 + s); };
-  auto kv_empty = [&](int s) { return qdo_full + 8 * (3 + s); };
+  const uint32_t base = aligned_base(smem_raw);
+  const BwdBarriers bar{base + L::bars};
+  const uint32_t qdo_full = bar.once();
+  auto kv_full = [&](int s) { return bar.full(s); };
+  auto kv_empty = [&](int s) { return bar.empty(s); };
   const int nq = (a.T + kRows - 1) / kRows;
   const int qb = nq - 1 - (int)blockIdx.x / a.H, h = (int)blockIdx.x % a.H;
   const int hk = h / (a.H / a.G), t0 = qb * kRows;
   const int n_tiles = min(t0 + kRows - 1, a.T - 1) / kQt + 1;  // key tiles of 64 (causal)
   const int wg = threadIdx.x / 128;
-  if (threadIdx.x == 0) {
-    mbar_init(qdo_full, 1);
-    for (int s = 0; s < 2; ++s) mbar_init(kv_full(s), 1), mbar_init(kv_empty(s), 8);
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  }
+  if (threadIdx.x == 0) bar.init();
   __syncthreads();
 
   if (wg == 0) {
@@ -590,22 +603,17 @@ __global__ void __launch_bounds__(kThreads, 1)
                                      const __grid_constant__ CUtensorMap tv, BwdArgs a) {
   using L = DkvSmem<D>;
   extern __shared__ unsigned char smem_raw[];
-  const uint32_t base =
-      (static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw)) + 1023u) & ~1023u;
-  const uint32_t kv_full = base + L::bars;
-  auto full = [&](int s) { return kv_full + 8 * (1 + s); };
-  auto empty = [&](int s) { return kv_full + 8 * (3 + s); };
-  const int nkb = (a.T + kRows - 1) / kRows, nqt = (a.T + kQt - 1) / kQt;
+  const uint32_t base = aligned_base(smem_raw);
+  const BwdBarriers bar{base + L::bars};
+  const uint32_t kv_full = bar.once();
+  auto full = [&](int s) { return bar.full(s); };
+  auto empty = [&](int s) { return bar.empty(s); };
+  const int nqt = (a.T + kQt - 1) / kQt;
   const int kb = (int)blockIdx.x / a.G, g = (int)blockIdx.x % a.G;  // key block 0 (longest) first
   const int j0 = kb * kRows, group = a.H / a.G;
   const int qt0 = j0 / kQt, per_head = nqt - qt0, n_tiles = group * per_head;
   const int wg = threadIdx.x / 128;
-  (void)nkb;
-  if (threadIdx.x == 0) {
-    mbar_init(kv_full, 1);
-    for (int s = 0; s < 2; ++s) mbar_init(full(s), 1), mbar_init(empty(s), 8);
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-  }
+  if (threadIdx.x == 0) bar.init();
   __syncthreads();
 
   if (wg == 0) {
