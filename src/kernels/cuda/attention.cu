@@ -1002,7 +1002,7 @@ Status attention_forward(bf16* y, float* lse, const bf16* q, const bf16* k, cons
                          int H, int G, int D, AttentionMaskSpec mask, cudaStream_t stream) {
   if (T <= 0 || H <= 0 || G <= 0 || H % G != 0)
     return make_error("attention_forward: bad shape T=", T, " H=", H, " G=", G);
-  if (detail::attention_forward_wgmma_applies(D, mask))
+  if (detail::attention_wgmma_applies(D, mask))
     return detail::attention_forward_wgmma(y, lse, q, k, v, T, H, G, D, stream);
   const ForwardArgs args{y, lse, q, k, v, T, H, G, std::max(0, mask.sinks), mask.window, nullptr, 0, {}};
   return dispatch_head_dim(D, [&](auto d) -> Status {
@@ -1059,7 +1059,7 @@ Status attention_backward(float* dq, float* dk, float* dv, const float* dy, cons
     backward_prepare_kernel<Dc><<<(unsigned)((rows * 32 + 255) / 256), 256, 0, stream>>>(
         dsum, dob, dy, y, dlse, (long)rows);
     GL_CUDA_CHECK_LAUNCH();
-    if (detail::attention_forward_wgmma_applies(Dc, mask))  // full causal: on wgmma
+    if (detail::attention_wgmma_applies(Dc, mask))  // full causal: on wgmma
       return detail::attention_backward_wgmma(dq, dk, dv, q, k, v, dob, lse, dsum, T, H, G, Dc, stream);
     BackwardArgs args{dq, dk, dv, nullptr, nullptr, q, k, v, dob, lse, dsum,
                       T, H, G, sinks, window, T};

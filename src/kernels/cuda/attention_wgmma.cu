@@ -1,6 +1,7 @@
-// Full causal attention forward on Hopper's warpgroup MMA (see attention_wgmma.h).
+// Full causal attention, forward and backward, on Hopper's warpgroup MMA (see attention_wgmma.h;
+// the backward's two kernels are described at their section).
 //
-// One block = 128 queries of one head, three warpgroups:
+// Forward: one block = 128 queries of one head, three warpgroups:
 //   warpgroup 0, the producer: one thread loads Q once and K, V tiles of 128 keys through the
 //     bulk tensor copy engine (TMA, 128-byte swizzle) into a two-stage ring, each stage's arrival
 //     on an mbarrier (full), its reuse gated by another (empty); its registers are given away
@@ -8,10 +9,10 @@
 //   warpgroups 1 and 2, the consumers, 64 query rows each: S = Q Kᵀ (wgmma m64n128k16, both
 //     operands from shared memory), online softmax in registers, O += P V (wgmma with P from
 //     registers — the accumulator layout of S is the A-fragment layout of P — and V read
-//     MN-major from the same swizzled tile). Within a warpgroup the product of the next key
-//     block is issued before the softmax of the current one runs (FlashAttention-3's
-//     intra-warpgroup overlap): S(n) = Q K(n)ᵀ and O += P(n−1) V(n−1) are in flight while the
-//     warps compute the softmax of S(n).
+//     MN-major from the same swizzled tile). Within a warpgroup, S(n) = Q K(n)ᵀ and O += P(n−1)
+//     V(n−1) are issued together and the softmax of S(n) runs while the second is in flight
+//     (FlashAttention-3's intra-warpgroup overlap); the two warpgroups issue their products in
+//     turns (pingpong, named barriers 1 and 2), so one's softmax runs beside the other's products.
 // Shared memory (D = 128): Q 32 KiB + 2 × (K 32 KiB + V 32 KiB) = 160 KiB, one block per SM.
 // Each 128-row tile is stored as D/64 swizzle atoms of 128 rows × 128 bytes (64 bf16), the
 // layout TMA's 128-byte swizzle writes and wgmma's K-major (Q, K) and MN-major (V) descriptors
@@ -811,7 +812,7 @@ Status launch_backward(const BwdArgs& a, const bf16* q, const bf16* k, const bf1
 
 }  // namespace
 
-bool attention_forward_wgmma_applies(int D, AttentionMaskSpec mask) {
+bool attention_wgmma_applies(int D, AttentionMaskSpec mask) {
   return mask.window < 0 && (D == 64 || D == 128);
 }
 

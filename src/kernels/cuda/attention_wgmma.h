@@ -8,7 +8,7 @@
 namespace golinear::kernels::cuda::detail {
 
 // Full causal (no sink + window mask), D ∈ {64, 128}: forward and backward.
-bool attention_forward_wgmma_applies(int D, AttentionMaskSpec mask);
+bool attention_wgmma_applies(int D, AttentionMaskSpec mask);
 
 // attention_forward for those cases: y (T, H, D), lse (T, H) or null.
 Status attention_forward_wgmma(bf16* y, float* lse, const bf16* q, const bf16* k, const bf16* v,
