@@ -26,7 +26,7 @@ namespace {
 
 constexpr int kTile = 64;     // queries per block row and keys per block column
 constexpr int kThreads = 128; // 4 warps, each 16 rows of the 64
-constexpr float kLog2e = 1.4426950408889634f;
+using device::kLog2e;
 
 // ---- tensor-core primitives ---------------------------------------------------------------
 
@@ -52,10 +52,7 @@ __device__ __forceinline__ void mma(float (&c)[4], const unsigned (&a)[4], unsig
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
-__device__ __forceinline__ unsigned pack_bf16(float lo, float hi) {
-  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<unsigned*>(&v);
-}
+using device::pack_bf16;
 // Fragment addresses inside a tile of pitch LD (bf16): the A operand (or the .trans B operand)
 // at (row0, col0) covers rows row0..+15 and cols col0..+15; the non-transposed B operand of two
 // n8 tiles stored as rows n0..n0+15 (n) × cols k0..k0+15 (k).

@@ -25,6 +25,8 @@
 #include <cmath>
 #include <mutex>
 
+#include "kernels/cuda/device_utils.cuh"
+
 namespace golinear::kernels::cuda::detail {
 
 namespace {
@@ -33,7 +35,8 @@ constexpr int kRows = 128;     // queries per block, keys per tile
 constexpr int kStages = 2;  // K/V ring depth (3: no faster, docs/BENCHMARKS.md session 9)
 constexpr int kThreads = 384;  // producer + 2 consumer warpgroups
 constexpr int kAtomBytes = kRows * 128;  // one 64-column swizzle atom of a 128-row tile
-constexpr float kLog2e = 1.4426950408889634f;
+using device::kLog2e;
+using device::pack_bf16;
 
 template <int D>
 struct Smem {
@@ -69,7 +72,7 @@ __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
         : "memory");
   } while (!done);
 }
-// A (64, 1, 128) box of a (D, heads, T) bf16 tensor: 128 rows × 64 columns of one head from
+// A box of a (D, heads, T) bf16 tensor (tensor_map: 64 or 128 rows × 64 columns of one head) from
 // (col, head, row), 128-byte swizzled, completing on `bar`.
 __device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap* map, int col, int head,
                                          int row, uint32_t bar) {
@@ -141,9 +144,27 @@ __device__ __forceinline__ void wg_rs_n64_t(float (&d)[8][4], const uint32_t (&a
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
 }
 
-__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
-  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<uint32_t*>(&v);
+// d (64 × D) += a (registers) · B (16 × D, MN-major, atoms of `atom` bytes).
+template <int D>
+__device__ __forceinline__ void wg_rs_t(float (&d)[D / 8][4], const uint32_t (&a)[4], uint32_t b,
+                                        uint32_t atom) {
+  const uint64_t db = desc_sw128(b, atom, 1024);
+  if constexpr (D == 128)
+    wg_rs_n128_t(d, a, db);
+  else
+    wg_rs_n64_t(d, a, db);
+}
+// The A fragments (K of 16 columns each) of a 64 × 16K accumulator tile, as bf16: the C fragment
+// of columns 16k.. and 16k + 8.. is the A fragment of the k-th 16 columns.
+template <int K>
+__device__ __forceinline__ void pack_frags(uint32_t (&f)[K][4], const float (&x)[2 * K][4]) {
+#pragma unroll
+  for (int kk = 0; kk < K; ++kk) {
+    f[kk][0] = pack_bf16(x[2 * kk][0], x[2 * kk][1]);
+    f[kk][1] = pack_bf16(x[2 * kk][2], x[2 * kk][3]);
+    f[kk][2] = pack_bf16(x[2 * kk + 1][0], x[2 * kk + 1][1]);
+    f[kk][3] = pack_bf16(x[2 * kk + 1][2], x[2 * kk + 1][3]);
+  }
 }
 
 // The dynamic shared memory's base rounded up to 1024 bytes (the swizzle atoms' alignment).
@@ -174,13 +195,7 @@ template <int D>
 __device__ __forceinline__ void issue_pv(float (&o)[D / 8][4], const uint32_t (&p)[8][4],
                                          uint32_t v_base) {
 #pragma unroll
-  for (int kk = 0; kk < 8; ++kk) {
-    const uint64_t dv = desc_sw128(v_base + kk * 16 * 128, kAtomBytes, 1024);
-    if constexpr (D == 128)
-      wg_rs_n128_t(o, p[kk], dv);
-    else
-      wg_rs_n64_t(o, p[kk], dv);
-  }
+  for (int kk = 0; kk < 8; ++kk) wg_rs_t<D>(o, p[kk], v_base + kk * 16 * 128, kAtomBytes);
   wg_commit();
 }
 
@@ -288,15 +303,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, corr[2];
   float s[16][4];
   uint32_t p[8][4];
-  auto to_p = [&]() {
-#pragma unroll
-    for (int kk = 0; kk < 8; ++kk) {
-      p[kk][0] = pack_bf16(s[2 * kk][0], s[2 * kk][1]);
-      p[kk][1] = pack_bf16(s[2 * kk][2], s[2 * kk][3]);
-      p[kk][2] = pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-      p[kk][3] = pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
-    }
-  };
   // Tile n is diagonal (needs the causal mask) when some key of it lies past some row of this
   // warpgroup: only the last one.
   const int wg_row0 = t0 + 64 * cw;
@@ -324,7 +330,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     softmax_tile<true>(s, m, l, corr, row0, 0, lane, scale);
   else
     softmax_tile<false>(s, m, l, corr, row0, 0, lane, scale);
-  to_p();
+  pack_frags(p, s);
 
   for (int i = 1; i < n_blocks; ++i) {
     const int s_cur = i % kStages, s_prev = (i - 1) % kStages;
@@ -350,7 +356,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       o[n][0] *= corr[0], o[n][1] *= corr[0];
       o[n][2] *= corr[1], o[n][3] *= corr[1];
     }
-    to_p();
+    pack_frags(p, s);
   }
   {
     const int s_last = (n_blocks - 1) % kStages;
@@ -401,16 +407,6 @@ __device__ __forceinline__ void wg_ss_n64(float (&d)[8][4], uint64_t da, uint64_
                : GL_WG_ACC8(d, 0)
                : "l"(da), "l"(db), "r"(scale_d));
 }
-// d (64 × D) += a (registers) · B (16 × D, MN-major, atoms of `atom` bytes).
-template <int D>
-__device__ __forceinline__ void wg_rs_t(float (&d)[D / 8][4], const uint32_t (&a)[4], uint32_t b,
-                                        uint32_t atom) {
-  const uint64_t db = desc_sw128(b, atom, 1024);
-  if constexpr (D == 128)
-    wg_rs_n128_t(d, a, db);
-  else
-    wg_rs_n64_t(d, a, db);
-}
 // acc (64 × 64) = A (64 rows at a, atoms of a_atom bytes) · B (64 rows at b, atoms of b_atom)ᵀ
 // over D, issued (not committed).
 template <int D>
@@ -420,15 +416,6 @@ __device__ __forceinline__ void issue_ss64(float (&acc)[8][4], uint32_t a, uint3
   for (int ks = 0; ks < D / 16; ++ks)
     wg_ss_n64(acc, desc_sw128(a + (ks / 4) * a_atom + (ks % 4) * 32, 16, 1024),
               desc_sw128(b + (ks / 4) * b_atom + (ks % 4) * 32, 16, 1024), ks > 0);
-}
-__device__ __forceinline__ void pack_frags(uint32_t (&f)[4][4], const float (&x)[8][4]) {
-#pragma unroll
-  for (int kk = 0; kk < 4; ++kk) {
-    f[kk][0] = pack_bf16(x[2 * kk][0], x[2 * kk][1]);
-    f[kk][1] = pack_bf16(x[2 * kk][2], x[2 * kk][3]);
-    f[kk][2] = pack_bf16(x[2 * kk + 1][0], x[2 * kk + 1][1]);
-    f[kk][3] = pack_bf16(x[2 * kk + 1][2], x[2 * kk + 1][3]);
-  }
 }
 // The backward kernels' barriers from `at`: once (a block's fixed tiles), full[s] (a ring stage's
 // tiles: the producer's arrival and their bytes), empty[s] (the 8 consumer warps done with it).

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 
 namespace golinear::kernels::cuda::device {
 
@@ -32,6 +33,16 @@ template <int Pending>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending));
 }
+
+// Two floats rounded to bf16 and packed into one 32-bit register, lo in the low half (the layout of
+// the tensor cores' bf16 operand fragments).
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<uint32_t*>(&v);
+}
+
+// log2 e: softmax kernels work in exp2 with scores and lse scaled by it.
+inline constexpr float kLog2e = 1.4426950408889634f;
 
 __device__ __forceinline__ float warp_sum(float x) {
 #pragma unroll

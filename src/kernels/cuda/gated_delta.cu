@@ -118,10 +118,7 @@ __device__ __forceinline__ void stage_out(bf16* dst, int ld, bf16* stg, int lane
   }
   __syncwarp();
 }
-__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
-  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<uint32_t*>(&v);
-}
+using device::pack_bf16;
 
 // ---- kernel 1: chunk-local preparation ------------------------------------------------------
 //
