@@ -14,6 +14,7 @@
 
 #include "eval/likelihood_tasks.h"
 #include "model/transformer.h"
+#include "runtime/sequence_slots.h"
 #include "tokenizer/tokenizer.h"
 
 namespace golinear::eval {
@@ -78,7 +79,7 @@ RowsForward cpu_rows_forward(const Model& model);
 // How many inputs one RowsForward call gets: passes of at most max_tokens input tokens and
 // max_rows logit rows (an input larger than either goes alone).
 struct RowsPassLimits {
-  long max_tokens = 16384;
+  long max_tokens = runtime::kPackedForwardTokens;
   long max_rows = 512;
 };
 

@@ -70,6 +70,6 @@ Result<std::vector<std::vector<int32_t>>> generate_batch(
     SequenceSlots& slots, const std::vector<BatchRequest>& requests,
     const std::vector<int>& stop_ids,
     const std::function<void(size_t, const std::vector<int32_t>&)>& on_done = {},
-    long max_prefill_tokens = 16384);
+    long max_prefill_tokens = kPackedForwardTokens);
 
 }  // namespace golinear::runtime

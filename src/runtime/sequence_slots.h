@@ -23,6 +23,11 @@ class StateSnapshot {
   virtual long position() const = 0;  // tokens the state holds
 };
 
+// The tokens the callers that pack work into one forward give it at most (batched generation's
+// prefill_batch calls, eval's scoring passes): on the GPU a packed forward holds the activations
+// of all its tokens at once.
+inline constexpr long kPackedForwardTokens = 16384;
+
 // One slot's prompt chunk of a prefill_batch call.
 struct PrefillChunk {
   int slot = 0;
