@@ -20,6 +20,7 @@ __global__ void swiglu_kernel(bf16* out, const bf16* gate, const bf16* up, long 
 }
 
 __global__ void swiglu_stacked_kernel(bf16* out, const bf16* gu, int T, int F) {
+  device::pdl_trigger();  // the down projection's GEMV may start streaming its weights
   const long n = (long)T * F;
   for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x) {
     const long t = i / F, f = i % F;

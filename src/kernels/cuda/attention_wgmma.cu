@@ -24,6 +24,7 @@
 
 #include <cmath>
 #include <mutex>
+#include <type_traits>
 
 #include "kernels/cuda/device_utils.cuh"
 
@@ -35,6 +36,7 @@ constexpr int kRows = 128;     // queries per block, keys per tile
 constexpr int kStages = 2;  // K/V ring depth (3: no faster, docs/BENCHMARKS.md session 9)
 constexpr int kThreads = 384;  // producer + 2 consumer warpgroups
 constexpr int kAtomBytes = kRows * 128;  // one 64-column swizzle atom of a 128-row tile
+using device::fast_exp2;
 using device::kLog2e;
 using device::pack_bf16;
 
@@ -89,6 +91,10 @@ __device__ __forceinline__ uint64_t desc_sw128(uint32_t saddr, uint32_t lbo, uin
   return (uint64_t)((saddr & 0x3FFFF) >> 4) | ((uint64_t)(lbo >> 4) << 16) |
          ((uint64_t)(sbo >> 4) << 32) | (1ull << 62);
 }
+// The descriptor of the same layout `bytes` further on: its address field counts 16-byte units
+// and shared addresses stay below 2^18 (no carry out of it). One add where a new descriptor
+// costs a shift, a mask and a move to the uniform registers per wgmma.
+__device__ __forceinline__ uint64_t desc_advance(uint64_t d, uint32_t bytes) { return d + (bytes >> 4); }
 __device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wg_commit() {
   asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
@@ -144,11 +150,9 @@ __device__ __forceinline__ void wg_rs_n64_t(float (&d)[8][4], const uint32_t (&a
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
 }
 
-// d (64 × D) += a (registers) · B (16 × D, MN-major, atoms of `atom` bytes).
+// d (64 × D) += a (registers) · B (16 × D, descriptor, MN-major).
 template <int D>
-__device__ __forceinline__ void wg_rs_t(float (&d)[D / 8][4], const uint32_t (&a)[4], uint32_t b,
-                                        uint32_t atom) {
-  const uint64_t db = desc_sw128(b, atom, 1024);
+__device__ __forceinline__ void wg_rs_t(float (&d)[D / 8][4], const uint32_t (&a)[4], uint64_t db) {
   if constexpr (D == 128)
     wg_rs_n128_t(d, a, db);
   else
@@ -181,11 +185,12 @@ struct Args {
 // S = Q K(stage)ᵀ for this warpgroup's 64 rows, issued (not waited for).
 template <int D>
 __device__ __forceinline__ void issue_scores(float (&s)[16][4], uint32_t q_base, uint32_t k_base) {
+  const uint64_t dq = desc_sw128(q_base, 16, 1024), dk = desc_sw128(k_base, 16, 1024);
   wg_fence();
 #pragma unroll
   for (int ks = 0; ks < D / 16; ++ks) {
     const uint32_t off = (ks / 4) * kAtomBytes + (ks % 4) * 32;
-    wg_ss_n128(s, desc_sw128(q_base + off, 16, 1024), desc_sw128(k_base + off, 16, 1024), ks > 0);
+    wg_ss_n128(s, desc_advance(dq, off), desc_advance(dk, off), ks > 0);
   }
   wg_commit();
 }
@@ -194,8 +199,9 @@ __device__ __forceinline__ void issue_scores(float (&s)[16][4], uint32_t q_base,
 template <int D>
 __device__ __forceinline__ void issue_pv(float (&o)[D / 8][4], const uint32_t (&p)[8][4],
                                          uint32_t v_base) {
+  const uint64_t dv = desc_sw128(v_base, kAtomBytes, 1024);
 #pragma unroll
-  for (int kk = 0; kk < 8; ++kk) wg_rs_t<D>(o, p[kk], v_base + kk * 16 * 128, kAtomBytes);
+  for (int kk = 0; kk < 8; ++kk) wg_rs_t<D>(o, p[kk], desc_advance(dv, kk * 16 * 128));
   wg_commit();
 }
 
@@ -224,12 +230,12 @@ __device__ __forceinline__ void softmax_tile(float (&s)[16][4], float (&m)[2], f
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
     const float m_new = fmaxf(m[rr], mx * scale);
     const float m_use = m_new == -INFINITY ? 0.0f : m_new;
-    corr[rr] = exp2f(m[rr] - m_use);
+    corr[rr] = fast_exp2(m[rr] - m_use);
     float sum = 0.0f;
 #pragma unroll
     for (int n = 0; n < 16; ++n) {
-      s[n][2 * rr] = exp2f(fmaf(s[n][2 * rr], scale, -m_use));
-      s[n][2 * rr + 1] = exp2f(fmaf(s[n][2 * rr + 1], scale, -m_use));
+      s[n][2 * rr] = fast_exp2(fmaf(s[n][2 * rr], scale, -m_use));
+      s[n][2 * rr + 1] = fast_exp2(fmaf(s[n][2 * rr + 1], scale, -m_use));
       sum += s[n][2 * rr] + s[n][2 * rr + 1];
     }
     l[rr] = l[rr] * corr[rr] + sum;
@@ -256,7 +262,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int qb = nq - 1 - (int)blockIdx.x / a.H, h = (int)blockIdx.x % a.H;
   const int hk = h / (a.H / a.G), t0 = qb * kRows;
   const int n_blocks = qb + 1;  // key tiles 0..qb (causal)
-  const int wg = threadIdx.x / 128;
+  const int wg = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0);  // warp-uniform to the compiler
 
   if (threadIdx.x == 0) {
     mbar_init(q_full, 1);
@@ -412,24 +418,41 @@ __device__ __forceinline__ void wg_ss_n64(float (&d)[8][4], uint64_t da, uint64_
 template <int D>
 __device__ __forceinline__ void issue_ss64(float (&acc)[8][4], uint32_t a, uint32_t a_atom,
                                            uint32_t b, uint32_t b_atom) {
+  const uint64_t da = desc_sw128(a, 16, 1024), db = desc_sw128(b, 16, 1024);
 #pragma unroll
   for (int ks = 0; ks < D / 16; ++ks)
-    wg_ss_n64(acc, desc_sw128(a + (ks / 4) * a_atom + (ks % 4) * 32, 16, 1024),
-              desc_sw128(b + (ks / 4) * b_atom + (ks % 4) * 32, 16, 1024), ks > 0);
+    wg_ss_n64(acc, desc_advance(da, (ks / 4) * a_atom + (ks % 4) * 32),
+              desc_advance(db, (ks / 4) * b_atom + (ks % 4) * 32), ks > 0);
 }
-// The backward kernels' barriers from `at`: once (a block's fixed tiles), full[s] (a ring stage's
-// tiles: the producer's arrival and their bytes), empty[s] (the 8 consumer warps done with it).
+// d (64 × D) += A (64 × 16·(K1 − K0): register fragments K0..K1 − 1 of a 64 × 64 tile) · B (the
+// matching rows of 64 at b, MN-major, atoms of `atom` bytes), issued (not committed).
+template <int D, int K0 = 0, int K1 = 4>
+__device__ __forceinline__ void issue_rs64(float (&d)[D / 8][4], const uint32_t (&a)[4][4],
+                                           uint32_t b, uint32_t atom) {
+  const uint64_t db = desc_sw128(b, atom, 1024);
+#pragma unroll
+  for (int kk = K0; kk < K1; ++kk) wg_rs_t<D>(d, a[kk], desc_advance(db, kk * 16 * 128));
+}
+// The backward kernels' ring of streamed tiles: kBwdStages deep (2: both kernels waited on the
+// tensor copies, docs/BENCHMARKS.md session 10).
+constexpr int kBwdStages = 4;
+// Their barriers from `at`: once (a block's fixed tiles), full[s] (a ring stage's tiles: the
+// producer's arrival and their bytes), empty[s] (the 8 consumer warps done with it).
 struct BwdBarriers {
   uint32_t at;
+  static constexpr int bytes = 8 * (1 + 2 * kBwdStages);
   __device__ uint32_t once() const { return at; }
   __device__ uint32_t full(int s) const { return at + 8 * (1 + s); }
-  __device__ uint32_t empty(int s) const { return at + 8 * (3 + s); }
+  __device__ uint32_t empty(int s) const { return at + 8 * (1 + kBwdStages + s); }
   __device__ void init() const {  // by one thread, before a __syncthreads
     mbar_init(once(), 1);
-    for (int s = 0; s < 2; ++s) mbar_init(full(s), 1), mbar_init(empty(s), 8);
+    for (int s = 0; s < kBwdStages; ++s) mbar_init(full(s), 1), mbar_init(empty(s), 8);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
 };
+// Stage and phase of streamed tile i.
+__device__ __forceinline__ int bwd_stage(int i) { return i % kBwdStages; }
+__device__ __forceinline__ uint32_t bwd_phase(int i) { return (i / kBwdStages) & 1; }
 struct BwdArgs {
   float *dq, *dk, *dv;
   const float *lse, *dsum;  // (T, H)
@@ -443,9 +466,9 @@ template <int D>
 struct DqSmem {
   static constexpr int big = (D / 64) * kAtomBytes;   // 128 × D
   static constexpr int small = (D / 64) * kHalfAtom;  // 64 × D
-  static constexpr int q = 0, dout = q + big, k = dout + big, v = k + 2 * small;
-  static constexpr int bars = v + 2 * small;  // qdo_full, kv_full[2], kv_empty[2]
-  static constexpr int request = bars + 8 * 5 + 1024;
+  static constexpr int q = 0, dout = q + big, k = dout + big, v = k + kBwdStages * small;
+  static constexpr int bars = v + kBwdStages * small;
+  static constexpr int request = bars + BwdBarriers::bytes + 1024;
 };
 
 template <int D>
@@ -465,7 +488,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int qb = nq - 1 - (int)blockIdx.x / a.H, h = (int)blockIdx.x % a.H;
   const int hk = h / (a.H / a.G), t0 = qb * kRows;
   const int n_tiles = min(t0 + kRows - 1, a.T - 1) / kQt + 1;  // key tiles of 64 (causal)
-  const int wg = threadIdx.x / 128;
+  const int wg = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0);  // warp-uniform to the compiler
   if (threadIdx.x == 0) bar.init();
   __syncthreads();
 
@@ -478,8 +501,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         tma_load(base + L::dout + c * kAtomBytes, &tdo, c * 64, h, t0, qdo_full);
       }
       for (int i = 0; i < n_tiles; ++i) {
-        const int s = i & 1;
-        mbar_wait(kv_empty(s), ((i >> 1) & 1) ^ 1);
+        const int s = bwd_stage(i);
+        mbar_wait(kv_empty(s), bwd_phase(i) ^ 1);
         mbar_expect_tx(kv_full(s), 2 * L::small);
         for (int c = 0; c < D / 64; ++c) {
           tma_load(base + L::k + s * L::small + c * kHalfAtom, &tk, c * 64, hk, i * kQt, kv_full(s));
@@ -511,53 +534,54 @@ __global__ void __launch_bounds__(kThreads, 1)
   for (int n = 0; n < D / 8; ++n) dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.0f;
   float s[8][4], dp[8][4];
   uint32_t ds[4][4];
-  // dS of tile i from S, dP (in place in s): P = exp2(S·c − lse2), masked past the row / T.
-  auto grad_scores = [&](int i) {
+  // dS of tile i from S, dP (in place in s): P = exp2(S·c − lse2), masked past the row or T on
+  // the edge tiles only (kEdge: the compares cost as much as the rest of the tile's softmax).
+  auto grad_scores = [&](int i, auto edge) {
     const int j0 = i * kQt;
-    const bool edge = j0 + kQt - 1 > wg_row0 || t0 + kRows > a.T;
 #pragma unroll
     for (int n = 0; n < 8; ++n)
 #pragma unroll
       for (int x = 0; x < 4; ++x) {
         const int rr = x >> 1;
-        float p = exp2f(fmaf(s[n][x], scale, -lse2[rr]));
-        if (edge && (j0 + 8 * n + gc + (x & 1) > row0 + gr + 8 * rr || !live[rr])) p = 0.0f;
+        float p = fast_exp2(fmaf(s[n][x], scale, -lse2[rr]));
+        if constexpr (decltype(edge)::value)
+          if (j0 + 8 * n + gc + (x & 1) > row0 + gr + 8 * rr || !live[rr]) p = 0.0f;
         s[n][x] = p * (dp[n][x] - dsum[rr]);  // dead rows: dsum = 0, dP finite (zero-filled tiles)
       }
   };
   mbar_wait(qdo_full, 0);
   for (int i = 0; i < n_tiles; ++i) {
-    const int st = i & 1;
-    mbar_wait(kv_full(st), (i >> 1) & 1);
+    const int st = bwd_stage(i);
+    mbar_wait(kv_full(st), bwd_phase(i));
     const uint32_t kb = base + L::k + st * L::small, vb = base + L::v + st * L::small;
     wg_fence();
     issue_ss64<D>(s, q_wg, kAtomBytes, kb, kHalfAtom);
     issue_ss64<D>(dp, do_wg, kAtomBytes, vb, kHalfAtom);
     wg_commit();
     if (i > 0) {  // dQ += dS(i − 1) K(i − 1)
-      const uint32_t kp = base + L::k + (st ^ 1) * L::small;
+      const uint32_t kp = base + L::k + bwd_stage(i - 1) * L::small;
       wg_fence();
-#pragma unroll
-      for (int kk = 0; kk < 4; ++kk) wg_rs_t<D>(dq, ds[kk], kp + kk * 16 * 128, kHalfAtom);
+      issue_rs64<D>(dq, ds, kp, kHalfAtom);
       wg_commit();
       wg_wait<1>();
     } else {
       wg_wait<0>();
     }
-    grad_scores(i);
+    if (i * kQt + kQt - 1 > wg_row0 || t0 + kRows > a.T)
+      grad_scores(i, std::true_type{});
+    else
+      grad_scores(i, std::false_type{});
     if (i > 0) {
       wg_wait<0>();
       __syncwarp();
-      if (lane == 0) mbar_arrive(kv_empty(st ^ 1));
+      if (lane == 0) mbar_arrive(kv_empty(bwd_stage(i - 1)));
     }
     pack_frags(ds, s);
   }
   {
-    const int st = (n_tiles - 1) & 1;
-    const uint32_t kp = base + L::k + st * L::small;
+    const uint32_t kp = base + L::k + bwd_stage(n_tiles - 1) * L::small;
     wg_fence();
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) wg_rs_t<D>(dq, ds[kk], kp + kk * 16 * 128, kHalfAtom);
+    issue_rs64<D>(dq, ds, kp, kHalfAtom);
     wg_commit();
     wg_wait<0>();
   }
@@ -577,10 +601,10 @@ template <int D>
 struct DkvSmem {
   static constexpr int big = (D / 64) * kAtomBytes;   // 128 × D
   static constexpr int small = (D / 64) * kHalfAtom;  // 64 × D
-  static constexpr int k = 0, v = k + big, q = v + big, dout = q + 2 * small;
-  static constexpr int cols = dout + 2 * small;  // per consumer warpgroup [2][lse2 64, dsum 64]
-  static constexpr int bars = cols + 2 * 2 * 2 * kQt * 4;  // kv_full, full[2], empty[2]
-  static constexpr int request = bars + 8 * 5 + 1024;
+  static constexpr int k = 0, v = k + big, q = v + big, dout = q + kBwdStages * small;
+  static constexpr int cols = dout + kBwdStages * small;  // per consumer warpgroup [2][lse2 64, dsum 64]
+  static constexpr int bars = cols + 2 * 2 * 2 * kQt * 4;
+  static constexpr int request = bars + BwdBarriers::bytes + 1024;
 };
 
 template <int D>
@@ -600,7 +624,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int kb = (int)blockIdx.x / a.G, g = (int)blockIdx.x % a.G;  // key block 0 (longest) first
   const int j0 = kb * kRows, group = a.H / a.G;
   const int qt0 = j0 / kQt, per_head = nqt - qt0, n_tiles = group * per_head;
-  const int wg = threadIdx.x / 128;
+  const int wg = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0);  // warp-uniform to the compiler
   if (threadIdx.x == 0) bar.init();
   __syncthreads();
 
@@ -613,8 +637,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         tma_load(base + L::v + c * kAtomBytes, &tv, c * 64, g, j0, kv_full);
       }
       for (int i = 0; i < n_tiles; ++i) {
-        const int s = i & 1, h = g * group + i / per_head, qt = qt0 + i % per_head;
-        mbar_wait(empty(s), ((i >> 1) & 1) ^ 1);
+        const int s = bwd_stage(i), h = g * group + i / per_head, qt = qt0 + i % per_head;
+        mbar_wait(empty(s), bwd_phase(i) ^ 1);
         mbar_expect_tx(full(s), 2 * L::small);
         for (int c = 0; c < D / 64; ++c) {
           tma_load(base + L::q + s * L::small + c * kHalfAtom, &tq, c * 64, h, qt * kQt, full(s));
@@ -641,54 +665,80 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int x = 0; x < 4; ++x) dk[n][x] = dv[n][x] = 0.0f;
   float s[8][4], dp[8][4];
   uint32_t pf[4][4], dsf[4][4];
-  // Column k % 64 of tile i: lse·log2e (k < 64) or dsum, for this thread's k (past T: masked).
-  auto column_value = [&](int i) {
+  // Column k % 64 of tile i, as loaded: lse (k < 64) or dsum, for this thread's k (past T: masked).
+  auto column_raw = [&](int i) {
     const int k = threadIdx.x % 128, h = g * group + i / per_head;
     const long at = (long)min((qt0 + i % per_head) * kQt + (k % kQt), a.T - 1) * a.H + h;
-    return k < kQt ? a.lse[at] * kLog2e : a.dsum[at];
+    return k < kQt ? a.lse[at] : a.dsum[at];
   };
-  float col_next = column_value(0);
-  mbar_wait(kv_full, 0);
-  for (int i = 0; i < n_tiles; ++i) {
-    const int st = i & 1, q0 = (qt0 + i % per_head) * kQt;
-    mbar_wait(full(st), (i >> 1) & 1);
-    const uint32_t qb = base + L::q + st * L::small, dob = base + L::dout + st * L::small;
+  // Tile i's 64 columns of lse·log2e and dsum into this warpgroup's buffer (one value a thread,
+  // loaded a tile ahead, scaled here; two buffers by tile parity); a warpgroup barrier follows.
+  auto store_columns = [&](int i, float raw) {
+    const int k = threadIdx.x % 128;
+    col_buf[(i & 1) * 2 * kQt + k] = k < kQt ? raw * kLog2e : raw;
+  };
+  auto columns_ready = [&]() { asm volatile("bar.sync %0, 128;\n" ::"r"(3 + cw) : "memory"); };
+  // Sᵀ = K Qᵀ and dPᵀ = V dOᵀ of tile i, issued once its tiles have landed.
+  auto issue_scores = [&](int i) {
+    const int st = bwd_stage(i);
+    mbar_wait(full(st), bwd_phase(i));
     wg_fence();
-    issue_ss64<D>(s, k_wg, kAtomBytes, qb, kHalfAtom);    // Sᵀ = K Qᵀ
-    issue_ss64<D>(dp, v_wg, kAtomBytes, dob, kHalfAtom);  // dPᵀ = V dOᵀ
+    issue_ss64<D>(s, k_wg, kAtomBytes, base + L::q + st * L::small, kHalfAtom);
+    issue_ss64<D>(dp, v_wg, kAtomBytes, base + L::dout + st * L::small, kHalfAtom);
     wg_commit();
-    // The tile's 64 columns of lse·log2e and dsum into this warpgroup's buffer (one value a
-    // thread, loaded one tile ahead; two buffers by tile parity), then a warpgroup barrier.
-    float* cols = col_buf + (i & 1) * 2 * kQt;
-    cols[threadIdx.x % 128] = col_next;
-    if (i + 1 < n_tiles) col_next = column_value(i + 1);
-    asm volatile("bar.sync %0, 128;\n" ::"r"(3 + cw) : "memory");
-    wg_wait<0>();
-    // Pᵀ (key row, query column) and dSᵀ; masked where the query precedes the key or is past T.
-    const bool edge = q0 < wg_key0 + 63 || q0 + kQt > a.T;
+  };
+  // Pᵀ (key row, query column) and dSᵀ of tile i from the scores, straight into the A fragments
+  // (the accumulators stay wgmma's alone: no copies); on the edge tiles (kEdge) masked where the
+  // query precedes the key or is past T — the compares cost as much as the rest.
+  auto grad_scores = [&](int i, int q0, auto half, auto edge) {
+    const float* cols = col_buf + (i & 1) * 2 * kQt;
 #pragma unroll
-    for (int n = 0; n < 8; ++n) {
+    for (int n = 4 * decltype(half)::value; n < 4 * decltype(half)::value + 4; ++n) {
       const int c = 8 * n + gc;
       const float2 l2 = *reinterpret_cast<const float2*>(cols + c);
       const float2 d2 = *reinterpret_cast<const float2*>(cols + kQt + c);
       float pv[4], dsv[4];
 #pragma unroll
       for (int x = 0; x < 4; ++x) {
-        const int t = q0 + c + (x & 1), j = key0 + gr + 8 * (x >> 1);
-        const bool off = edge && (t < j || t >= a.T);
-        pv[x] = off ? 0.0f : exp2f(fmaf(s[n][x], scale, -((x & 1) ? l2.y : l2.x)));
-        dsv[x] = off ? 0.0f : pv[x] * (dp[n][x] - ((x & 1) ? d2.y : d2.x));
+        pv[x] = fast_exp2(fmaf(s[n][x], scale, -((x & 1) ? l2.y : l2.x)));
+        if constexpr (decltype(edge)::value) {
+          const int t = q0 + c + (x & 1), j = key0 + gr + 8 * (x >> 1);
+          if (t < j || t >= a.T) pv[x] = 0.0f;
+        }
+        dsv[x] = pv[x] * (dp[n][x] - ((x & 1) ? d2.y : d2.x));
       }
-      // Straight into the A fragments (the accumulators stay wgmma's alone: no copies).
       const int kk = n / 2, half = 2 * (n % 2);
       pf[kk][half] = pack_bf16(pv[0], pv[1]), pf[kk][half + 1] = pack_bf16(pv[2], pv[3]);
       dsf[kk][half] = pack_bf16(dsv[0], dsv[1]), dsf[kk][half + 1] = pack_bf16(dsv[2], dsv[3]);
     }
+  };
+  mbar_wait(kv_full, 0);
+  float col_next = column_raw(0);
+  for (int i = 0; i < n_tiles; ++i) {
+    const int st = bwd_stage(i), q0 = (qt0 + i % per_head) * kQt;
+    const uint32_t qb = base + L::q + st * L::small, dob = base + L::dout + st * L::small;
+    issue_scores(i);
+    store_columns(i, col_next);
+    if (i + 1 < n_tiles) col_next = column_raw(i + 1);
+    columns_ready();
+    wg_wait<0>();
+    // dV += Pᵀ dO, dK += dSᵀ Q in two halves of 32 queries: the first half's products run while
+    // the second half's P, dS are computed (the same order of accumulation as in one go).
+    const bool edge = q0 < wg_key0 + 63 || q0 + kQt > a.T;
+    auto grads = [&](auto half) {
+      if (edge)
+        grad_scores(i, q0, half, std::true_type{});
+      else
+        grad_scores(i, q0, half, std::false_type{});
+    };
+    grads(std::integral_constant<int, 0>{});
     wg_fence();
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) wg_rs_t<D>(dv, pf[kk], dob + kk * 16 * 128, kHalfAtom);
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) wg_rs_t<D>(dk, dsf[kk], qb + kk * 16 * 128, kHalfAtom);
+    issue_rs64<D, 0, 2>(dv, pf, dob, kHalfAtom);
+    issue_rs64<D, 0, 2>(dk, dsf, qb, kHalfAtom);
+    grads(std::integral_constant<int, 1>{});
+    wg_fence();
+    issue_rs64<D, 2, 4>(dv, pf, dob, kHalfAtom);
+    issue_rs64<D, 2, 4>(dk, dsf, qb, kHalfAtom);
     wg_commit();
     wg_wait<0>();
     __syncwarp();

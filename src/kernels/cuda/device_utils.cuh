@@ -44,6 +44,28 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
 // log2 e: softmax kernels work in exp2 with scores and lse scaled by it.
 inline constexpr float kLog2e = 1.4426950408889634f;
 
+// 2^x by one MUFU.EX2, results below 2^-126 flushed to zero. exp2f (without --use_fast_math)
+// adds a range test and two multiplies per call to keep those denormal results: in the flash
+// attention kernels that was a third of the softmax's instructions (docs/BENCHMARKS.md,
+// session 10), for probabilities below 1e-38 that no bf16 product can carry anyway.
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// Programmatic dependent launch (Hopper): a kernel launched with the attribute
+// cudaLaunchAttributeProgrammaticStreamSerialization (gemm_nt's GEMV) may start while the
+// kernel before it on the stream still runs, and must call pdl_wait() before it reads anything
+// that kernel (or one before it) writes — what it reads before is constant (the weights the
+// decode step's GEMVs stream). pdl_trigger() lets such a next kernel start now; its pdl_wait()
+// still waits for this whole grid to finish and its writes to be visible. pdl_wait() returns at
+// once in a kernel launched the ordinary way; pdl_trigger() changes nothing before one.
+__device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
+__device__ __forceinline__ void pdl_trigger() {
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+}
+
 __device__ __forceinline__ float warp_sum(float x) {
 #pragma unroll
   for (int offset = 16; offset > 0; offset >>= 1) x += __shfl_xor_sync(0xffffffffu, x, offset);

@@ -119,32 +119,58 @@ __global__ void pack_qkv_kernel(bf16* dqkv, const float* dq, const float* dk, co
   }
 }
 
-// One block (256 threads) per row.
-__global__ void argmax_rows_kernel(int32_t* out, const float* x, int V) {
-  __shared__ float best_v[256];
-  __shared__ int best_i[256];
+// One block (kArgmaxThreads) per row; the first index of the largest value (NaN never wins). A
+// thread scans its float4s (16-byte rows: V % 4 == 0, aligned) kArgmaxUnroll at a time, their
+// loads issued together (the strided scalar loop of a 128K vocabulary was 500 dependent loads),
+// then the block reduces (value, index) pairs.
+constexpr int kArgmaxThreads = 1024, kArgmaxUnroll = 8;
+__device__ __forceinline__ void argmax_take(float& bv, int& bi, float v, int i) {
+  if (v > bv || (v == bv && i < bi)) bv = v, bi = i;
+}
+__global__ void __launch_bounds__(kArgmaxThreads) argmax_rows_kernel(int32_t* out, const float* x, int V, bool vec) {
+  __shared__ float best_v[kArgmaxThreads / 32];
+  __shared__ int best_i[kArgmaxThreads / 32];
   const float* row = x + (long)blockIdx.x * V;
   float bv = -FLT_MAX;
   int bi = 0x7fffffff;
-  for (int i = threadIdx.x; i < V; i += blockDim.x) {
-    const float val = row[i];
-    if (val > bv) { bv = val; bi = i; }  // the first maximum of this thread's (rising) indices
-  }
-  best_v[threadIdx.x] = bv;
-  best_i[threadIdx.x] = bi;
-  __syncthreads();
-  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-    if ((int)threadIdx.x < s) {
-      const float ov = best_v[threadIdx.x + s];
-      const int oi = best_i[threadIdx.x + s];
-      if (ov > best_v[threadIdx.x] || (ov == best_v[threadIdx.x] && oi < best_i[threadIdx.x])) {
-        best_v[threadIdx.x] = ov;
-        best_i[threadIdx.x] = oi;
+  if (vec) {
+    const float4* r4 = reinterpret_cast<const float4*>(row);
+    const int V4 = V / 4;
+    for (int base = threadIdx.x; base < V4; base += kArgmaxThreads * kArgmaxUnroll) {
+      float4 v[kArgmaxUnroll];
+#pragma unroll
+      for (int u = 0; u < kArgmaxUnroll; ++u) {
+        const int i4 = base + u * kArgmaxThreads;
+        v[u] = i4 < V4 ? r4[i4] : make_float4(-FLT_MAX, -FLT_MAX, -FLT_MAX, -FLT_MAX);
+      }
+#pragma unroll
+      for (int u = 0; u < kArgmaxUnroll; ++u) {
+        const int i = 4 * (base + u * kArgmaxThreads);
+        argmax_take(bv, bi, v[u].x, i), argmax_take(bv, bi, v[u].y, i + 1);
+        argmax_take(bv, bi, v[u].z, i + 2), argmax_take(bv, bi, v[u].w, i + 3);
       }
     }
-    __syncthreads();
+  } else {
+    for (int i = threadIdx.x; i < V; i += kArgmaxThreads) argmax_take(bv, bi, row[i], i);
   }
-  if (threadIdx.x == 0) out[blockIdx.x] = best_i[0];
+  for (int o = 16; o > 0; o >>= 1) {
+    const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+    const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+    argmax_take(bv, bi, ov, oi);
+  }
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) best_v[warp] = bv, best_i[warp] = bi;
+  __syncthreads();
+  if (warp == 0) {
+    bv = lane < kArgmaxThreads / 32 ? best_v[lane] : -FLT_MAX;
+    bi = lane < kArgmaxThreads / 32 ? best_i[lane] : 0x7fffffff;
+    for (int o = 16; o > 0; o >>= 1) {
+      const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+      const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+      argmax_take(bv, bi, ov, oi);
+    }
+    if (lane == 0) out[blockIdx.x] = bi == 0x7fffffff ? 0 : bi;
+  }
 }
 
 }  // namespace
@@ -214,7 +240,8 @@ Status pack_qkv_grad_bf16(bf16* dqkv, const float* dq, const float* dk, const fl
 
 Status argmax_rows(int32_t* out, const float* x, int R, int V, cudaStream_t stream) {
   if (R <= 0) return ok_status();
-  argmax_rows_kernel<<<R, 256, 0, stream>>>(out, x, V);
+  const bool vec = V % 4 == 0 && (reinterpret_cast<size_t>(x) & 15) == 0;
+  argmax_rows_kernel<<<R, kArgmaxThreads, 0, stream>>>(out, x, V, vec);
   GL_CUDA_CHECK_LAUNCH();
   return ok_status();
 }

@@ -287,6 +287,7 @@ __global__ void __launch_bounds__(256, DecodeTuning<D>::kMinBlocks) hybrid_decod
     const HybridCacheView* __restrict__ caches, const bf16* __restrict__ x,
     const bf16* __restrict__ q, const bf16* __restrict__ k, const bf16* __restrict__ v, int C,
     int H, int G, int sinks, int window, HybridMix mix, bool linear_rope, bool count_far) {
+  device::pdl_trigger();  // the o projection's GEMV may start streaming its weights
   constexpr int R = D / 8;    // state rows per warp
   constexpr int NC = D / 32;  // state columns per lane
   constexpr int RS = DecodeTuning<D>::kSmemRows, RG = R - RS;  // of them in shared memory, registers

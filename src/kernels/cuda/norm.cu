@@ -30,15 +30,46 @@ __global__ void rmsnorm_kernel(bf16* out, const bf16* x, const float* w, int C, 
 }
 
 // One block per row.
+// kVec > 0: the row as kVec float4s a thread (C % 4 == 0, C ≤ 1024·kVec, 16-byte aligned),
+// loaded together with the weights' before the sum and held in registers for the scaling (the
+// decode step's norms: one row, where the strided loop's dependent loads were its whole time);
+// kVec = 0: any C, the row read twice. Starts the next kernel early (pdl_trigger: the GEMV that
+// reads this output streams its weights meanwhile).
+template <int kVec>
 __global__ void rmsnorm_f32_kernel(bf16* out, const float* x, const float* w, int C, float eps) {
   __shared__ float scratch[32];
+  device::pdl_trigger();
   const float* row = x + (long)blockIdx.x * C;
-  float ss = 0.0f;
-  for (int c = threadIdx.x; c < C; c += blockDim.x) ss += row[c] * row[c];
-  ss = block_sum(ss, scratch);
-  const float r = rsqrtf(ss / C + eps);
   bf16* o = out + (long)blockIdx.x * C;
-  for (int c = threadIdx.x; c < C; c += blockDim.x) o[c] = __float2bfloat16(row[c] * r * w[c]);
+  if constexpr (kVec > 0) {
+    const int C4 = C / 4;
+    float4 xv[kVec], wv[kVec];
+    float ss = 0.0f;
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) {
+      const int c4 = threadIdx.x + i * blockDim.x;
+      const bool in = c4 < C4;
+      xv[i] = in ? reinterpret_cast<const float4*>(row)[c4] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      wv[i] = in ? reinterpret_cast<const float4*>(w)[c4] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) ss += xv[i].x * xv[i].x + xv[i].y * xv[i].y + xv[i].z * xv[i].z + xv[i].w * xv[i].w;
+    const float r = rsqrtf(block_sum(ss, scratch) / C + eps);
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) {
+      const int c4 = threadIdx.x + i * blockDim.x;
+      if (c4 >= C4) continue;
+      __nv_bfloat162* dst = reinterpret_cast<__nv_bfloat162*>(o + 4 * c4);
+      dst[0] = __floats2bfloat162_rn(xv[i].x * r * wv[i].x, xv[i].y * r * wv[i].y);
+      dst[1] = __floats2bfloat162_rn(xv[i].z * r * wv[i].z, xv[i].w * r * wv[i].w);
+    }
+  } else {
+    float ss = 0.0f;
+    for (int c = threadIdx.x; c < C; c += blockDim.x) ss += row[c] * row[c];
+    ss = block_sum(ss, scratch);
+    const float r = rsqrtf(ss / C + eps);
+    for (int c = threadIdx.x; c < C; c += blockDim.x) o[c] = __float2bfloat16(row[c] * r * w[c]);
+  }
 }
 
 __global__ void rmsnorm_backward_kernel(float* dx, bool accumulate, const float* dy,
@@ -106,7 +137,20 @@ Status rmsnorm_forward(bf16* out, const bf16* x, const float* w, int N, int C, f
 Status rmsnorm_f32_forward(bf16* out, const float* x, const float* w, int N, int C, float eps,
                            cudaStream_t stream) {
   if (N <= 0) return ok_status();
-  rmsnorm_f32_kernel<<<N, 256, 0, stream>>>(out, x, w, C, eps);
+  // The same arrangement for every N (a row's bits do not depend on how many rows are normed).
+  const bool vec = C % 4 == 0 && ((reinterpret_cast<size_t>(out) | reinterpret_cast<size_t>(x) |
+                                   reinterpret_cast<size_t>(w)) & 15) == 0;
+  const int per = (C / 4 + 255) / 256;  // float4s a thread
+  if (vec && per <= 1)
+    rmsnorm_f32_kernel<1><<<N, 256, 0, stream>>>(out, x, w, C, eps);
+  else if (vec && per <= 2)
+    rmsnorm_f32_kernel<2><<<N, 256, 0, stream>>>(out, x, w, C, eps);
+  else if (vec && per <= 4)
+    rmsnorm_f32_kernel<4><<<N, 256, 0, stream>>>(out, x, w, C, eps);
+  else if (vec && per <= 8)
+    rmsnorm_f32_kernel<8><<<N, 256, 0, stream>>>(out, x, w, C, eps);
+  else
+    rmsnorm_f32_kernel<0><<<N, 256, 0, stream>>>(out, x, w, C, eps);
   GL_CUDA_CHECK_LAUNCH();
   return ok_status();
 }

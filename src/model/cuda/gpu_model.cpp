@@ -769,16 +769,14 @@ Result<std::unique_ptr<GpuSequenceCache>> GpuSequenceCache::create(GpuModel& mod
   GL_ASSIGN_OR_RETURN(cache->logits_, a.alloc<float>(V));
   if (model.lora_) { GL_ASSIGN_OR_RETURN(cache->lora_u_, a.alloc<bf16>(3 * (size_t)model.lora_->rank())); }
   GL_CUDA_CHECK(cudaMemsetAsync(cache->token_, 0, 4, s));
-  GL_CUDA_CHECK(cudaEventCreateWithFlags(&cache->state_ready_, cudaEventDisableTiming));
-  GL_CUDA_CHECK(cudaEventCreateWithFlags(&cache->copied_, cudaEventDisableTiming));
+  GL_TRY(cache->state_ready_.create());
+  GL_TRY(cache->copied_.create());
   GL_CUDA_CHECK(cudaStreamSynchronize(s));
   return cache;
 }
 
 GpuSequenceCache::~GpuSequenceCache() {
-  if (copy_pending_) cudaEventSynchronize(copied_);  // a copy still reading the caches
-  if (copied_) cudaEventDestroy(copied_);
-  if (state_ready_) cudaEventDestroy(state_ready_);
+  if (copy_pending_) cudaEventSynchronize(copied_.get());  // a copy still reading the caches
   if (graph_) cudaGraphExecDestroy(graph_);
 }
 
@@ -1124,7 +1122,7 @@ Status GpuSequenceCache::copy_state_out(char* out, cudaStream_t s) const {
 
 Status GpuSequenceCache::order_after_copy() {
   if (!copy_pending_) return ok_status();
-  GL_CUDA_CHECK(cudaStreamWaitEvent(model_->stream_, copied_, 0));
+  GL_CUDA_CHECK(cudaStreamWaitEvent(model_->stream_, copied_.get(), 0));
   copy_pending_ = false;  // everything enqueued on the model's stream from now on is after it
   return ok_status();
 }
@@ -1138,11 +1136,11 @@ Status GpuSequenceCache::save(std::vector<char>* bytes) const {
 }
 
 Status GpuSequenceCache::save_async(char* host, cudaStream_t copy_stream, cudaEvent_t done) {
-  GL_CUDA_CHECK(cudaEventRecord(state_ready_, model_->stream_));
-  GL_CUDA_CHECK(cudaStreamWaitEvent(copy_stream, state_ready_, 0));
+  GL_CUDA_CHECK(cudaEventRecord(state_ready_.get(), model_->stream_));
+  GL_CUDA_CHECK(cudaStreamWaitEvent(copy_stream, state_ready_.get(), 0));
   GL_TRY(copy_state_out(host, copy_stream));
   GL_CUDA_CHECK(cudaEventRecord(done, copy_stream));
-  GL_CUDA_CHECK(cudaEventRecord(copied_, copy_stream));
+  GL_CUDA_CHECK(cudaEventRecord(copied_.get(), copy_stream));
   copy_pending_ = true;
   return ok_status();
 }

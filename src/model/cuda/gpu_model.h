@@ -363,7 +363,7 @@ class GpuSequenceCache {
   cudaGraphExec_t graph_ = nullptr;
   // save_async: the state's point on the model's stream, the end of its copy on the copy stream,
   // and whether a copy may still read the caches (created with the cache).
-  cudaEvent_t state_ready_ = nullptr, copied_ = nullptr;
+  kernels::cuda::CudaEvent state_ready_, copied_;
   bool copy_pending_ = false;
 };
 

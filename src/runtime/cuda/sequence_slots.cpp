@@ -183,22 +183,23 @@ class GpuStateSnapshot final : public StateSnapshot {
  public:
   GpuStateSnapshot(std::vector<char> bytes, long position)
       : vector_(std::move(bytes)), size_(vector_.size()), position_(position) {}
-  GpuStateSnapshot(std::shared_ptr<SnapshotPool> pool, char* buffer, size_t n,
-                   cudaEvent_t copied, long position)
-      : pool_(std::move(pool)), buffer_(buffer), size_(n), copied_(copied), position_(position) {}
+  GpuStateSnapshot(std::shared_ptr<SnapshotPool> pool, char* buffer, size_t n, long position)
+      : pool_(std::move(pool)), buffer_(buffer), size_(n), position_(position) {}
   GpuStateSnapshot(const GpuStateSnapshot&) = delete;
   GpuStateSnapshot& operator=(const GpuStateSnapshot&) = delete;
   ~GpuStateSnapshot() override {
     if (!pool_) return;
-    cudaEventSynchronize(copied_);  // the copy may still be writing the buffer
-    cudaEventDestroy(copied_);
+    if (copied_.get()) cudaEventSynchronize(copied_.get());  // the copy may still be writing
     pool_->release(buffer_, size_);
   }
+  // The event the copy into the buffer records (pool snapshots).
+  Status create_event() { return copied_.create(); }
+  cudaEvent_t copied() const { return copied_.get(); }
   size_t bytes() const override { return size_; }
   long position() const override { return position_; }
   // The bytes, once written (waits for the copy).
   Result<std::span<const char>> data() const {
-    if (pool_) GL_CUDA_CHECK(cudaEventSynchronize(copied_));
+    if (pool_) GL_CUDA_CHECK(cudaEventSynchronize(copied_.get()));
     return std::span<const char>(pool_ ? buffer_ : vector_.data(), size_);
   }
 
@@ -207,7 +208,7 @@ class GpuStateSnapshot final : public StateSnapshot {
   std::shared_ptr<SnapshotPool> pool_;
   char* buffer_ = nullptr;
   size_t size_ = 0;
-  cudaEvent_t copied_ = nullptr;
+  kernels::cuda::CudaEvent copied_;
   long position_ = 0;
 };
 
@@ -217,20 +218,18 @@ std::shared_ptr<const StateSnapshot> GpuSequenceSlots::snapshot(int slot) const 
   if (!check_slot(slot).ok()) return nullptr;
   GpuSequenceCache& cache = *caches_[slot];
   const size_t n = cache.state_bytes(cache.position());
-  cudaEvent_t copied = nullptr;
   Result<char*> buffer = pool_ ? pool_->acquire(n) : make_error("no pool");
-  if (buffer.ok() && cudaEventCreateWithFlags(&copied, cudaEventDisableTiming) != cudaSuccess) {
-    pool_->release(*buffer, n);
-    buffer = make_error("no event");
-  }
   if (buffer.ok()) {
-    // From here the snapshot owns the buffer and the event.
-    auto out = std::make_shared<GpuStateSnapshot>(pool_, *buffer, n, copied, cache.position());
-    if (cache.save_async(*buffer, pool_->stream(), copied).ok()) return out;
-    cudaStreamSynchronize(pool_->stream());  // no copy left writing the buffer it gives back
-    return nullptr;
+    // From here the snapshot owns the buffer (given back when `out` goes).
+    auto out = std::make_shared<GpuStateSnapshot>(pool_, *buffer, n, cache.position());
+    if (out->create_event().ok()) {
+      if (cache.save_async(*buffer, pool_->stream(), out->copied()).ok()) return out;
+      cudaStreamSynchronize(pool_->stream());  // no copy left writing the buffer it gives back
+      return nullptr;
+    }
   }
-  // Softmax layers, or no pinned memory left: a synchronous copy into pageable memory.
+  // Softmax layers, or no pinned memory (or event) to be had: a synchronous copy into pageable
+  // memory.
   std::vector<char> bytes;
   if (!cache.save(&bytes).ok()) return nullptr;
   return std::make_shared<GpuStateSnapshot>(std::move(bytes), cache.position());

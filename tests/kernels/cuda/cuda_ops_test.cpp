@@ -31,6 +31,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -162,6 +163,19 @@ void run_norm(const Shape& s, std::vector<Check>& checks) {
   checks.push_back({"rmsnorm y (fp32 input)", y32_d.download(), y32_ref});
   checks.push_back({"rmsnorm dx (=)", dx_d.download(), dx_ref, true});
   checks.push_back({"rmsnorm dx (+=)", dx_acc_d.download(), dx_acc_ref, true});
+  // fp32 input at model widths: the row in registers as 4 and 8 float4s a thread (4,096, 8,192),
+  // and a width of no 16-byte rows (the strided loop).
+  for (const int Cw : {4096, 8192, 4093}) {
+    const int Nw = std::min(N, 3);
+    const auto xw = random_floats((size_t)Nw * Cw, seed + 5, -2, 2);
+    const auto ww = random_floats(Cw, seed + 6, 0.5f, 1.5f);
+    std::vector<float> yw_ref(xw.size());
+    cpu::rmsnorm_forward(yw_ref.data(), xw.data(), ww.data(), Nw, Cw, eps);
+    DevF xw_d(xw), ww_d(ww);
+    DevB yw_d(xw.size());
+    ASSERT_OK(rmsnorm_f32_forward(yw_d.ptr, xw_d.ptr, ww_d.ptr, Nw, Cw, eps, nullptr));
+    checks.push_back({"rmsnorm y (fp32 input, C=" + std::to_string(Cw) + ")", yw_d.download(), yw_ref});
+  }
 }
 
 // Unit-norm rows of D (the linear branch's q̂, k̂; mixers/hybrid_mixer.cpp): y = x / sqrt(‖x‖² +
@@ -322,24 +336,27 @@ void run_embedding(const Shape& s, std::vector<Check>& checks) {
   checks.push_back({"embedding rows", h_d.download(), h_ref});
 }
 
-// The first maximum of each fp32 row (greedy decoding), ties planted at the front.
+// The first maximum of each fp32 row (greedy decoding), ties planted at the front; rows of V % 4
+// != 0 (the scalar scan) and of 16-byte rows long enough for two passes of the float4 scan.
 void run_argmax(const Shape& s, std::vector<Check>& checks) {
-  const int R = s.T, V = s.H * s.D + 3;
-  auto x = random_floats((size_t)R * V, seed_of(s), -1, 1);
-  std::vector<float> want(R);
-  for (int r = 0; r < R; ++r) {
-    float* row = x.data() + (size_t)r * V;
-    row[(r * 13) % V] = 2.0f;  // the first of two equal maxima, wherever it falls
-    row[(r * 13 + 5) % V] = 2.0f;
-    int best = 0;
-    for (int i = 1; i < V; ++i)
-      if (row[i] > row[best]) best = i;
-    want[r] = (float)best;
+  for (const int V : {s.H * s.D + 3, 64 * s.H * s.D + 4}) {
+    const int R = V > 4096 ? std::min(s.T, 3) : s.T;
+    auto x = random_floats((size_t)R * V, seed_of(s), -1, 1);
+    std::vector<float> want(R);
+    for (int r = 0; r < R; ++r) {
+      float* row = x.data() + (size_t)r * V;
+      row[(r * 13 + (V > 4096 ? V / 2 : 0)) % V] = 2.0f;  // the first of two equal maxima
+      row[(r * 13 + 5 + (V > 4096 ? V / 2 : 0)) % V] = 2.0f;
+      int best = 0;
+      for (int i = 1; i < V; ++i)
+        if (row[i] > row[best]) best = i;
+      want[r] = (float)best;
+    }
+    DevF x_d(x);
+    Dev<int32_t> out_d(R);
+    ASSERT_OK(argmax_rows(out_d.ptr, x_d.ptr, R, V, nullptr));
+    checks.push_back({V % 4 ? "argmax rows" : "argmax rows, float4 scan", out_d.download(), want});
   }
-  DevF x_d(x);
-  Dev<int32_t> out_d(R);
-  ASSERT_OK(argmax_rows(out_d.ptr, x_d.ptr, R, V, nullptr));
-  checks.push_back({"argmax rows", out_d.download(), want});
 }
 
 // The conversions and adds between the ops, exact: fp32 → bf16, a += b, the hi + lo bf16 pair
