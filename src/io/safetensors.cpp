@@ -192,7 +192,7 @@ Status tensor_to_f32(const TensorView& tensor, float* out, const std::string& fi
   const int64_t n = tensor.numel();
   switch (tensor.dtype) {
     case DType::F32:
-      std::memcpy(out, tensor.data, n * 4);
+      if (n > 0) std::memcpy(out, tensor.data, n * 4);  // a 0-element tensor's `out` may be null
       return ok_status();
     case DType::F64:
       for (int64_t i = 0; i < n; ++i) {

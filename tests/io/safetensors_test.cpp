@@ -159,6 +159,25 @@ TEST(Safetensors, RejectsNonFloatTensorForWeights) {
   EXPECT_NE(s.error().find("dtype I32"), std::string::npos) << s.error();
 }
 
+// A tensor of zero elements (a 0 in its shape, empty data) is valid and converts to nothing;
+// its destination may be null (an empty vector's data()). libFuzzer (safetensors, session 10):
+// the F32 copy passed that null to memcpy (UBSan). Corpus: crash_zero_element_f32.
+TEST(Safetensors, ConvertsZeroElementTensors) {
+  TempDir dir;
+  const std::string header =
+      R"({"e":{"dtype":"F32","shape":[0,4],"data_offsets":[0,0]},)"
+      R"("h":{"dtype":"BF16","shape":[3,0],"data_offsets":[0,0]}})";
+  write_bytes(dir.file("t.safetensors"), make_file(header, ""));
+  auto file = SafetensorsFile::open(dir.file("t.safetensors"));
+  ASSERT_TRUE(file.ok()) << file.error();
+  for (const char* name : {"e", "h"}) {
+    const TensorView* t = (*file)->find(name);
+    ASSERT_NE(t, nullptr) << name;
+    EXPECT_EQ(t->numel(), 0) << name;
+    EXPECT_TRUE(tensor_to_f32(*t, nullptr, dir.file("t.safetensors")).ok()) << name;
+  }
+}
+
 TEST(Checkpoint, ReportsMissingShard) {
   TempDir dir;
   write_bytes(dir.file("model.safetensors.index.json"),
