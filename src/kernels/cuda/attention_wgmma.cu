@@ -535,7 +535,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   float s[8][4], dp[8][4];
   uint32_t ds[4][4];
   // dS of tile i from S, dP (in place in s): P = exp2(S·c − lse2), masked past the row or T on
-  // the edge tiles only (kEdge: the compares cost as much as the rest of the tile's softmax).
+  // the edge tiles only (`edge`, a type: the compares cost as much as the rest of the softmax).
   auto grad_scores = [&](int i, auto edge) {
     const int j0 = i * kQt;
 #pragma unroll
@@ -688,7 +688,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     wg_commit();
   };
   // Pᵀ (key row, query column) and dSᵀ of tile i from the scores, straight into the A fragments
-  // (the accumulators stay wgmma's alone: no copies); on the edge tiles (kEdge) masked where the
+  // (the accumulators stay wgmma's alone: no copies); on the edge tiles (`edge`) masked where the
   // query precedes the key or is past T — the compares cost as much as the rest.
   auto grad_scores = [&](int i, int q0, auto half, auto edge) {
     const float* cols = col_buf + (i & 1) * 2 * kQt;
