@@ -143,33 +143,13 @@ void allowed_interval(AttentionMask mask, const KeySpan& span, int r, long t, lo
 // Keys per sgemm call: blocks of ≤ 64·64·64 multiply-adds stay on the calling thread.
 int key_block(int D) { return std::max(16, 64 * 64 / std::max(D, 1)); }
 
-// (The clones' attribute is on this first declaration too: clang wants it before the first use.)
-__attribute__((target_clones("arch=x86-64-v3", "default")))
-void softmax_masked_rows(float* probs, int ldp, int nq, long p0, AttentionMask mask,
-                         const KeySpan& span, float* lse, long lse_stride);
-
-// Scores of queries q_blk (nq, ·; row stride ldq) against the span's keys (kv head g): probs
-// (nq, span.width()) = softmax rows of the masked q kᵀ·scale, exact zeros where masked; lse
-// (nq rows of stride lse_stride), when given, the rows' log-sum-exp.
-void block_probabilities(float* probs, int ldp, const float* q_blk, int ldq, int nq, long p0,
-                         const float* k, int G, int g, int D, float scale, AttentionMask mask,
-                         const KeySpan& span, float* lse = nullptr, long lse_stride = 0) {
-  const int kb = key_block(D);
-  int col = 0;
-  for (int r = 0; r < 2; ++r) {
-    for (long j0 = span.begin[r]; j0 < span.end[r]; j0 += kb) {
-      const int n = (int)std::min<long>(kb, span.end[r] - j0);
-      block_gemm(false, true, nq, n, D, scale, q_blk, ldq, k + (j0 * G + g) * D, G * D, 0.0f,
-                 probs + col, ldp);
-      col += n;
-    }
-  }
-  softmax_masked_rows(probs, ldp, nq, p0, mask, span, lse, lse_stride);
-}
-
 // Rows of scores → probabilities in place: row i (query position p0 + i) keeps its allowed
 // interval of each range (softmax over them), everything else becomes exactly 0. Compiled for
-// x86-64-v3 (AVX2, FMA) too and picked at run time: the exp loop is the hot part.
+// x86-64-v3 (AVX2, FMA) too and picked at run time: the exp loop is the hot part. Defined before
+// its first use, with no separate declaration: clang 14 miscompiles a multiversioned function
+// of internal linkage that is declared first and defined later (the clone it calls receives
+// garbage arguments — `span` came in null; a 12-line reproduction gives 0 instead of 11); gcc
+// is right either way. Found by the linearization_weights fuzzer (session 10).
 __attribute__((target_clones("arch=x86-64-v3", "default")))
 void softmax_masked_rows(float* probs, int ldp, int nq, long p0, AttentionMask mask,
                          const KeySpan& span, float* lse, long lse_stride) {
@@ -204,6 +184,25 @@ void softmax_masked_rows(float* probs, int ldp, int nq, long p0, AttentionMask m
     for (int c = 0; c < width; ++c) row[c] *= inv;
     if (lse) lse[(long)i * lse_stride] = maxs + std::log(denom);
   }
+}
+
+// Scores of queries q_blk (nq, ·; row stride ldq) against the span's keys (kv head g): probs
+// (nq, span.width()) = softmax rows of the masked q kᵀ·scale, exact zeros where masked; lse
+// (nq rows of stride lse_stride), when given, the rows' log-sum-exp.
+void block_probabilities(float* probs, int ldp, const float* q_blk, int ldq, int nq, long p0,
+                         const float* k, int G, int g, int D, float scale, AttentionMask mask,
+                         const KeySpan& span, float* lse = nullptr, long lse_stride = 0) {
+  const int kb = key_block(D);
+  int col = 0;
+  for (int r = 0; r < 2; ++r) {
+    for (long j0 = span.begin[r]; j0 < span.end[r]; j0 += kb) {
+      const int n = (int)std::min<long>(kb, span.end[r] - j0);
+      block_gemm(false, true, nq, n, D, scale, q_blk, ldq, k + (j0 * G + g) * D, G * D, 0.0f,
+                 probs + col, ldp);
+      col += n;
+    }
+  }
+  softmax_masked_rows(probs, ldp, nq, p0, mask, span, lse, lse_stride);
 }
 
 // out (nq, D; row stride ldo) = beta·out + probs (nq, width) · v over the span (kv head g), or its

@@ -28,12 +28,13 @@ inline ExpParts exp_parts(float x) {
 }
 
 // e^x in fp32 for x ≤ 88; inputs below about −87 give ~1e-38 instead of 0 (the 2^n factor is
-// clamped at 2^−126); NaN and ±inf unsupported.
+// clamped at 2^−126), above 88.7 +inf; NaN and ±inf give NaN. n is clamped to [−126, 128] as
+// a float before its conversion to int, which for a NaN or an infinite n is undefined
+// behaviour (UBSan: the linearization_weights fuzzer fed weights that overflowed, session 10).
 inline float exp_vectorizable(float x) {
   const ExpParts e = exp_parts(x);
-  int exponent = (int)e.n;
-  exponent = exponent > -126 ? exponent : -126;
-  return e.e_r * std::bit_cast<float>((exponent + 127) << 23);  // e · 2^n
+  const float n = e.n > -126.0f ? (e.n < 128.0f ? e.n : 128.0f) : -126.0f;  // NaN → −126
+  return e.e_r * std::bit_cast<float>(((int)n + 127) << 23);  // e · 2^n
 }
 
 // e^x for x ≤ 0, exactly 0 below −87.3 (e^x near FLT_MIN), a −inf (masked) input included; the
