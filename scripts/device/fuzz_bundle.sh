@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Packs what scripts/device/fuzz_background.sh needs on another x86-64 Linux machine into one
 # file (default carry2/fuzzbins.tar.xz, carried to the GPU machine):
-#   fuzzbins/bin/fuzz_NAME     the nine libFuzzer harnesses of BUILD/fuzz, without debug info
+#   fuzzbins/bin/fuzz_NAME     the libFuzzer harnesses of BUILD/fuzz (ten), without debug info
 #                              (function symbols kept; replay a finding here for lines)
 #   fuzzbins/lib/              their shared libraries other than glibc's (ldd here); with
 #                              --lean LIBS_TAR, not those in LIBS_TAR (carry2/libs.tar.xz, unpacked
@@ -56,10 +56,12 @@ fi
 xargs -r cp -L -t "$B/lib/" < "$tmp/libs.keep"
 # What the harnesses open under the source tree (fuzz/*_fuzz.cpp: GOLINEAR_TEST_DATA,
 # GOLINEAR_MODEL_DIR): the json files of those folders (served_model_make reads the model
-# folder's tokenizer_config.json too), never the weights.
+# folder's tokenizer_config.json too), and random-llama's weights (2 MB: linearization_weights
+# loads that model), never the bundled model's.
 for dir in tests/data/fixtures/random-llama models/tiny-llama3-25m; do
   mkdir -p "$B/root/$dir" && cp "$root/$dir"/*.json "$B/root/$dir/"
 done
+cp "$root/tests/data/fixtures/random-llama/model.safetensors" "$B/root/tests/data/fixtures/random-llama/"
 echo "$root" > "$B/ROOT"
 git -C "$root" rev-parse HEAD > "$B/COMMIT"
 cp scripts/device/fuzz_background.sh "$B/"
