@@ -25,7 +25,7 @@
 set -u
 mode=${1:-}
 here=$(cd "$(dirname "$0")" && pwd)
-NAMES="serve_request linearization safetensors checkpoint_index config tokenizer_load tokenizer_roundtrip text_data chat_template"
+NAMES="serve_request linearization linearization_weights safetensors checkpoint_index config tokenizer_load tokenizer_roundtrip text_data chat_template"
 RESTARTS=5
 
 log() { echo "$(date -u +%H:%M:%S) $*" >> "$W/fuzz_background.log"; }
