@@ -61,7 +61,7 @@ steps and at each stage's end; DIR appears only when the run is complete. --resu
 from DIR.partial. A non-finite loss or gradient stops the run with the step and layer named,
 keeping the last good checkpoint. For testing: --stop-after N stops after N steps of a stage as
 an interruption would; --inject-nan STEP,LAYER makes LAYER's gradient NaN at STEP of each stage
-(CPU trainers).
+(CPU and CUDA trainers).
 )"},
     {"eval", cmd_eval,
      R"(  eval ppl MODEL --input FILE     perplexity  [--seq-len N --limit WINDOWS --json --device cpu|cuda]

@@ -70,6 +70,10 @@ Result<std::vector<TrainReport>> train_loop_run(const TrainOptions& options, con
         return make_error(loop.label, ": the gradient of layer ", losses[r].nonfinite_gradient_layer,
                           recipe, " became non-finite at step ", step + 1, " (",
                           loop.loss_name, " ", loss, "); ", kept_checkpoint(last_saved));
+      if (losses[r].nonfinite_gradient_layer == kNonfiniteGradientNorm)
+        return make_error(loop.label, ": the gradient norm", recipe, " overflowed at step ", step + 1,
+                          " (every gradient finite, ", loop.loss_name, " ", loss, "); ",
+                          kept_checkpoint(last_saved));
       if (!std::isfinite(loss)) {
         int layer = -1;
         if (per_layer && (int)losses[r].layer_loss.size() == loop.num_layers)

@@ -18,7 +18,7 @@
 namespace golinear::train {
 
 // For tests: at step `step` (1-based; 0: never) the gradient of layer `layer`'s first mixer
-// parameter becomes NaN, as a numeric blow-up would (CPU trainers).
+// parameter becomes NaN, as a numeric blow-up would (every trainer; GPU: gpu_apply_nan_fault).
 struct NanFault {
   long step = 0;
   int layer = -1;
@@ -76,11 +76,17 @@ struct TrainReport {
   std::vector<double> loss_curve;     // loss of every step
 };
 
+// StepLoss::nonfinite_gradient_layer when no one layer is to blame: every gradient was finite
+// but their global norm was not (past FLT_MAX; GPU trainers, which learn it from the norm).
+constexpr int kNonfiniteGradientNorm = -2;
+
 // One recipe's loss at one step.
 struct StepLoss {
   double loss = 0;                 // mean over the batch
   std::vector<double> layer_loss;  // (L) per layer, mean over the batch (read for trained layers)
-  int nonfinite_gradient_layer = -1;  // ≥ 0: that layer's gradient was not finite, no update made
+  // ≥ 0: that layer's gradient was not finite, no update made; kNonfiniteGradientNorm: the
+  // gradient norm was not, no update made; −1: finite.
+  int nonfinite_gradient_layer = -1;
 };
 
 // What a trainer fills in. Several recipes may train in one loop (attention_transfer_many):

@@ -131,6 +131,20 @@ TEST(TrainLoop, ANonFiniteGradientNamesStepLayerAndTheKeptCheckpoint) {
                        "good checkpoint, step 4, is kept in /runs/out.partial/transfer_state.safetensors");
   EXPECT_EQ(fake.saves, (std::vector<long>{2, 4}));
 
+  FakeTrainer overflow;  // every gradient finite, their norm not (GPU trainers)
+  loop = overflow.loop();
+  loop.step = [](long step, float) -> Result<std::vector<StepLoss>> {
+    StepLoss loss{1.0, {1.0, 1.0, 1.0}};
+    if (step == 2) loss.nonfinite_gradient_layer = kNonfiniteGradientNorm;
+    return std::vector<StepLoss>{loss};
+  };
+  r = train_loop_run(options, loop);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error(), "fake: the gradient norm overflowed at step 3 (every gradient finite, loss 1); "
+                       "the last good checkpoint, step 2, is kept in "
+                       "/runs/out.partial/transfer_state.safetensors");
+  EXPECT_EQ(overflow.saves, (std::vector<long>{2}));
+
   FakeTrainer per_layer;
   loop = per_layer.loop();
   loop.step = [](long step, float) -> Result<std::vector<StepLoss>> {

@@ -23,7 +23,10 @@ struct AdamWStep {
 };
 
 // train/optimizer.cpp's AdamW::step on the device: the clip factor from *norm (clip_norm /
-// norm when norm > clip_norm and finite), then m, v, value updated; grad zeroed.
+// norm when norm > clip_norm), then m, v, value updated; grad zeroed. A non-finite *norm (a NaN
+// or Inf gradient, or a norm past FLT_MAX) changes nothing — value, m, v and grad stay as they
+// were — so the trainer can name the layer from grad and stop with the last good state (the CPU
+// trainers check the gradients before AdamW::step instead: gradients_first_nonfinite_layer).
 Status adamw_step(float* value, float* grad, float* m, float* v, long n, const float* norm,
                   const AdamWStep& step, cudaStream_t stream);
 

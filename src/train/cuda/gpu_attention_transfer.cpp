@@ -200,12 +200,13 @@ Result<TrainReport> gpu_attention_transfer(const GpuTeacher& teacher_trace, cons
       }
       if (pipelined) GL_CUDA_CHECK(cudaEventRecord(students_done[seq % 2].get(), stream));
     }
+    GL_TRY(gpu_apply_nan_fault(options, step, students, pieces, grad.get(), stream));
     GL_TRY(adamw.step(value.get(), grad.get(), lr, options.adam, ++adam_t, layers, stream));
     profile.mark("optimizer (norm, AdamW, bf16 gates)", stream);
     GL_CUDA_CHECK(cudaMemcpyAsync(sums.data(), loss_sums.get(), sums.size() * sizeof(double),
                                   cudaMemcpyDeviceToHost, stream));
     profile.mark("loss readback (one per step)", stream);
-    GL_CUDA_CHECK(cudaStreamSynchronize(stream));
+    GL_ASSIGN_OR_RETURN(const float norm, adamw.norm(stream));  // waits for the step
     GL_TRY(profile.collect());
 
     std::vector<double> step_nmse(L, 0.0);
@@ -223,6 +224,10 @@ Result<TrainReport> gpu_attention_transfer(const GpuTeacher& teacher_trace, cons
     }
     loss /= trained.size();
     out.loss = loss;
+    if (!std::isfinite(norm)) {  // no update was made; the loop stops naming the layer
+      GL_ASSIGN_OR_RETURN(out.nonfinite_gradient_layer,
+                          gpu_nonfinite_gradient_layer(layers, trained, students, nullptr, nullptr, stream));
+    }
     return std::vector<StepLoss>{std::move(out)};
   };
   loop.save = [&](long steps_done) -> Status {

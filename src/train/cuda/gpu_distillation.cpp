@@ -251,9 +251,16 @@ Result<TrainReport> gpu_distill_end_to_end(const Model& model, MixerStack& stude
       loss += kl;
     }
     loss /= options.batch;
+    GL_TRY(gpu_apply_nan_fault(options, step, students, pieces, d.grad(), stream));
     GL_TRY(adamw.step(d.value(), d.grad(), lr, options.adam, ++adam_t, d.layers(), stream));
     if (d.lora()) GL_TRY(d.lora()->refresh(stream));  // the bf16 operands of the new values
-    return std::vector<StepLoss>{{loss, {}}};
+    StepLoss out{loss, {}};
+    GL_ASSIGN_OR_RETURN(const float norm, adamw.norm(stream));
+    if (!std::isfinite(norm)) {  // no update was made; the loop stops naming the layer
+      GL_ASSIGN_OR_RETURN(out.nonfinite_gradient_layer,
+                          gpu_nonfinite_gradient_layer(d.layers(), trained, students, d.lora(), lora, stream));
+    }
+    return std::vector<StepLoss>{std::move(out)};
   };
   loop.save = [&](long steps_done) -> Status {
     if (options.state_path.empty()) return ok_status();

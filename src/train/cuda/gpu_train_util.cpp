@@ -1,6 +1,7 @@
 #include "train/cuda/gpu_train_util.h"
 
 #include <algorithm>
+#include <limits>
 
 #include <cuda_runtime.h>
 
@@ -11,6 +12,7 @@
 
 #include "mixers/cuda/hybrid_mixer.h"
 #include "mixers/hybrid_mixer.h"
+#include "train/train_loop.h"
 
 namespace golinear::train::cuda {
 
@@ -65,6 +67,38 @@ Status GpuAdamW::step(float* value, float* grad, float lr, const AdamWOptions& o
   GL_TRY(kc::adamw_step(value, grad, m_.get(), v_.get(), P_, norm_.get(), adam, stream));
   for (mixers::cuda::GpuHybridMixer& layer : layers) GL_TRY(layer.refresh_gates(stream));
   return ok_status();
+}
+
+Result<float> GpuAdamW::norm(cudaStream_t stream) const {
+  float host = 0;
+  GL_CUDA_CHECK(cudaMemcpyAsync(&host, norm_.get(), sizeof(float), cudaMemcpyDeviceToHost, stream));
+  GL_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return host;
+}
+
+Status gpu_apply_nan_fault(const TrainOptions& options, long step, MixerStack& students,
+                           const std::vector<FlatPiece>& pieces, float* grad, cudaStream_t stream) {
+  const NanFault& fault = options.nan_fault;
+  if (fault.step != step + 1 || fault.layer < 0 || fault.layer >= (int)students.size()) return ok_status();
+  long cpu_offset = 0;  // the layer's first parameter in the CPU optimizer's flat order
+  for (int l = 0; l < fault.layer; ++l)
+    for (const mixers::Parameter* p : students[l]->parameters()) cpu_offset += (long)p->value.size();
+  if (students[fault.layer]->parameters().empty()) return ok_status();
+  static const float kNan = std::numeric_limits<float>::quiet_NaN();
+  for (const FlatPiece& p : pieces)
+    if (p.cpu_offset == cpu_offset && p.count > 0)
+      GL_CUDA_CHECK(cudaMemcpyAsync(grad + p.gpu_offset, &kNan, sizeof(float), cudaMemcpyHostToDevice, stream));
+  return ok_status();
+}
+
+Result<int> gpu_nonfinite_gradient_layer(const std::vector<mixers::cuda::GpuHybridMixer>& layers,
+                                         const std::vector<int>& trained, MixerStack& students,
+                                         const golinear::model::cuda::GpuLora* gpu_lora,
+                                         LoraAdapters* lora, cudaStream_t stream) {
+  for (size_t i = 0; i < trained.size(); ++i) GL_TRY(layers[i].download_grads(*students[trained[i]], stream));
+  if (gpu_lora && lora) GL_TRY(gpu_lora->download_grads(*lora, stream));
+  const int layer = gradients_first_nonfinite_layer(students, TrainOptions{}, 0, gpu_lora ? lora : nullptr);
+  return layer >= 0 ? layer : kNonfiniteGradientNorm;
 }
 
 Result<std::vector<FlatPiece>> flat_pieces(MixerStack& students, const std::vector<int>& trained,

@@ -13,6 +13,7 @@
 #include "train/attention_transfer.h"
 #include "kernels/cuda/cuda_common.h"
 #include "mixers/cuda/hybrid_mixer.h"
+#include "model/cuda/lora.h"
 #include "train/optimizer.h"
 
 namespace golinear::train::cuda {
@@ -43,8 +44,12 @@ class GpuAdamW {
   float* v() const { return v_.get(); }
   // One step (t: the step count after it) on value, grad (P); then each layer's bf16 gate
   // weights are refreshed from the new values.
+  // A non-finite gradient norm changes nothing (kernels/cuda/optimizer.h): read it back with
+  // norm() and stop.
   Status step(float* value, float* grad, float lr, const AdamWOptions& o, long t,
               std::vector<mixers::cuda::GpuHybridMixer>& layers, cudaStream_t stream);
+  // The gradient norm of the last step (before clipping); waits for `stream`.
+  Result<float> norm(cudaStream_t stream) const;
 
  private:
   long P_ = 0;
@@ -75,5 +80,20 @@ Result<long> gpu_train_resume(const TrainOptions& options, MixerStack& students,
 Status gpu_train_save(const TrainOptions& options, MixerStack& students, AdamW& cpu_optimizer,
                       const std::vector<FlatPiece>& pieces, long P, const float* m, const float* v,
                       long adam_t, long step, LoraAdapters* lora = nullptr);
+
+// options.nan_fault on the device: at step `step` (0-based) the gradient of layer fault.layer's
+// first mixer parameter becomes NaN in `grad` (the flat buffer `pieces` maps), as the CPU
+// trainers' gradients_first_nonfinite_layer makes it; nothing when that layer is not trained.
+Status gpu_apply_nan_fault(const TrainOptions& options, long step, MixerStack& students,
+                           const std::vector<FlatPiece>& pieces, float* grad, cudaStream_t stream);
+
+// After a step whose gradient norm was not finite (GpuAdamW::step then changed nothing): the
+// first layer holding a non-finite gradient, found by the CPU trainers' check over the device
+// gradients copied into the CPU mixers (and adapters), or kNonfiniteGradientNorm when every
+// gradient is finite (the norm overflowed).
+Result<int> gpu_nonfinite_gradient_layer(const std::vector<mixers::cuda::GpuHybridMixer>& layers,
+                                         const std::vector<int>& trained, MixerStack& students,
+                                         const golinear::model::cuda::GpuLora* gpu_lora,
+                                         LoraAdapters* lora, cudaStream_t stream);
 
 }  // namespace golinear::train::cuda

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <random>
 
@@ -124,6 +125,46 @@ TEST(GpuOptimizer, AdamWAndClippingMatchTheCpuOptimizer) {
   for (long i = 0; i < n; ++i) max_diff = std::max(max_diff, (double)std::abs(got[i] - p.value[i]));
   EXPECT_LT(max_diff, 1e-5);  // fp32 on both sides; only the norm's summation order differs
   for (float g : grad_after) ASSERT_EQ(g, 0.0f);
+}
+
+// A non-finite gradient norm makes no update: value, moments and gradient stay as they were
+// (the trainer names the layer from the gradient and stops with the last good state).
+TEST(GpuOptimizer, ANonFiniteGradientChangesNothing) {
+  REQUIRE_GPU();
+  const long n = 3000;
+  kc::DeviceBuffer<float> dvalue, dgrad, dm, dv, dnorm;
+  kc::DeviceBuffer<char> ws;
+  ASSERT_OK(dvalue.allocate(n));
+  ASSERT_OK(dgrad.allocate(n));
+  ASSERT_OK(dm.allocate(n));
+  ASSERT_OK(dv.allocate(n));
+  ASSERT_OK(dnorm.allocate(1));
+  ASSERT_OK(ws.allocate(kc::grad_norm_workspace_bytes()));
+  std::vector<float> value(n), m(n), v(n);
+  for (long i = 0; i < n; ++i) value[i] = 0.01f * i, m[i] = 1e-3f * i, v[i] = 1e-6f * i;
+  cudaMemcpy(dvalue.get(), value.data(), n * 4, cudaMemcpyHostToDevice);
+  cudaMemcpy(dm.get(), m.data(), n * 4, cudaMemcpyHostToDevice);
+  cudaMemcpy(dv.get(), v.data(), n * 4, cudaMemcpyHostToDevice);
+  for (float bad : {std::nanf(""), INFINITY, -INFINITY}) {
+    std::vector<float> g(n, 0.1f);
+    g[1234] = bad;
+    cudaMemcpy(dgrad.get(), g.data(), n * 4, cudaMemcpyHostToDevice);
+    ASSERT_OK(kc::grad_norm(dnorm.get(), dgrad.get(), n, ws.get(), ws.size(), 0));
+    float norm = 0;
+    cudaMemcpy(&norm, dnorm.get(), 4, cudaMemcpyDeviceToHost);
+    EXPECT_FALSE(std::isfinite(norm)) << bad;
+    kc::AdamWStep s{1e-2f, 0.9f, 0.999f, 1e-8f, 0.01f, 1.0f, 1};
+    ASSERT_OK(kc::adamw_step(dvalue.get(), dgrad.get(), dm.get(), dv.get(), n, dnorm.get(), s, 0));
+    std::vector<float> value_after(n), m_after(n), v_after(n), g_after(n);
+    cudaMemcpy(value_after.data(), dvalue.get(), n * 4, cudaMemcpyDeviceToHost);
+    cudaMemcpy(m_after.data(), dm.get(), n * 4, cudaMemcpyDeviceToHost);
+    cudaMemcpy(v_after.data(), dv.get(), n * 4, cudaMemcpyDeviceToHost);
+    cudaMemcpy(g_after.data(), dgrad.get(), n * 4, cudaMemcpyDeviceToHost);
+    EXPECT_EQ(value_after, value);
+    EXPECT_EQ(m_after, m);
+    EXPECT_EQ(v_after, v);
+    EXPECT_EQ(std::memcmp(g_after.data(), g.data(), n * 4), 0);  // NaN ≠ NaN: compare the bits
+  }
 }
 
 TEST(GpuAttentionTransfer, FirstStepLossMatchesTheCpuAndTheLossFalls) {
@@ -295,6 +336,43 @@ TEST(GpuAttentionTransfer, ResumeEqualsAnUninterruptedRun) {
   EXPECT_EQ(cpu_rest->loss_curve.size(), 3u);
   fs::remove(state);
   fs::remove(state + ".copy");
+}
+
+// A NaN gradient (options.nan_fault, which --inject-nan sets) at step 5 of 6 stops the run
+// with one line naming the step, the layer and the checkpoint kept (step 4, every 2 steps),
+// and that checkpoint holds finite parameters; a fault in a layer kept full changes nothing.
+TEST(GpuAttentionTransfer, ANonFiniteGradientStopsTheRunNamingStepAndLayer) {
+  REQUIRE_GPU();
+  auto model = random_model();
+  PackedDataset data = random_sequences(3, 200, model->config.vocab_size);
+  auto teacher = gpu_teacher_from_cpu(*model);
+  ASSERT_OK(teacher);
+  const std::string state = (fs::temp_directory_path() / ("golinear_gpu_nan_" + std::to_string(::getpid()) + ".safetensors")).string();
+  MixerStack students = students_of(*model);
+  TrainOptions o = small_options(6);
+  o.state_path = state;
+  o.checkpoint_every = 2;
+  o.nan_fault = {5, 1};
+  auto run = gpu_attention_transfer(*teacher, *model, students, data, o);
+  ASSERT_FALSE(run.ok());
+  const std::string& e = run.error();
+  EXPECT_EQ(e.rfind("transfer (cuda): the gradient of layer 1 became non-finite at step 5 (nmse ", 0), 0u) << e;
+  EXPECT_NE(e.find("); the last good checkpoint, step 4, is kept in " + state), std::string::npos) << e;
+
+  MixerStack reloaded = students_of(*model);
+  AdamW optimizer(trainable_parameters(reloaded), o.adam);
+  auto step = train_state_load(state, reloaded, optimizer);
+  ASSERT_OK(step);
+  EXPECT_EQ(*step, 4);
+  for (float x : flatten(reloaded)) ASSERT_TRUE(std::isfinite(x));
+  fs::remove(state);
+
+  MixerStack kept_full = students_of(*model, {1});  // layer 1 softmax: no parameter to poison
+  TrainOptions k = small_options(3);
+  k.nan_fault = {2, 1};
+  auto clean = gpu_attention_transfer(*teacher, *model, kept_full, data, k);
+  ASSERT_OK(clean);
+  EXPECT_EQ(clean->steps_done, 3);
 }
 
 TEST(GpuAttentionTransfer, RefusesTheCpuOnlyStates) {

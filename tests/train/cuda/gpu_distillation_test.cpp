@@ -271,6 +271,7 @@ std::unique_ptr<Model> random_model(bool qwen3) {
 }
 
 using test::random_sequences;
+using test::flatten;
 using test::students_of;
 
 void zero_grads(MixerStack& stack) {
@@ -402,6 +403,25 @@ TEST(GpuDistillation, StepsLowerTheKlAndTheStateResumesOnTheCpu) {
   EXPECT_EQ(resumed->steps_done, 6);
   EXPECT_EQ(resumed->loss_curve.size(), 3u);
   fs::remove(state);
+}
+
+// A NaN gradient in the trained layer (options.nan_fault) at step 3 stops the run naming the
+// step and the layer, with no checkpoint before it; the students keep finite parameters.
+TEST(GpuDistillation, ANonFiniteGradientStopsTheRunNamingStepAndLayer) {
+  REQUIRE_GPU();
+  auto model = random_model(false);
+  PackedDataset data = random_sequences(2, 128, model->config.vocab_size);
+  MixerStack students = students_of(*model, {1});
+  TrainOptions o;
+  o.steps = 5;
+  o.warmup = 1;
+  o.nan_fault = {3, 0};
+  auto run = gpu_distill_end_to_end(*model, students, data, o);
+  ASSERT_FALSE(run.ok());
+  const std::string& e = run.error();
+  EXPECT_EQ(e.rfind("distill (cuda): the gradient of layer 0 became non-finite at step 3 (kl ", 0), 0u) << e;
+  EXPECT_NE(e.find("); no checkpoint was written before it"), std::string::npos) << e;
+  for (float x : flatten(students)) ASSERT_TRUE(std::isfinite(x));
 }
 
 TEST(GpuDistillation, RefusesATeacherThatIsNotSoftmax) {
