@@ -128,6 +128,9 @@ Status Distiller::init(const Model& model, MixerStack& students, int T,
   GL_TRY(dlogits_.allocate((size_t)T * V));
   GL_TRY(kl_.allocate(T));
   host_kl_.assign(T, 0.0);
+  // The memsets above ran on the legacy stream, which the model's non-blocking stream does not
+  // wait for.
+  GL_CUDA_CHECK(cudaDeviceSynchronize());
   return ok_status();
 }
 

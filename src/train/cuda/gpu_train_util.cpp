@@ -56,6 +56,7 @@ Status GpuAdamW::allocate(long P) {
   GL_TRY(norm_ws_.allocate(kernels::cuda::grad_norm_workspace_bytes()));
   GL_CUDA_CHECK(cudaMemset(m_.get(), 0, P * 4));
   GL_CUDA_CHECK(cudaMemset(v_.get(), 0, P * 4));
+  GL_CUDA_CHECK(cudaDeviceSynchronize());  // legacy-stream memsets; the trainers' streams do not wait
   return ok_status();
 }
 
@@ -143,6 +144,9 @@ Result<long> gpu_train_resume(const TrainOptions& options, MixerStack& students,
   }
   GL_CUDA_CHECK(cudaMemcpy(m, host_m.data(), P * 4, cudaMemcpyHostToDevice));
   GL_CUDA_CHECK(cudaMemcpy(v, host_v.data(), P * 4, cudaMemcpyHostToDevice));
+  // A copy from pageable memory may return before its DMA lands, and the trainers' non-blocking
+  // streams do not wait for the legacy one.
+  GL_CUDA_CHECK(cudaDeviceSynchronize());
   return start;
 }
 

@@ -194,6 +194,9 @@ ForwardResult run_forward(const Case& cs, int vb, bool with_init, uint64_t seed,
   void* ws = nullptr;
   EXPECT_EQ(cudaMalloc(&ws, ws_bytes), cudaSuccess);
   EXPECT_EQ(cudaMemset(ws, 0xFF, ws_bytes), cudaSuccess);
+  // The uploads and the poisoning ran on the legacy stream, which a non-blocking stream does not
+  // wait for (a busy GPU made the forward read them unfinished: NaN outputs, session 11).
+  EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   cudaStream_t stream;
   EXPECT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
   const Status st = gated_delta_chunked_forward(o.ptr, s1.ptr, with_init ? s0.ptr : nullptr, dq.ptr,
@@ -309,6 +312,7 @@ void persistent_vs_default(const Case& cs, int vb, bool with_init, int segments,
   void* ws = nullptr;
   ASSERT_EQ(cudaMalloc(&ws, ws_bytes), cudaSuccess);
   ASSERT_EQ(cudaMemset(ws, 0xFF, ws_bytes), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // legacy-stream work before a non-blocking one
   cudaStream_t stream;
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
   auto forward = [&](GatedDeltaPersistent mode) -> ForwardResult {
@@ -448,6 +452,7 @@ TEST(CudaGatedDeltaForward, PersistentNotCaptured) {
   void* ws = nullptr;
   ASSERT_EQ(cudaMalloc(&ws, ws_bytes), cudaSuccess);
   ASSERT_EQ(cudaMemset(ws, 0xFF, ws_bytes), cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);  // legacy-stream work before a non-blocking one
   cudaStream_t stream;
   ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
   auto call = [&] {
