@@ -1027,8 +1027,7 @@ size_t attention_backward_workspace_bytes(int T, int H, int G, int D) {
   const size_t rows = (size_t)T * H;
   const size_t chunks = ((size_t)T + kSinkChunk - 1) / kSinkChunk;
   return align_up(rows * D * 2) + align_up(rows * 4) +
-         2 * align_up(chunks * kTile * (size_t)G * D * 4) +
-         align_up(detail::attention_backward_turns(T, H) * sizeof(int));
+         2 * align_up(chunks * kTile * (size_t)G * D * 4);
 }
 
 Status attention_backward(float* dq, float* dk, float* dv, const float* dy, const bf16* y,
@@ -1051,7 +1050,6 @@ Status attention_backward(float* dq, float* dk, float* dv, const float* dy, cons
   const size_t chunks_cap = ((size_t)T + kSinkChunk - 1) / kSinkChunk;
   float* part_k = reinterpret_cast<float*>(w);
   float* part_v = reinterpret_cast<float*>(w + align_up(chunks_cap * kTile * (size_t)G * D * 4));
-  int* turns = reinterpret_cast<int*>(w + 2 * align_up(chunks_cap * kTile * (size_t)G * D * 4));
 
   return dispatch_head_dim(D, [&](auto d) -> Status {
     constexpr int Dc = decltype(d)::value;
@@ -1060,8 +1058,7 @@ Status attention_backward(float* dq, float* dk, float* dv, const float* dy, cons
         dsum, dob, dy, y, dlse, (long)rows);
     GL_CUDA_CHECK_LAUNCH();
     if (detail::attention_wgmma_applies(Dc, mask))  // full causal: on wgmma
-      return detail::attention_backward_wgmma(dq, dk, dv, q, k, v, dob, lse, dsum, turns, T, H, G, Dc,
-                                              stream);
+      return detail::attention_backward_wgmma(dq, dk, dv, q, k, v, dob, lse, dsum, T, H, G, Dc, stream);
     BackwardArgs args{dq, dk, dv, nullptr, nullptr, q, k, v, dob, lse, dsum,
                       T, H, G, sinks, window, T};
     const size_t bytes = BwdSmem<Dc>::total;

@@ -1,5 +1,5 @@
 // Full causal attention, forward and backward, on Hopper's warpgroup MMA (see attention_wgmma.h;
-// the backward's kernel is described at its section).
+// the backward's two kernels are described at their section).
 //
 // Forward: one block = 128 queries of one head, three warpgroups:
 //   warpgroup 0, the producer: one thread loads Q once and K, V tiles of 128 keys through the
@@ -82,17 +82,6 @@ __device__ __forceinline__ void tma_load(uint32_t dst, const CUtensorMap* map, i
       "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, "
       "%3, %4}], [%5];\n" ::"r"(dst),
       "l"(reinterpret_cast<uint64_t>(map)), "r"(col), "r"(head), "r"(row), "r"(bar)
-      : "memory");
-}
-
-// Adds a box of 64 rows × 32 fp32 columns (128-byte swizzled, at src) into a (D, heads, T) fp32
-// tensor at (col, head, row), in the bulk async group of this thread; rows past T are dropped.
-__device__ __forceinline__ void tma_reduce_add(const CUtensorMap* map, uint32_t src, int col, int head,
-                                               int row) {
-  asm volatile(
-      "cp.reduce.async.bulk.tensor.3d.global.shared::cta.add.tile.bulk_group [%0, {%1, %2, %3}], [%4];\n" ::"l"(
-          reinterpret_cast<uint64_t>(map)),
-      "r"(col), "r"(head), "r"(row), "r"(src)
       : "memory");
 }
 
@@ -406,43 +395,21 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 // ---- backward ---------------------------------------------------------------------------------
 //
-// One kernel for dQ, dK and dV (full causal), in the three-warpgroup layout of the forward: a
-// block per 128 keys of one kv head (consumers: 64 keys each); the group's query heads and their
-// query tiles of 64 streamed (Q, dO by TMA; each tile's 64 values of lse·log2e and dsum loaded by
-// the warpgroup into a shared buffer while its products run). Per tile:
-//   Sᵀ = K Qᵀ, dPᵀ = V dOᵀ (wgmma from shared memory), Pᵀ = exp2(Sᵀ·c − lse), dSᵀ = Pᵀ ∘ (dPᵀ −
-//   dsum) straight into A fragments, dV += Pᵀ dO and dK += dSᵀ Q (Q and dO read MN-major), in
-//   two halves of 32 queries so that the first half's products run beside the second half's dS;
-//   dSᵀ of both warpgroups into shared memory (bf16, 128 keys × 64 queries), then dQ(tile) = dS K
-//   over the block's 128 keys (both operands MN-major from shared memory): warpgroup c the
-//   columns [64c, 64c + 64) (D = 128), or the warpgroup of the tile's parity all 64 (D = 64),
-//   scaled into a dQ buffer of its own (fp32, the 128-byte swizzle of the tensor map over dq).
-// Warps 1 and 2 of the producer warpgroup are the consumers' dQ writers: each adds its
-// warpgroup's buffer into dq (zeroed before the launch) by tensor reduce-adds (fp32 adds done in
-// L2), frees the buffer once the copy engine has read it and keeps the order of the adds; the
-// consumers only store to shared memory. (Vector atomics from the consumers' registers cost 20 ms
-// of the 32K backward, the reduce-adds ≈ 3: docs/BENCHMARKS.md session 11.)
-// Deterministic: the group's heads are summed inside the block (dK, dV), and the blocks add into a
-// dQ tile in key-block order — a counter per (query head, query tile, column group) says whose
-// turn it is (the writer of key block kb waits for kb, adds, waits for the adds to complete, then
-// makes it kb + 1). Blocks start in index order, key block 0 first, so the block waited for has
-// started.
-// Five passes over the causal triangle (S, dP, dV, dK, dQ): the two-kernel form it replaced (dq
-// in a kernel of its own) recomputed S and dP there, seven.
+// The same three-warpgroup layout for the two kernels of attention_backward (full causal):
+//   dq: a block per 128 queries of one head (consumers: 64 each), K and V streamed in tiles of
+//     64 keys: S = Q Kᵀ and dP = dO Vᵀ (wgmma from shared memory), P = exp2(S·c − lse), dS =
+//     P ∘ (dP − dsum) in registers, dQ += dS K (dS from registers, K read MN-major). The products
+//     of tile n are issued beside dQ's product of tile n − 1.
+//   dk, dv: a block per 128 keys of one kv head (consumers: 64 keys each), the group's query
+//     heads and their query tiles of 64 streamed (Q, dO by TMA; each tile's 64 values of lse·log2e and
+//     dsum loaded by the warpgroup into a shared buffer while its products run): Sᵀ = K Qᵀ, dPᵀ = V dOᵀ, Pᵀ, dSᵀ, then dV += Pᵀ dO and dK += dSᵀ Q
+//     (Q and dO read MN-major). The group's heads are summed inside the block: deterministic.
 
 // d (64 × 64) (+)= A (64 × 16, descriptor) · B (16 × 64, descriptor, K-major).
 __device__ __forceinline__ void wg_ss_n64(float (&d)[8][4], uint64_t da, uint64_t db, int scale_d) {
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
                "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " GL_WG_R32
                ", %32, %33, p, 1, 1, 0, 0;\n}\n"
-               : GL_WG_ACC8(d, 0)
-               : "l"(da), "l"(db), "r"(scale_d));
-}
-// d (64 × 64) (+)= A (64 × 16, descriptor, MN-major) · B (16 × 64, descriptor, MN-major).
-__device__ __forceinline__ void wg_ss_n64_tt(float (&d)[8][4], uint64_t da, uint64_t db, int scale_d) {
-  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-               "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " GL_WG_R32
-               ", %32, %33, p, 1, 1, 1, 1;\n}\n"
                : GL_WG_ACC8(d, 0)
                : "l"(da), "l"(db), "r"(scale_d));
 }
@@ -466,86 +433,190 @@ __device__ __forceinline__ void issue_rs64(float (&d)[D / 8][4], const uint32_t 
 #pragma unroll
   for (int kk = K0; kk < K1; ++kk) wg_rs_t<D>(d, a[kk], desc_advance(db, kk * 16 * 128));
 }
-// The ring of streamed Q, dO tiles: 4 deep at D = 64, 3 at D = 128 (all that fits in 227 KiB
-// beside the dS and dQ buffers; 2: 52.6 against 42.7 ms for the dK, dV work alone at 32K,
-// docs/BENCHMARKS.md session 11).
-template <int D>
-constexpr int kBwdStages = D >= 128 ? 3 : 4;
-// The barriers from `at`: once (the block's K, V), full[s] (a ring stage's tiles: the producer's
-// arrival and their bytes), empty[s] (the 8 consumer warps done with it).
-template <int S>
+// The backward kernels' ring of streamed tiles: kBwdStages deep (2: both kernels waited on the
+// tensor copies, docs/BENCHMARKS.md session 10).
+constexpr int kBwdStages = 4;
+// Their barriers from `at`: once (a block's fixed tiles), full[s] (a ring stage's tiles: the
+// producer's arrival and their bytes), empty[s] (the 8 consumer warps done with it).
 struct BwdBarriers {
   uint32_t at;
-  static constexpr int bytes = 8 * (1 + 2 * S);
+  static constexpr int bytes = 8 * (1 + 2 * kBwdStages);
   __device__ uint32_t once() const { return at; }
   __device__ uint32_t full(int s) const { return at + 8 * (1 + s); }
-  __device__ uint32_t empty(int s) const { return at + 8 * (1 + S + s); }
+  __device__ uint32_t empty(int s) const { return at + 8 * (1 + kBwdStages + s); }
   __device__ void init() const {  // by one thread, before a __syncthreads
     mbar_init(once(), 1);
-    for (int s = 0; s < S; ++s) mbar_init(full(s), 1), mbar_init(empty(s), 8);
+    for (int s = 0; s < kBwdStages; ++s) mbar_init(full(s), 1), mbar_init(empty(s), 8);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
   }
 };
+// Stage and phase of streamed tile i.
+__device__ __forceinline__ int bwd_stage(int i) { return i % kBwdStages; }
+__device__ __forceinline__ uint32_t bwd_phase(int i) { return (i / kBwdStages) & 1; }
 struct BwdArgs {
-  float *dq, *dk, *dv;      // dq zeroed before the launch (added into)
+  float *dq, *dk, *dv;
   const float *lse, *dsum;  // (T, H)
-  int* turn;                // (H, ⌈T/64⌉, 2) zeroed: the next key block to add into a dQ tile
   int T, H, G;
 };
 
-constexpr int kQt = 64;                   // queries per streamed tile
+constexpr int kQt = 64;                   // dk/dv: queries per streamed tile; dq: keys per tile
 constexpr int kHalfAtom = kQt * 128;      // a 64-column atom of a 64-row tile
-constexpr int kDsBytes = kRows * kQt * 2; // dSᵀ of a tile: 128 keys × 64 queries, bf16
-constexpr int kDqBytes = kQt * 64 * 4;    // a dQ tile of 64 queries × 64 columns, fp32
 
 template <int D>
-struct DkvSmem {
-  static constexpr int S = kBwdStages<D>;
+struct DqSmem {
   static constexpr int big = (D / 64) * kAtomBytes;   // 128 × D
   static constexpr int small = (D / 64) * kHalfAtom;  // 64 × D
-  static constexpr int k = 0, v = k + big, q = v + big, dout = q + S * small;
-  static constexpr int cols = dout + S * small;  // per consumer warpgroup [2][lse2 64, dsum 64]
-  static constexpr int ds = cols + 2 * 2 * 2 * kQt * 4;  // two dSᵀ buffers (tile parity)
-  static constexpr int dq = ds + 2 * kDsBytes;  // per consumer warpgroup: a dQ tile, 2 boxes of 64 × 32 fp32
-  static constexpr int bars = dq + 2 * kDqBytes;
-  // No room to align the base by hand (D = 128 takes 231,480 of the 232,448 bytes): the kernel
-  // declares its dynamic shared memory 1024-aligned and checks it.
-  static constexpr int request = bars + BwdBarriers<S>::bytes;
-  static_assert(ds % 1024 == 0 && request <= 227 * 1024, "shared memory");
+  static constexpr int q = 0, dout = q + big, k = dout + big, v = k + kBwdStages * small;
+  static constexpr int bars = v + kBwdStages * small;
+  static constexpr int request = bars + BwdBarriers::bytes + 1024;
 };
-
-// Named barrier `id` over `count` threads: wait for all / arrive without waiting.
-__device__ __forceinline__ void named_sync(int id, int count) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
-}
-__device__ __forceinline__ void named_arrive(int id, int count) {
-  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(count) : "memory");
-}
-__device__ __forceinline__ int ld_acquire_gpu(const int* p) {
-  int v;
-  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-// Makes the block's earlier writes (ordered before this thread by a barrier) visible, then +1.
-__device__ __forceinline__ void release_increment_gpu(int* p) {
-  asm volatile("fence.acq_rel.gpu;\nred.relaxed.gpu.global.add.s32 [%0], 1;\n" ::"l"(p) : "memory");
-}
 
 template <int D>
 __global__ void __launch_bounds__(kThreads, 1)
-    flash_backward_wgmma_kernel(const __grid_constant__ CUtensorMap tq,
-                                const __grid_constant__ CUtensorMap tdo,
-                                const __grid_constant__ CUtensorMap tk,
-                                const __grid_constant__ CUtensorMap tv,
-                                const __grid_constant__ CUtensorMap tdq, BwdArgs a) {
+    flash_backward_dq_wgmma_kernel(const __grid_constant__ CUtensorMap tq,
+                                   const __grid_constant__ CUtensorMap tdo,
+                                   const __grid_constant__ CUtensorMap tk,
+                                   const __grid_constant__ CUtensorMap tv, BwdArgs a) {
+  using L = DqSmem<D>;
+  extern __shared__ unsigned char smem_raw[];
+  const uint32_t base = aligned_base(smem_raw);
+  const BwdBarriers bar{base + L::bars};
+  const uint32_t qdo_full = bar.once();
+  auto kv_full = [&](int s) { return bar.full(s); };
+  auto kv_empty = [&](int s) { return bar.empty(s); };
+  const int nq = (a.T + kRows - 1) / kRows;
+  const int qb = nq - 1 - (int)blockIdx.x / a.H, h = (int)blockIdx.x % a.H;
+  const int hk = h / (a.H / a.G), t0 = qb * kRows;
+  const int n_tiles = min(t0 + kRows - 1, a.T - 1) / kQt + 1;  // key tiles of 64 (causal)
+  const int wg = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0);  // warp-uniform to the compiler
+  if (threadIdx.x == 0) bar.init();
+  __syncthreads();
+
+  if (wg == 0) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n");
+    if (threadIdx.x == 0) {
+      mbar_expect_tx(qdo_full, 2 * L::big);
+      for (int c = 0; c < D / 64; ++c) {
+        tma_load(base + L::q + c * kAtomBytes, &tq, c * 64, h, t0, qdo_full);
+        tma_load(base + L::dout + c * kAtomBytes, &tdo, c * 64, h, t0, qdo_full);
+      }
+      for (int i = 0; i < n_tiles; ++i) {
+        const int s = bwd_stage(i);
+        mbar_wait(kv_empty(s), bwd_phase(i) ^ 1);
+        mbar_expect_tx(kv_full(s), 2 * L::small);
+        for (int c = 0; c < D / 64; ++c) {
+          tma_load(base + L::k + s * L::small + c * kHalfAtom, &tk, c * 64, hk, i * kQt, kv_full(s));
+          tma_load(base + L::v + s * L::small + c * kHalfAtom, &tv, c * 64, hk, i * kQt, kv_full(s));
+        }
+      }
+    }
+    return;
+  }
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n");
+
+  const int cw = wg - 1, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
+  const int gr = lane >> 2, gc = (lane & 3) * 2;
+  const int row0 = t0 + 64 * cw + 16 * warp, wg_row0 = t0 + 64 * cw;
+  const uint32_t q_wg = base + L::q + cw * 64 * 128, do_wg = base + L::dout + cw * 64 * 128;
+  const float scale = kLog2e / sqrtf((float)D);
+  // This thread's two rows: lse·log2e and dsum (rows past T: P = dS = 0).
+  float lse2[2], dsum[2];
+  bool live[2];
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    const int t = row0 + gr + 8 * rr;
+    live[rr] = t < a.T;
+    lse2[rr] = live[rr] ? a.lse[(long)t * a.H + h] * kLog2e : 0.0f;
+    dsum[rr] = live[rr] ? a.dsum[(long)t * a.H + h] : 0.0f;
+  }
+  float dq[D / 8][4];
+#pragma unroll
+  for (int n = 0; n < D / 8; ++n) dq[n][0] = dq[n][1] = dq[n][2] = dq[n][3] = 0.0f;
+  float s[8][4], dp[8][4];
+  uint32_t ds[4][4];
+  // dS of tile i from S, dP (in place in s): P = exp2(S·c − lse2), masked past the row or T on
+  // the edge tiles only (`edge`, a type: the compares cost as much as the rest of the softmax).
+  auto grad_scores = [&](int i, auto edge) {
+    const int j0 = i * kQt;
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+      for (int x = 0; x < 4; ++x) {
+        const int rr = x >> 1;
+        float p = fast_exp2(fmaf(s[n][x], scale, -lse2[rr]));
+        if constexpr (decltype(edge)::value)
+          if (j0 + 8 * n + gc + (x & 1) > row0 + gr + 8 * rr || !live[rr]) p = 0.0f;
+        s[n][x] = p * (dp[n][x] - dsum[rr]);  // dead rows: dsum = 0, dP finite (zero-filled tiles)
+      }
+  };
+  mbar_wait(qdo_full, 0);
+  for (int i = 0; i < n_tiles; ++i) {
+    const int st = bwd_stage(i);
+    mbar_wait(kv_full(st), bwd_phase(i));
+    const uint32_t kb = base + L::k + st * L::small, vb = base + L::v + st * L::small;
+    wg_fence();
+    issue_ss64<D>(s, q_wg, kAtomBytes, kb, kHalfAtom);
+    issue_ss64<D>(dp, do_wg, kAtomBytes, vb, kHalfAtom);
+    wg_commit();
+    if (i > 0) {  // dQ += dS(i − 1) K(i − 1)
+      const uint32_t kp = base + L::k + bwd_stage(i - 1) * L::small;
+      wg_fence();
+      issue_rs64<D>(dq, ds, kp, kHalfAtom);
+      wg_commit();
+      wg_wait<1>();
+    } else {
+      wg_wait<0>();
+    }
+    if (i * kQt + kQt - 1 > wg_row0 || t0 + kRows > a.T)
+      grad_scores(i, std::true_type{});
+    else
+      grad_scores(i, std::false_type{});
+    if (i > 0) {
+      wg_wait<0>();
+      __syncwarp();
+      if (lane == 0) mbar_arrive(kv_empty(bwd_stage(i - 1)));
+    }
+    pack_frags(ds, s);
+  }
+  {
+    const uint32_t kp = base + L::k + bwd_stage(n_tiles - 1) * L::small;
+    wg_fence();
+    issue_rs64<D>(dq, ds, kp, kHalfAtom);
+    wg_commit();
+    wg_wait<0>();
+  }
+  const float inv_sqrt_d = 1.0f / sqrtf((float)D);
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    if (!live[rr]) continue;
+    float* dst = a.dq + ((long)(row0 + gr + 8 * rr) * a.H + h) * D + gc;
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n)
+      *reinterpret_cast<float2*>(dst + 8 * n) =
+          make_float2(dq[n][2 * rr] * inv_sqrt_d, dq[n][2 * rr + 1] * inv_sqrt_d);
+  }
+}
+
+template <int D>
+struct DkvSmem {
+  static constexpr int big = (D / 64) * kAtomBytes;   // 128 × D
+  static constexpr int small = (D / 64) * kHalfAtom;  // 64 × D
+  static constexpr int k = 0, v = k + big, q = v + big, dout = q + kBwdStages * small;
+  static constexpr int cols = dout + kBwdStages * small;  // per consumer warpgroup [2][lse2 64, dsum 64]
+  static constexpr int bars = cols + 2 * 2 * 2 * kQt * 4;
+  static constexpr int request = bars + BwdBarriers::bytes + 1024;
+};
+
+template <int D>
+__global__ void __launch_bounds__(kThreads, 1)
+    flash_backward_dkdv_wgmma_kernel(const __grid_constant__ CUtensorMap tq,
+                                     const __grid_constant__ CUtensorMap tdo,
+                                     const __grid_constant__ CUtensorMap tk,
+                                     const __grid_constant__ CUtensorMap tv, BwdArgs a) {
   using L = DkvSmem<D>;
-  constexpr int S = L::S;
-  auto stage = [](int i) { return i % S; };
-  auto phase = [](int i) { return (uint32_t)((i / S) & 1); };
-  extern __shared__ __align__(1024) unsigned char bwd_smem[];
-  const uint32_t base = static_cast<uint32_t>(__cvta_generic_to_shared(bwd_smem));
-  if (base % 1024 != 0) __trap();  // the swizzle atoms' alignment (no slack in DkvSmem::request)
-  const BwdBarriers<S> bar{base + L::bars};
+  extern __shared__ unsigned char smem_raw[];
+  const uint32_t base = aligned_base(smem_raw);
+  const BwdBarriers bar{base + L::bars};
   const uint32_t kv_full = bar.once();
   auto full = [&](int s) { return bar.full(s); };
   auto empty = [&](int s) { return bar.empty(s); };
@@ -557,61 +628,22 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (threadIdx.x == 0) bar.init();
   __syncthreads();
 
-  // Whether consumer warpgroup c adds tile i's dQ, and into which column group.
-  auto adds_dq = [](int c, int i) { return D == 128 || c == (i & 1); };
-  auto column_group = [](int c) { return D == 128 ? c : 0; };
-  auto turn_of = [&](int i, int c) {
-    const int h = g * group + i / per_head, qt = qt0 + i % per_head;
-    return a.turn + ((long)h * nqt + qt) * 2 + column_group(c);
-  };
   if (wg == 0) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n");
-    const int w = threadIdx.x / 32;
-    if (threadIdx.x == 0) {  // the producer
+    if (threadIdx.x == 0) {
       mbar_expect_tx(kv_full, 2 * L::big);
       for (int c = 0; c < D / 64; ++c) {
         tma_load(base + L::k + c * kAtomBytes, &tk, c * 64, g, j0, kv_full);
         tma_load(base + L::v + c * kAtomBytes, &tv, c * 64, g, j0, kv_full);
       }
       for (int i = 0; i < n_tiles; ++i) {
-        const int s = stage(i), h = g * group + i / per_head, qt = qt0 + i % per_head;
-        mbar_wait(empty(s), phase(i) ^ 1);
+        const int s = bwd_stage(i), h = g * group + i / per_head, qt = qt0 + i % per_head;
+        mbar_wait(empty(s), bwd_phase(i) ^ 1);
         mbar_expect_tx(full(s), 2 * L::small);
         for (int c = 0; c < D / 64; ++c) {
           tma_load(base + L::q + s * L::small + c * kHalfAtom, &tq, c * 64, h, qt * kQt, full(s));
           tma_load(base + L::dout + s * L::small + c * kHalfAtom, &tdo, c * 64, h, qt * kQt, full(s));
         }
-      }
-    } else if (w == 1 || w == 2) {
-      // The dQ writer of consumer warpgroup c = w − 1: once c has put a dQ tile in its buffer,
-      // waits for the block's turn at that tile, adds it into dq by two tensor reduce-adds, frees
-      // the buffer as soon as they have read it and passes the turn on once they are done (the
-      // global round trips off the consumers' path).
-      const int c = w - 1;
-      const uint32_t buf = base + L::dq + c * kDqBytes;
-      int last = -1;
-      for (int i = n_tiles - 1; i >= 0 && last < 0; --i)
-        if (adds_dq(c, i)) last = i;
-      if (last >= 0) named_arrive(10 + c, 160);  // the buffer starts free
-      for (int i = 0; i <= last; ++i) {
-        if (!adds_dq(c, i)) continue;
-        const int h = g * group + i / per_head, qt = qt0 + i % per_head;
-        int* turn = turn_of(i, c);
-        named_sync(8 + c, 160);  // c's tile is in the buffer
-        if (threadIdx.x % 32 == 0) {
-          while (ld_acquire_gpu(turn) != kb) {
-          }
-          for (int b = 0; b < 2; ++b)
-            tma_reduce_add(&tdq, buf + b * (kDqBytes / 2), column_group(c) * 64 + 32 * b, h, qt * kQt);
-          asm volatile("cp.async.bulk.commit_group;\ncp.async.bulk.wait_group.read 0;\n" ::: "memory");
-        }
-        __syncwarp();
-        if (i < last) named_arrive(10 + c, 160);  // the buffer is free again
-        if (threadIdx.x % 32 == 0) {
-          asm volatile("cp.async.bulk.wait_group 0;\nfence.proxy.async.global;\n" ::: "memory");
-          release_increment_gpu(turn);
-        }
-        __syncwarp();
       }
     }
     return;
@@ -619,20 +651,19 @@ __global__ void __launch_bounds__(kThreads, 1)
   asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n");
 
   float* col_buf = reinterpret_cast<float*>(
-      bwd_smem + L::cols +
+      smem_raw + (base - static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw))) + L::cols +
       (wg - 1) * 2 * 2 * kQt * 4);
   const int cw = wg - 1, warp = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
   const int gr = lane >> 2, gc = (lane & 3) * 2;
   const int key0 = j0 + 64 * cw + 16 * warp, wg_key0 = j0 + 64 * cw;  // this warp's first key
   const uint32_t k_wg = base + L::k + cw * 64 * 128, v_wg = base + L::v + cw * 64 * 128;
   const float scale = kLog2e / sqrtf((float)D);
-  const float inv_sqrt_d = 1.0f / sqrtf((float)D);
   float dk[D / 8][4], dv[D / 8][4];
 #pragma unroll
   for (int n = 0; n < D / 8; ++n)
 #pragma unroll
     for (int x = 0; x < 4; ++x) dk[n][x] = dv[n][x] = 0.0f;
-  float s[8][4], dp[8][4], dq[8][4];
+  float s[8][4], dp[8][4];
   uint32_t pf[4][4], dsf[4][4];
   // Column k % 64 of tile i, as loaded: lse (k < 64) or dsum, for this thread's k (past T: masked).
   auto column_raw = [&](int i) {
@@ -646,11 +677,11 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int k = threadIdx.x % 128;
     col_buf[(i & 1) * 2 * kQt + k] = k < kQt ? raw * kLog2e : raw;
   };
-  auto columns_ready = [&]() { named_sync(3 + cw, 128); };
+  auto columns_ready = [&]() { asm volatile("bar.sync %0, 128;\n" ::"r"(3 + cw) : "memory"); };
   // Sᵀ = K Qᵀ and dPᵀ = V dOᵀ of tile i, issued once its tiles have landed.
   auto issue_scores = [&](int i) {
-    const int st = stage(i);
-    mbar_wait(full(st), phase(i));
+    const int st = bwd_stage(i);
+    mbar_wait(full(st), bwd_phase(i));
     wg_fence();
     issue_ss64<D>(s, k_wg, kAtomBytes, base + L::q + st * L::small, kHalfAtom);
     issue_ss64<D>(dp, v_wg, kAtomBytes, base + L::dout + st * L::small, kHalfAtom);
@@ -681,23 +712,10 @@ __global__ void __launch_bounds__(kThreads, 1)
       dsf[kk][half] = pack_bf16(dsv[0], dsv[1]), dsf[kk][half + 1] = pack_bf16(dsv[2], dsv[3]);
     }
   };
-  // This warp's dSᵀ fragments (16 keys × 64 queries) into rows 64·cw + 16·warp.. of a dSᵀ buffer:
-  // 128-byte rows (64 queries), 16-byte chunks swizzled by the row (the layout wgmma reads
-  // MN-major), one 32-bit store per fragment register (no bank conflicts).
-  auto store_ds = [&](uint32_t buf) {
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk)
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        const int row = 64 * cw + 16 * warp + gr + 8 * (j & 1), chunk = 2 * kk + (j >> 1);
-        const uint32_t at = buf + row * 128 + ((chunk ^ (row & 7)) << 4) + 2 * gc;
-        asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(at), "r"(dsf[kk][j]) : "memory");
-      }
-  };
   mbar_wait(kv_full, 0);
   float col_next = column_raw(0);
   for (int i = 0; i < n_tiles; ++i) {
-    const int st = stage(i), q0 = (qt0 + i % per_head) * kQt;
+    const int st = bwd_stage(i), q0 = (qt0 + i % per_head) * kQt;
     const uint32_t qb = base + L::q + st * L::small, dob = base + L::dout + st * L::small;
     issue_scores(i);
     store_columns(i, col_next);
@@ -722,53 +740,11 @@ __global__ void __launch_bounds__(kThreads, 1)
     issue_rs64<D, 2, 4>(dv, pf, dob, kHalfAtom);
     issue_rs64<D, 2, 4>(dk, dsf, qb, kHalfAtom);
     wg_commit();
-    // dSᵀ of both warpgroups into the tile parity's buffer (the one read two tiles ago: both
-    // warpgroups waited for that product before the last barrier), visible to wgmma.
-    const uint32_t dsb = base + L::ds + (i & 1) * kDsBytes;
-    store_ds(dsb);
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-    named_sync(7, 256);
-    // dQ(tile) (64 queries × 64 columns of group cg) = dS K over the 128 keys, by one warpgroup
-    // per column group.
-    const bool mine = adds_dq(cw, i);
-    const int cg = column_group(cw);
-    if (mine) {
-      const uint64_t da = desc_sw128(dsb, kDsBytes, 1024);
-      const uint64_t db = desc_sw128(base + L::k + cg * kAtomBytes, kAtomBytes, 1024);
-      wg_fence();
-#pragma unroll
-      for (int ks = 0; ks < kRows / 16; ++ks)
-        wg_ss_n64_tt(dq, desc_advance(da, ks * 16 * 128), desc_advance(db, ks * 16 * 128), ks > 0);
-      wg_commit();
-      wg_wait<1>();
-    } else {
-      wg_wait<0>();
-    }
+    wg_wait<0>();
     __syncwarp();
-    if (lane == 0) mbar_arrive(empty(st));  // Q, dO read: dV, dK done
-    if (mine) {
-      // The tile (· 1/√D) into this warpgroup's dQ buffer, once its writer has read the last
-      // one: rows of 32 columns (128 bytes, 16-byte chunks swizzled by the row, as the tensor
-      // map reads them), two boxes; then the writer takes it.
-      wg_wait<0>();
-      named_sync(10 + cw, 160);
-      const uint32_t buf = base + L::dq + cw * kDqBytes;
-#pragma unroll
-      for (int rr = 0; rr < 2; ++rr) {
-        const int row = 16 * warp + gr + 8 * rr;
-#pragma unroll
-        for (int n = 0; n < 8; ++n) {
-          const int col = (8 * n + gc) % 32, chunk = col / 4;
-          const uint32_t at = buf + (n / 4) * (kDqBytes / 2) + row * 128 + ((chunk ^ (row & 7)) << 4) + (col % 4) * 4;
-          asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(at), "f"(dq[n][2 * rr] * inv_sqrt_d),
-                       "f"(dq[n][2 * rr + 1] * inv_sqrt_d)
-                       : "memory");
-        }
-      }
-      asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-      named_arrive(8 + cw, 160);
-    }
+    if (lane == 0) mbar_arrive(empty(st));
   }
+  const float inv_sqrt_d = 1.0f / sqrtf((float)D);
 #pragma unroll
   for (int rr = 0; rr < 2; ++rr) {
     const int j = key0 + gr + 8 * rr;
@@ -822,22 +798,6 @@ Status tensor_map(CUtensorMap* map, EncodeTiled encode, const bf16* p, int T, in
   return ok_status();
 }
 
-// The (D, heads, T) view of a (T, heads, D) fp32 tensor, boxes of 64 rows × 32 columns (128
-// bytes: the widest a 128-byte swizzle takes), for the backward's reduce-adds into dq.
-Status tensor_map_f32(CUtensorMap* map, EncodeTiled encode, float* p, int T, int heads, int D) {
-  const cuuint64_t dims[3] = {(cuuint64_t)D, (cuuint64_t)heads, (cuuint64_t)T};
-  const cuuint64_t strides[2] = {(cuuint64_t)D * 4, (cuuint64_t)heads * D * 4};
-  const cuuint32_t box[3] = {32, 1, (cuuint32_t)kQt};
-  const cuuint32_t elem[3] = {1, 1, 1};
-  const CUresult r = encode(map, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 3, p, dims, strides, box, elem,
-                            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS)
-    return make_error("attention: cuTensorMapEncodeTiled failed (", (int)r, ") for dq, T=", T,
-                      " heads=", heads, " D=", D);
-  return ok_status();
-}
-
 template <int D>
 Status launch(bf16* y, float* lse, const bf16* q, const bf16* k, const bf16* v, int T, int H, int G,
               cudaStream_t stream) {
@@ -862,21 +822,27 @@ Status launch_backward(const BwdArgs& a, const bf16* q, const bf16* k, const bf1
                        const bf16* dob, cudaStream_t stream) {
   EncodeTiled encode;
   GL_TRY(encoder(&encode));
-  // K, V in blocks of 128 keys, Q, dO streamed in tiles of 64 queries; dq and the turns zeroed.
   CUtensorMap tq, tdo, tk, tv;
+  // dq: Q, dO in blocks of 128 queries, K, V streamed in tiles of 64 keys.
+  GL_TRY(tensor_map(&tq, encode, q, a.T, a.H, D));
+  GL_TRY(tensor_map(&tdo, encode, dob, a.T, a.H, D));
+  GL_TRY(tensor_map(&tk, encode, k, a.T, a.G, D, kQt));
+  GL_TRY(tensor_map(&tv, encode, v, a.T, a.G, D, kQt));
+  auto dq_kernel = flash_backward_dq_wgmma_kernel<D>;
+  GL_CUDA_CHECK(cudaFuncSetAttribute(dq_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     DqSmem<D>::request));
+  const int nq = (a.T + kRows - 1) / kRows;
+  dq_kernel<<<(unsigned)((long)nq * a.H), kThreads, DqSmem<D>::request, stream>>>(tq, tdo, tk, tv, a);
+  GL_CUDA_CHECK_LAUNCH();
+  // dk, dv: K, V in blocks of 128 keys, Q, dO streamed in tiles of 64 queries.
   GL_TRY(tensor_map(&tq, encode, q, a.T, a.H, D, kQt));
   GL_TRY(tensor_map(&tdo, encode, dob, a.T, a.H, D, kQt));
   GL_TRY(tensor_map(&tk, encode, k, a.T, a.G, D));
   GL_TRY(tensor_map(&tv, encode, v, a.T, a.G, D));
-  CUtensorMap tdq;
-  GL_TRY(tensor_map_f32(&tdq, encode, a.dq, a.T, a.H, D));
-  GL_CUDA_CHECK(cudaMemsetAsync(a.dq, 0, (size_t)a.T * a.H * D * sizeof(float), stream));
-  GL_CUDA_CHECK(cudaMemsetAsync(a.turn, 0, attention_backward_turns(a.T, a.H) * sizeof(int), stream));
-  auto kernel = flash_backward_wgmma_kernel<D>;
-  GL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  auto dkdv_kernel = flash_backward_dkdv_wgmma_kernel<D>;
+  GL_CUDA_CHECK(cudaFuncSetAttribute(dkdv_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      DkvSmem<D>::request));
-  const int nk = (a.T + kRows - 1) / kRows;
-  kernel<<<(unsigned)((long)nk * a.G), kThreads, DkvSmem<D>::request, stream>>>(tq, tdo, tk, tv, tdq, a);
+  dkdv_kernel<<<(unsigned)((long)nq * a.G), kThreads, DkvSmem<D>::request, stream>>>(tq, tdo, tk, tv, a);
   GL_CUDA_CHECK_LAUNCH();
   return ok_status();
 }
@@ -896,17 +862,13 @@ Status attention_forward_wgmma(bf16* y, float* lse, const bf16* q, const bf16* k
   });
 }
 
-size_t attention_backward_turns(int T, int H) { return (size_t)H * ((T + kQt - 1) / kQt) * 2; }
-
 Status attention_backward_wgmma(float* dq, float* dk, float* dv, const bf16* q, const bf16* k,
                                 const bf16* v, const bf16* dob, const float* lse,
-                                const float* dsum, int* turns, int T, int H, int G, int D,
+                                const float* dsum, int T, int H, int G, int D,
                                 cudaStream_t stream) {
   if (((uintptr_t)q | (uintptr_t)k | (uintptr_t)v | (uintptr_t)dob) % 16 != 0)
     return make_error("attention_backward: q, k, v and dO must be 16-byte aligned for the tensor copies");
-  if ((uintptr_t)dq % 16 != 0)
-    return make_error("attention_backward: dq must be 16-byte aligned for the tensor copies");
-  const BwdArgs a{dq, dk, dv, lse, dsum, turns, T, H, G};
+  const BwdArgs a{dq, dk, dv, lse, dsum, T, H, G};
   return dispatch_head_dim(D, [&](auto d) -> Status {
     return launch_backward<decltype(d)::value>(a, q, k, v, dob, stream);
   });

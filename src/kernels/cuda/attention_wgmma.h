@@ -15,12 +15,10 @@ Status attention_forward_wgmma(bf16* y, float* lse, const bf16* q, const bf16* k
                                int T, int H, int G, int D, cudaStream_t stream);
 
 // attention_backward for the same cases, after its prepare step (dob = bf16(dy), dsum (T, H) as
-// there); lse (T, H) from the forward. dq, dk, dv WRITTEN. turns: attention_backward_turns(T, H)
-// ints of workspace (the order in which key blocks add into each dQ tile).
-size_t attention_backward_turns(int T, int H);
+// there); lse (T, H) from the forward. dq, dk, dv WRITTEN.
 Status attention_backward_wgmma(float* dq, float* dk, float* dv, const bf16* q, const bf16* k,
                                 const bf16* v, const bf16* dob, const float* lse,
-                                const float* dsum, int* turns, int T, int H, int G, int D,
+                                const float* dsum, int T, int H, int G, int D,
                                 cudaStream_t stream);
 
 }  // namespace golinear::kernels::cuda::detail
