@@ -83,6 +83,21 @@ TrainOptions small_options(long steps) {
   return o;
 }
 
+// The device optimizer's buffers for n parameters: values, gradients, moments, the norm and the
+// norm's workspace.
+struct DeviceOptimizer {
+  kc::DeviceBuffer<float> value, grad, m, v, norm;
+  kc::DeviceBuffer<char> ws;
+  Status allocate(long n) {
+    GL_TRY(value.allocate(n));
+    GL_TRY(grad.allocate(n));
+    GL_TRY(m.allocate(n));
+    GL_TRY(v.allocate(n));
+    GL_TRY(norm.allocate(1));
+    return ws.allocate(kc::grad_norm_workspace_bytes());
+  }
+};
+
 TEST(GpuOptimizer, AdamWAndClippingMatchTheCpuOptimizer) {
   REQUIRE_GPU();
   const long n = 5000;
@@ -94,33 +109,27 @@ TEST(GpuOptimizer, AdamWAndClippingMatchTheCpuOptimizer) {
   adam.weight_decay = 0.01f;
   AdamW cpu({&p}, adam);
   std::vector<float> value = p.value;
-  kc::DeviceBuffer<float> dvalue, dgrad, dm, dv, dnorm;
-  kc::DeviceBuffer<char> ws;
-  ASSERT_OK(dvalue.allocate(n));
-  ASSERT_OK(dgrad.allocate(n));
-  ASSERT_OK(dm.allocate(n));
-  ASSERT_OK(dv.allocate(n));
-  ASSERT_OK(dnorm.allocate(1));
-  ASSERT_OK(ws.allocate(kc::grad_norm_workspace_bytes()));
-  cudaMemcpy(dvalue.get(), value.data(), n * 4, cudaMemcpyHostToDevice);
-  cudaMemset(dm.get(), 0, n * 4);
-  cudaMemset(dv.get(), 0, n * 4);
+  DeviceOptimizer d;
+  ASSERT_OK(d.allocate(n));
+  cudaMemcpy(d.value.get(), value.data(), n * 4, cudaMemcpyHostToDevice);
+  cudaMemset(d.m.get(), 0, n * 4);
+  cudaMemset(d.v.get(), 0, n * 4);
   for (int step = 1; step <= 5; ++step) {
     std::vector<float> g(n);
     for (float& x : g) x = (step % 2 ? 0.01f : 0.5f) * normal(engine);  // below, then above the clip
     p.grad = g;
     const float cpu_norm = cpu.step(1e-2f);
-    cudaMemcpy(dgrad.get(), g.data(), n * 4, cudaMemcpyHostToDevice);
-    ASSERT_OK(kc::grad_norm(dnorm.get(), dgrad.get(), n, ws.get(), ws.size(), 0));
+    cudaMemcpy(d.grad.get(), g.data(), n * 4, cudaMemcpyHostToDevice);
+    ASSERT_OK(kc::grad_norm(d.norm.get(), d.grad.get(), n, d.ws.get(), d.ws.size(), 0));
     float gpu_norm = 0;
-    cudaMemcpy(&gpu_norm, dnorm.get(), 4, cudaMemcpyDeviceToHost);
+    cudaMemcpy(&gpu_norm, d.norm.get(), 4, cudaMemcpyDeviceToHost);
     EXPECT_NEAR(gpu_norm, cpu_norm, 1e-5f * cpu_norm);
     kc::AdamWStep s{1e-2f, adam.beta1, adam.beta2, adam.eps, adam.weight_decay, adam.clip_norm, step};
-    ASSERT_OK(kc::adamw_step(dvalue.get(), dgrad.get(), dm.get(), dv.get(), n, dnorm.get(), s, 0));
+    ASSERT_OK(kc::adamw_step(d.value.get(), d.grad.get(), d.m.get(), d.v.get(), n, d.norm.get(), s, 0));
   }
   std::vector<float> got(n), grad_after(n);
-  cudaMemcpy(got.data(), dvalue.get(), n * 4, cudaMemcpyDeviceToHost);
-  cudaMemcpy(grad_after.data(), dgrad.get(), n * 4, cudaMemcpyDeviceToHost);
+  cudaMemcpy(got.data(), d.value.get(), n * 4, cudaMemcpyDeviceToHost);
+  cudaMemcpy(grad_after.data(), d.grad.get(), n * 4, cudaMemcpyDeviceToHost);
   double max_diff = 0;
   for (long i = 0; i < n; ++i) max_diff = std::max(max_diff, (double)std::abs(got[i] - p.value[i]));
   EXPECT_LT(max_diff, 1e-5);  // fp32 on both sides; only the norm's summation order differs
@@ -132,34 +141,28 @@ TEST(GpuOptimizer, AdamWAndClippingMatchTheCpuOptimizer) {
 TEST(GpuOptimizer, ANonFiniteGradientChangesNothing) {
   REQUIRE_GPU();
   const long n = 3000;
-  kc::DeviceBuffer<float> dvalue, dgrad, dm, dv, dnorm;
-  kc::DeviceBuffer<char> ws;
-  ASSERT_OK(dvalue.allocate(n));
-  ASSERT_OK(dgrad.allocate(n));
-  ASSERT_OK(dm.allocate(n));
-  ASSERT_OK(dv.allocate(n));
-  ASSERT_OK(dnorm.allocate(1));
-  ASSERT_OK(ws.allocate(kc::grad_norm_workspace_bytes()));
+  DeviceOptimizer d;
+  ASSERT_OK(d.allocate(n));
   std::vector<float> value(n), m(n), v(n);
   for (long i = 0; i < n; ++i) value[i] = 0.01f * i, m[i] = 1e-3f * i, v[i] = 1e-6f * i;
-  cudaMemcpy(dvalue.get(), value.data(), n * 4, cudaMemcpyHostToDevice);
-  cudaMemcpy(dm.get(), m.data(), n * 4, cudaMemcpyHostToDevice);
-  cudaMemcpy(dv.get(), v.data(), n * 4, cudaMemcpyHostToDevice);
+  cudaMemcpy(d.value.get(), value.data(), n * 4, cudaMemcpyHostToDevice);
+  cudaMemcpy(d.m.get(), m.data(), n * 4, cudaMemcpyHostToDevice);
+  cudaMemcpy(d.v.get(), v.data(), n * 4, cudaMemcpyHostToDevice);
   for (float bad : {std::nanf(""), INFINITY, -INFINITY}) {
     std::vector<float> g(n, 0.1f);
     g[1234] = bad;
-    cudaMemcpy(dgrad.get(), g.data(), n * 4, cudaMemcpyHostToDevice);
-    ASSERT_OK(kc::grad_norm(dnorm.get(), dgrad.get(), n, ws.get(), ws.size(), 0));
+    cudaMemcpy(d.grad.get(), g.data(), n * 4, cudaMemcpyHostToDevice);
+    ASSERT_OK(kc::grad_norm(d.norm.get(), d.grad.get(), n, d.ws.get(), d.ws.size(), 0));
     float norm = 0;
-    cudaMemcpy(&norm, dnorm.get(), 4, cudaMemcpyDeviceToHost);
+    cudaMemcpy(&norm, d.norm.get(), 4, cudaMemcpyDeviceToHost);
     EXPECT_FALSE(std::isfinite(norm)) << bad;
     kc::AdamWStep s{1e-2f, 0.9f, 0.999f, 1e-8f, 0.01f, 1.0f, 1};
-    ASSERT_OK(kc::adamw_step(dvalue.get(), dgrad.get(), dm.get(), dv.get(), n, dnorm.get(), s, 0));
+    ASSERT_OK(kc::adamw_step(d.value.get(), d.grad.get(), d.m.get(), d.v.get(), n, d.norm.get(), s, 0));
     std::vector<float> value_after(n), m_after(n), v_after(n), g_after(n);
-    cudaMemcpy(value_after.data(), dvalue.get(), n * 4, cudaMemcpyDeviceToHost);
-    cudaMemcpy(m_after.data(), dm.get(), n * 4, cudaMemcpyDeviceToHost);
-    cudaMemcpy(v_after.data(), dv.get(), n * 4, cudaMemcpyDeviceToHost);
-    cudaMemcpy(g_after.data(), dgrad.get(), n * 4, cudaMemcpyDeviceToHost);
+    cudaMemcpy(value_after.data(), d.value.get(), n * 4, cudaMemcpyDeviceToHost);
+    cudaMemcpy(m_after.data(), d.m.get(), n * 4, cudaMemcpyDeviceToHost);
+    cudaMemcpy(v_after.data(), d.v.get(), n * 4, cudaMemcpyDeviceToHost);
+    cudaMemcpy(g_after.data(), d.grad.get(), n * 4, cudaMemcpyDeviceToHost);
     EXPECT_EQ(value_after, value);
     EXPECT_EQ(m_after, m);
     EXPECT_EQ(v_after, v);
