@@ -164,7 +164,8 @@ Result<std::vector<TrainReport>> attention_transfer_many(
     }
     std::vector<StepLoss> losses(R);
     for (size_t r = 0; r < R; ++r) {
-      losses[r].nonfinite_gradient_layer = gradients_first_nonfinite_layer(*stacks[r], options, step);
+      apply_nan_fault(*stacks[r], options, step);
+      losses[r].nonfinite_gradient_layer = first_nonfinite_gradient_layer(*stacks[r]);
       if (losses[r].nonfinite_gradient_layer < 0) optimizers[r]->step(lr);
       losses[r].layer_loss.assign(L, 0.0);
       double loss = 0.0;

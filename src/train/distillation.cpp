@@ -98,7 +98,8 @@ Result<TrainReport> distill_end_to_end(Model& model, MixerStack& students, const
     }
     loss /= options.batch;
     StepLoss out{loss, {}};
-    out.nonfinite_gradient_layer = gradients_first_nonfinite_layer(students, options, step, lora);
+    apply_nan_fault(students, options, step);
+    out.nonfinite_gradient_layer = first_nonfinite_gradient_layer(students, lora);
     if (out.nonfinite_gradient_layer < 0) optimizer.step(lr);
     return std::vector<StepLoss>{out};
   };

@@ -7,13 +7,14 @@
 
 namespace golinear::train {
 
-int gradients_first_nonfinite_layer(MixerStack& students, const TrainOptions& options, long step,
-                                    LoraAdapters* lora) {
+void apply_nan_fault(MixerStack& students, const TrainOptions& options, long step) {
   const NanFault& fault = options.nan_fault;
-  if (fault.step == step + 1 && fault.layer >= 0 && fault.layer < (int)students.size()) {
-    std::vector<mixers::Parameter*> params = students[fault.layer]->parameters();
-    if (!params.empty() && !params[0]->grad.empty()) params[0]->grad[0] = std::nanf("");
-  }
+  if (fault.step != step + 1 || fault.layer < 0 || fault.layer >= (int)students.size()) return;
+  std::vector<mixers::Parameter*> params = students[fault.layer]->parameters();
+  if (!params.empty() && !params[0]->grad.empty()) params[0]->grad[0] = std::nanf("");
+}
+
+int first_nonfinite_gradient_layer(MixerStack& students, LoraAdapters* lora) {
   auto finite = [](const std::vector<mixers::Parameter*>& params) {
     for (const mixers::Parameter* p : params)
       for (float g : p->grad)

@@ -42,12 +42,15 @@ struct TrainOptions {
   NanFault nan_fault;         // tests: a NaN gradient at a chosen step and layer
 };
 
+// options.nan_fault at step `step` (0-based): the gradient of that layer's first mixer parameter
+// becomes NaN (nothing for a layer without parameters). CPU trainers, after the backward; the GPU
+// trainers' twin is gpu_apply_nan_fault.
+void apply_nan_fault(MixerStack& students, const TrainOptions& options, long step);
+
 // The first layer whose mixer parameters in `students` (or LoRA adapters in `lora`, when given)
-// hold a non-finite gradient (−1: none), after applying options.nan_fault at step `step`
-// (0-based). Trainers call it between the backward and the optimizer update, and skip the update
-// when it is ≥ 0 (StepLoss below).
-int gradients_first_nonfinite_layer(MixerStack& students, const TrainOptions& options, long step,
-                                    LoraAdapters* lora = nullptr);
+// hold a non-finite gradient (−1: none). Trainers call it between the backward and the optimizer
+// update, and skip the update when it is ≥ 0 (StepLoss below).
+int first_nonfinite_gradient_layer(MixerStack& students, LoraAdapters* lora = nullptr);
 
 // What a trainer does after step `step` (0-based) of a run that began at step `start`: write the
 // resume state (every checkpoint_every steps, and always after the last step, so that a resumed

@@ -29,11 +29,11 @@ __global__ void rmsnorm_kernel(bf16* out, const bf16* x, const float* w, int C, 
     out[n * C + c] = __float2bfloat16(__bfloat162float(x[n * C + c]) * inv * w[c]);
 }
 
-// One block per row. kVec > 0: the row as kVec float4s a thread (C % 4 == 0, C ≤ 1024·kVec, 16-byte aligned),
-// loaded together with the weights' before the sum and held in registers for the scaling (the
-// decode step's norms: one row, where the strided loop's dependent loads were its whole time);
-// kVec = 0: any C, the row read twice. Starts the next kernel early (pdl_trigger: the GEMV that
-// reads this output streams its weights meanwhile).
+// One block per row. kVec > 0: the row as kVec float4s a thread (C % 4 == 0, C ≤ 1024·kVec,
+// 16-byte aligned), loaded together with the weights' before the sum and held in registers for
+// the scaling (the decode step's norms: one row, where the strided loop's dependent loads were
+// its whole time); kVec = 0: any C, the row read twice. Starts the next kernel early
+// (pdl_trigger: the GEMV that reads this output streams its weights meanwhile).
 template <int kVec>
 __global__ void rmsnorm_f32_kernel(bf16* out, const float* x, const float* w, int C, float eps) {
   __shared__ float scratch[32];

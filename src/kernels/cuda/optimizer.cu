@@ -39,7 +39,7 @@ __global__ void adamw_kernel(float* value, float* grad, float* m, float* v, long
                              float weight_decay, float clip_norm, float bias1, float bias2) {
   const float norm = *norm_ptr;
   if (!isfinite(norm)) return;  // a NaN/Inf gradient (or an overflowed norm): nothing changes
-  const float clip = (clip_norm > 0 && norm > clip_norm && isfinite(norm)) ? clip_norm / norm : 1.0f;
+  const float clip = clip_norm > 0 && norm > clip_norm ? clip_norm / norm : 1.0f;
   for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n;
        i += (long)gridDim.x * blockDim.x) {
     const float g = grad[i] * clip;

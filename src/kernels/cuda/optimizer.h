@@ -26,7 +26,7 @@ struct AdamWStep {
 // norm when norm > clip_norm), then m, v, value updated; grad zeroed. A non-finite *norm (a NaN
 // or Inf gradient, or a norm past FLT_MAX) changes nothing — value, m, v and grad stay as they
 // were — so the trainer can name the layer from grad and stop with the last good state (the CPU
-// trainers check the gradients before AdamW::step instead: gradients_first_nonfinite_layer).
+// trainers check the gradients before AdamW::step instead: first_nonfinite_gradient_layer).
 Status adamw_step(float* value, float* grad, float* m, float* v, long n, const float* norm,
                   const AdamWStep& step, cudaStream_t stream);
 

@@ -80,14 +80,15 @@ Result<float> GpuAdamW::norm(cudaStream_t stream) const {
 Status gpu_apply_nan_fault(const TrainOptions& options, long step, MixerStack& students,
                            const std::vector<FlatPiece>& pieces, float* grad, cudaStream_t stream) {
   const NanFault& fault = options.nan_fault;
-  if (fault.step != step + 1 || fault.layer < 0 || fault.layer >= (int)students.size()) return ok_status();
+  if (fault.step != step + 1 || fault.layer < 0 || fault.layer >= (int)students.size() ||
+      students[fault.layer]->parameters().empty())
+    return ok_status();
   long cpu_offset = 0;  // the layer's first parameter in the CPU optimizer's flat order
   for (int l = 0; l < fault.layer; ++l)
     for (const mixers::Parameter* p : students[l]->parameters()) cpu_offset += (long)p->value.size();
-  if (students[fault.layer]->parameters().empty()) return ok_status();
   static const float kNan = std::numeric_limits<float>::quiet_NaN();
-  for (const FlatPiece& p : pieces)
-    if (p.cpu_offset == cpu_offset && p.count > 0)
+  for (const FlatPiece& p : pieces)  // none for a layer that is not trained
+    if (p.cpu_offset == cpu_offset)
       GL_CUDA_CHECK(cudaMemcpyAsync(grad + p.gpu_offset, &kNan, sizeof(float), cudaMemcpyHostToDevice, stream));
   return ok_status();
 }
@@ -98,7 +99,7 @@ Result<int> gpu_nonfinite_gradient_layer(const std::vector<mixers::cuda::GpuHybr
                                          LoraAdapters* lora, cudaStream_t stream) {
   for (size_t i = 0; i < trained.size(); ++i) GL_TRY(layers[i].download_grads(*students[trained[i]], stream));
   if (gpu_lora && lora) GL_TRY(gpu_lora->download_grads(*lora, stream));
-  const int layer = gradients_first_nonfinite_layer(students, TrainOptions{}, 0, gpu_lora ? lora : nullptr);
+  const int layer = first_nonfinite_gradient_layer(students, gpu_lora ? lora : nullptr);
   return layer >= 0 ? layer : kNonfiniteGradientNorm;
 }
 

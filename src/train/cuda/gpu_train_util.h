@@ -82,13 +82,13 @@ Status gpu_train_save(const TrainOptions& options, MixerStack& students, AdamW& 
                       long adam_t, long step, LoraAdapters* lora = nullptr);
 
 // options.nan_fault on the device: at step `step` (0-based) the gradient of layer fault.layer's
-// first mixer parameter becomes NaN in `grad` (the flat buffer `pieces` maps), as the CPU
-// trainers' gradients_first_nonfinite_layer makes it; nothing when that layer is not trained.
+// first mixer parameter becomes NaN in `grad` (the flat buffer `pieces` maps), as apply_nan_fault
+// makes it on the CPU; nothing when that layer is not trained.
 Status gpu_apply_nan_fault(const TrainOptions& options, long step, MixerStack& students,
                            const std::vector<FlatPiece>& pieces, float* grad, cudaStream_t stream);
 
 // After a step whose gradient norm was not finite (GpuAdamW::step then changed nothing): the
-// first layer holding a non-finite gradient, found by the CPU trainers' check over the device
+// first layer holding a non-finite gradient, found by first_nonfinite_gradient_layer over the device
 // gradients copied into the CPU mixers (and adapters), or kNonfiniteGradientNorm when every
 // gradient is finite (the norm overflowed).
 Result<int> gpu_nonfinite_gradient_layer(const std::vector<mixers::cuda::GpuHybridMixer>& layers,
