@@ -471,13 +471,9 @@ __global__ void __launch_bounds__(kPrepareThreads, 3) gdn_prepare_kernel(
 // Per chunk the block stages W, Q, K (64, D), P (64, 64), the U slice and e^γ, e^{γL−γ} with cp.async,
 // STAGES deep; one __syncthreads per chunk.
 
-#ifndef GL_GDN_SPLIT
-#define GL_GDN_SPLIT 1
-#endif
 template <int D, int BV>
 struct StateLayout {
-  static constexpr int NW = BV / 16;              // warp pairs (TS = 2) or warps, 16 value columns each
-  static constexpr int TS = GL_GDN_SPLIT && BV <= 64 ? 2 : 1;  // warps sharing 16 columns
+  static constexpr int NW = BV / 16;              // warps, 16 value columns each
   static constexpr int STAGES = BV <= 64 ? 3 : 2;
   static constexpr int LDB = D + 8, LDP = 64 + 8, LDU = BV + 8, LDO = 16 + 8;
   static constexpr size_t w = 0;
@@ -487,11 +483,8 @@ struct StateLayout {
   static constexpr size_t u = p + 64 * LDP * 2;
   static constexpr size_t gm = u + 64 * LDU * 2;
   static constexpr size_t stage_bytes = (gm + 128 * 4 + 127) / 128 * 128;  // gm: 128 floats
-  static constexpr size_t ostage = STAGES * stage_bytes;
-  // Per warp: its (64 / TS, 16) bf16 output tile, and with TS = 2 first what the other warp of
-  // its pair passes it (ũ, ũe^{γL−γ} fragments: 16 words a lane).
-  static constexpr size_t os_bytes = std::max<size_t>(64 / TS * LDO * 2, TS == 2 ? 16 * 32 * 4 : 0);
-  static constexpr size_t total = ostage + NW * TS * os_bytes;
+  static constexpr size_t ostage = STAGES * stage_bytes;  // per warp (64, 16) bf16
+  static constexpr size_t total = ostage + NW * 64 * LDO * 2;
 };
 
 // What the persistent state pass waits for: segment s (chunks b[s] .. b[s + 1] − 1) is prepared
@@ -532,14 +525,14 @@ __device__ __forceinline__ void wait_at_least(const unsigned* p, unsigned target
 // thread 0 waits until the segment's prepares are done (W, U, P and e^γ arrive by cp.async.cg,
 // which reads L2, never a stale L1 line); the arithmetic is the same as without.
 template <int D, int BV, bool CK_BF16 = false, bool WAIT = false>
-__global__ void __launch_bounds__(BV * 2 * StateLayout<D, BV>::TS, 1) gdn_state_pass_kernel(
+__global__ void __launch_bounds__(BV * 2, 1) gdn_state_pass_kernel(
     bf16* __restrict__ o, float* __restrict__ state_final, const float* __restrict__ state_init,
     void* __restrict__ checkpoints, const bf16* __restrict__ q, const bf16* __restrict__ k,
     const bf16* __restrict__ W, const bf16* __restrict__ U, const bf16* __restrict__ P,
     const float* __restrict__ gexp, int N, int H, int G, int c_begin, int c_end,
     const SegmentWait wait) {
   using L = StateLayout<D, BV>;
-  constexpr int LDB = L::LDB, LDP = L::LDP, LDU = L::LDU, LDO = L::LDO, NT = L::NW * 32 * L::TS;
+  constexpr int LDB = L::LDB, LDP = L::LDP, LDU = L::LDU, LDO = L::LDO, NT = L::NW * 32;
   constexpr int VPR = D / 8, ND = D / 8, KD = D / 16, STAGES = L::STAGES;
   extern __shared__ __align__(128) unsigned char smem[];
 
@@ -547,13 +540,8 @@ __global__ void __launch_bounds__(BV * 2 * StateLayout<D, BV>::TS, 1) gdn_state_
   const int NC = (N + kChunk - 1) / kChunk, hk = h / (H / G);
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int gi = lane / 4, ti = lane % 4;  // mma fragment row / column-pair index
-  // TS = 2: the two warps of a pair hold the same 16 columns' state and split the chunk's tokens
-  // (t: the half) for Xᵀ, Yᵀ and the output; each passes the other its half of ũ (and ũe^{γL−γ})
-  // and both update the whole state, the same products in the same order: the same state.
-  constexpr int TS = L::TS, TNT = 8 / TS, TKK = 4 / TS;  // a warp's token n-tiles (8), k-blocks (16)
-  const int t = warp % TS, wc = warp / TS * 16;  // token half; the columns inside the slice
-  const int kk0 = t * TKK;                        // the warp's first token block of 16
-  bf16* Os = reinterpret_cast<bf16*>(smem + L::ostage + warp * L::os_bytes);
+  const int wc = warp * 16;                // this warp's columns inside the slice
+  bf16* Os = reinterpret_cast<bf16*>(smem + L::ostage) + warp * 64 * LDO;
 
   auto load_stage = [&](int c, int st) {
     unsigned char* base = smem + st * L::stage_bytes;
@@ -657,7 +645,7 @@ __global__ void __launch_bounds__(BV * 2 * StateLayout<D, BV>::TS, 1) gdn_state_
     const bf16* Us = reinterpret_cast<const bf16*>(base + L::u);
     const float* gs = reinterpret_cast<const float*>(base + L::gm);
 
-    if (checkpoints && t == 0) {
+    if (checkpoints) {
       if constexpr (CK_BF16) {  // Sᵀ: row = value column, pairs of key rows packed
         bf16* cp = static_cast<bf16*>(checkpoints) + ((size_t)h * NC + c) * D * D;
         const int e = col0 + wc + gi;
@@ -678,10 +666,10 @@ __global__ void __launch_bounds__(BV * 2 * StateLayout<D, BV>::TS, 1) gdn_state_
       }
     }
 
-    // Xᵀ = Sᵀ Wᵀ and Yᵀ = Sᵀ Qᵀ (16 × 64 / TS each: the warp's tokens), k over the D key rows.
-    float X[TNT][4], Y[TNT][4];
+    // Xᵀ = Sᵀ Wᵀ and Yᵀ = Sᵀ Qᵀ (16 × 64 each), k over the D key rows.
+    float X[8][4], Y[8][4];
 #pragma unroll
-    for (int nt = 0; nt < TNT; ++nt)
+    for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
       for (int r = 0; r < 4; ++r) X[nt][r] = Y[nt][r] = 0.0f;
 #pragma unroll
@@ -690,9 +678,9 @@ __global__ void __launch_bounds__(BV * 2 * StateLayout<D, BV>::TS, 1) gdn_state_
                        pack_bf16(S[2 * kk + 1][0], S[2 * kk + 1][1]),
                        pack_bf16(S[2 * kk + 1][2], S[2 * kk + 1][3])};
 #pragma unroll
-      for (int np = 0; np < TKK; ++np) {
+      for (int np = 0; np < 4; ++np) {
         // matrices: (n-tile 2np, d lo), (2np, d hi), (2np + 1, lo), (2np + 1, hi)
-        const int row = 16 * (kk0 + np) + 8 * (mi >> 1) + lr, colk = 16 * kk + 8 * (mi & 1);
+        const int row = 16 * np + 8 * (mi >> 1) + lr, colk = 16 * kk + 8 * (mi & 1);
         uint32_t bw[4], bq[4];
         ldsm_x4(bw, Ws + row * LDB + colk);
         ldsm_x4(bq, Qs + row * LDB + colk);
@@ -705,14 +693,14 @@ __global__ void __launch_bounds__(BV * 2 * StateLayout<D, BV>::TS, 1) gdn_state_
     const float decay_last = gs[63];  // gs: e^γ (64), then e^{γL−γ} (64)
     // ũᵀ = Uᵀ − Xᵀ (into X); Yᵀ column i scaled by e^{γ_i}.
 #pragma unroll
-    for (int np = 0; np < TKK; ++np) {
+    for (int np = 0; np < 4; ++np) {
       // Uᵀ tiles by transposing ldmatrix: matrices (n-tile 2np, columns lo), (2np, hi),
       // (2np + 1, lo), (2np + 1, hi); lane gets U[m = 8nt + 2ti + {0,1}][wc + gi (+8)].
       uint32_t u4[4];
-      ldsm_x4_trans(u4, Us + (16 * (kk0 + np) + 8 * (mi >> 1) + lr) * LDU + wc + 8 * (mi & 1));
+      ldsm_x4_trans(u4, Us + (16 * np + 8 * (mi >> 1) + lr) * LDU + wc + 8 * (mi & 1));
 #pragma unroll
       for (int hn = 0; hn < 2; ++hn) {
-        const int nt = 2 * np + hn, m0 = 8 * (2 * kk0 + nt) + 2 * ti;
+        const int nt = 2 * np + hn, m0 = 8 * nt + 2 * ti;
         const float e0 = gs[m0], e1 = gs[m0 + 1];
         Y[nt][0] *= e0, Y[nt][1] *= e1, Y[nt][2] *= e0, Y[nt][3] *= e1;
         const float2 ulo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u4[2 * hn]));
@@ -722,64 +710,30 @@ __global__ void __launch_bounds__(BV * 2 * StateLayout<D, BV>::TS, 1) gdn_state_
         X[nt][2] = uhi.x - X[nt][2], X[nt][3] = uhi.y - X[nt][3];
       }
     }
-    // A operands: ũᵀ (for P) and (ũ e^{γL−γ})ᵀ (for the state update), k over m: the warp's
-    // own blocks (oa, od), then all four (ua, ud) with the other warp's passed over.
-    uint32_t oa[TKK][4], od[TKK][4];
+    // A operands: ũᵀ (for P) and (ũ e^{γL−γ})ᵀ (for the state update), k over m.
+    uint32_t ua[4][4], ud[4][4];
 #pragma unroll
-    for (int j = 0; j < TKK; ++j) {
-      const int m0 = 16 * (kk0 + j) + 2 * ti;
+    for (int kk = 0; kk < 4; ++kk) {
+      const int m0 = 16 * kk + 2 * ti;
       const float d0 = gs[64 + m0], d1 = gs[64 + m0 + 1];
       const float d8 = gs[64 + m0 + 8], d9 = gs[64 + m0 + 9];
-      const float* x0 = X[2 * j];
-      const float* x1 = X[2 * j + 1];
-      oa[j][0] = pack_bf16(x0[0], x0[1]);
-      oa[j][1] = pack_bf16(x0[2], x0[3]);
-      oa[j][2] = pack_bf16(x1[0], x1[1]);
-      oa[j][3] = pack_bf16(x1[2], x1[3]);
-      od[j][0] = pack_bf16(x0[0] * d0, x0[1] * d1);
-      od[j][1] = pack_bf16(x0[2] * d0, x0[3] * d1);
-      od[j][2] = pack_bf16(x1[0] * d8, x1[1] * d9);
-      od[j][3] = pack_bf16(x1[2] * d8, x1[3] * d9);
-    }
-    uint32_t ua[4][4], ud[4][4];
-    if constexpr (TS == 1) {
-#pragma unroll
-      for (int j = 0; j < 4; ++j)
-#pragma unroll
-        for (int r = 0; r < 4; ++r) ua[j][r] = oa[j][r], ud[j][r] = od[j][r];
-    } else {
-      // Into the other warp's tile (free until it stages its output, after the barrier): from
-      // half 0 its ũ and ũe^{γL−γ} blocks (half 1's outputs need ũ of tokens 0..31), from half 1
-      // its ũe^{γL−γ} blocks; then the pair's barrier, and each reads what it was passed.
-      uint32_t* to = reinterpret_cast<uint32_t*>(smem + L::ostage + (warp ^ 1) * L::os_bytes);
-      const uint32_t* from = reinterpret_cast<const uint32_t*>(Os);
-#pragma unroll
-      for (int j = 0; j < 2; ++j)
-#pragma unroll
-        for (int r = 0; r < 4; ++r) {
-          if (t == 0) to[((2 + j) * 4 + r) * 32 + lane] = oa[j][r];
-          to[(j * 4 + r) * 32 + lane] = od[j][r];
-        }
-      asm volatile("bar.sync %0, 64;\n" ::"r"(1 + warp / 2) : "memory");
-#pragma unroll
-      for (int j = 0; j < 2; ++j)
-#pragma unroll
-        for (int r = 0; r < 4; ++r) {
-          const uint32_t passed_d = from[(j * 4 + r) * 32 + lane];
-          const uint32_t passed_a = t == 0 ? 0u : from[((2 + j) * 4 + r) * 32 + lane];
-          ua[j][r] = t == 0 ? oa[j][r] : passed_a;
-          ua[2 + j][r] = oa[j][r];  // read by half 1 alone
-          ud[j][r] = t == 0 ? od[j][r] : passed_d;
-          ud[2 + j][r] = t == 0 ? passed_d : od[j][r];
-        }
+      const float* x0 = X[2 * kk];
+      const float* x1 = X[2 * kk + 1];
+      ua[kk][0] = pack_bf16(x0[0], x0[1]);
+      ua[kk][1] = pack_bf16(x0[2], x0[3]);
+      ua[kk][2] = pack_bf16(x1[0], x1[1]);
+      ua[kk][3] = pack_bf16(x1[2], x1[3]);
+      ud[kk][0] = pack_bf16(x0[0] * d0, x0[1] * d1);
+      ud[kk][1] = pack_bf16(x0[2] * d0, x0[3] * d1);
+      ud[kk][2] = pack_bf16(x1[0] * d8, x1[1] * d9);
+      ud[kk][3] = pack_bf16(x1[2] * d8, x1[3] * d9);
     }
     // Oᵀ = Yᵀ + ũᵀ Pᵀ (P lower triangular: m ≤ i).
 #pragma unroll
-    for (int np = 0; np < TKK; ++np) {
+    for (int np = 0; np < 4; ++np) {
 #pragma unroll
-      for (int kk = 0; kk < 4; ++kk) {
-        if (kk > kk0 + np) continue;
-        const int row = 16 * (kk0 + np) + 8 * (mi >> 1) + lr, colk = 16 * kk + 8 * (mi & 1);
+      for (int kk = 0; kk <= np; ++kk) {
+        const int row = 16 * np + 8 * (mi >> 1) + lr, colk = 16 * kk + 8 * (mi & 1);
         uint32_t bp[4];
         ldsm_x4(bp, Ps + row * LDP + colk);
         mma16816(Y[2 * np], ua[kk], bp[0], bp[1]);
@@ -803,11 +757,9 @@ __global__ void __launch_bounds__(BV * 2 * StateLayout<D, BV>::TS, 1) gdn_state_
         mma16816(S[2 * np + 1], ud[kk], bk[2], bk[3]);
       }
     }
-    // Output: Oᵀ (16 columns × the warp's 64 / TS tokens) through its staging tile to global
-    // (with TS = 2, where the other warp's ũ blocks were read).
-    __syncwarp();
+    // Output: Oᵀ (16 columns × 64 tokens) through this warp's staging tile to global.
 #pragma unroll
-    for (int np = 0; np < TKK; ++np) {  // transposing stmatrix, matrices as the U loads above
+    for (int np = 0; np < 4; ++np) {  // transposing stmatrix, matrices as the U loads above
       const uint32_t r4[4] = {pack_bf16(Y[2 * np][0], Y[2 * np][1]),
                               pack_bf16(Y[2 * np][2], Y[2 * np][3]),
                               pack_bf16(Y[2 * np + 1][0], Y[2 * np + 1][1]),
@@ -815,9 +767,9 @@ __global__ void __launch_bounds__(BV * 2 * StateLayout<D, BV>::TS, 1) gdn_state_
       stsm_x4_trans(Os + (16 * np + 8 * (mi >> 1) + lr) * LDO + 8 * (mi & 1), r4);
     }
     __syncwarp();
-    const int c0 = c * kChunk + 16 * kk0;
+    const int c0 = c * kChunk;
 #pragma unroll
-    for (int x = 0; x < 4 / TS; ++x) {
+    for (int x = 0; x < 4; ++x) {
       const int idx = lane + 32 * x, r = idx / 2, half = idx % 2, n = c0 + r;
       if (n < N)
         *reinterpret_cast<uint4*>(o + ((size_t)n * H + h) * D + col0 + wc + 8 * half) =
@@ -825,7 +777,7 @@ __global__ void __launch_bounds__(BV * 2 * StateLayout<D, BV>::TS, 1) gdn_state_
     }
     __syncwarp();
   }
-  if (state_final && t == 0) {
+  if (state_final) {
 #pragma unroll
     for (int nt = 0; nt < ND; ++nt)
 #pragma unroll
@@ -851,7 +803,7 @@ Status launch_state_pass(bf16* o, float* state_final, const float* state_init, v
       auto kernel = gdn_state_pass_kernel<D, BV, false, true>;
       GL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          (int)L::total));
-      kernel<<<dim3(D / BV, H), L::NW * 32 * L::TS, L::total, stream>>>(
+      kernel<<<dim3(D / BV, H), L::NW * 32, L::total, stream>>>(
           o, state_final, state_init, nullptr, q, k, ws.W, ws.U, ws.P, ws.gexp, N, H, G, c_begin,
           c_end, *wait);
       GL_CUDA_CHECK_LAUNCH();
@@ -862,7 +814,7 @@ Status launch_state_pass(bf16* o, float* state_final, const float* state_init, v
   auto kernel = ck_bf16 ? gdn_state_pass_kernel<D, BV, true> : gdn_state_pass_kernel<D, BV, false>;
   GL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      (int)L::total));
-  kernel<<<dim3(D / BV, H), L::NW * 32 * L::TS, L::total, stream>>>(o, state_final, state_init,
+  kernel<<<dim3(D / BV, H), L::NW * 32, L::total, stream>>>(o, state_final, state_init,
                                                              checkpoints, q, k, ws.W, ws.U, ws.P,
                                                              ws.gexp, N, H, G, c_begin, c_end,
                                                              SegmentWait{});
