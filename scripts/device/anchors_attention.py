@@ -3,16 +3,9 @@
 # Llama-3.1-8B attention shapes (H 32, G 8, D 128, bf16), B = 1, T in 8K, 16K, 32K; the backend
 # SDPA chose is printed. Writes $OUT/anchors_attention.json.
 import json, os, torch
+from anchors_timing import bench
 import torch.nn.functional as F
 OUT = os.environ.get("OUT", "/tmp/out")
-def bench(fn, warm=3, iters=10):
-    for _ in range(warm): fn()
-    torch.cuda.synchronize()
-    st, en = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    ts = []
-    for _ in range(iters):
-        st.record(); fn(); en.record(); torch.cuda.synchronize(); ts.append(st.elapsed_time(en))
-    ts.sort(); return ts[len(ts) // 2]
 H, HKV, D = 32, 8, 128
 rows = []
 for T in [8192, 16384, 32768]:
