@@ -8,8 +8,8 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 B=${1:-build}
 mkdir -p carry2 && T=$(mktemp -d)
-mkdir -p $T/bins $T/libs $T/fixtures
-cp $B/golinear $B/golinear_serve_load $B/test_*_cuda $T/bins/
+mkdir -p $T/bins $T/libs
+cp $B/golinear $B/bench/golinear_serve_load $B/tests/test_*_cuda $T/bins/
 strip $T/bins/*
 # Every library of this machine the binaries need that the GPU machine may lack or have older
 # (not the C library, the CUDA driver or the CUDA toolkit's libraries: the GPU machine has the same toolkit).
