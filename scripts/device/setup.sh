@@ -33,3 +33,18 @@ serve_load() {
   curl -s http://127.0.0.1:8090/metrics 2>/dev/null | grep -E "^golinear_prompt_tokens" >> $R
   kill -TERM $sp; wait $sp; echo "serve $m exit $?" >> $R
 }
+# mixers_ab PATTERN NAME:BINARY...: `bench --mixers` at 8K, 16K, 32K of each binary, two rounds
+# alternated (cores 0-7), into /tmp/r/mixers_NAME_ROUND.txt; into $R the values of the rows
+# matching PATTERN (an extended regex over the table's lines).
+mixers_ab() {
+  local pattern=$1; shift
+  mkdir -p /tmp/r
+  for rep in 1 2; do
+    for b in "$@"; do
+      local out=/tmp/r/mixers_${b%%:*}_$rep.txt
+      taskset -c 0-7 timeout 100 ${b#*:} bench --mixers --seq 8192,16384,32768 --contexts 4096 > $out 2>&1
+      echo "${b%%:*} rep $rep exit $? at $(el) s: $(grep -E "$pattern" $out |
+        awk '{for (i = 1; i < NF; ++i) if ($i == "ms") { print $(i + 2); break }}' | tr '\n' ' ')" >> $R
+    done
+  done
+}
