@@ -418,19 +418,24 @@ TEST(CudaGatedDeltaForward, PersistentLongD64) {
   persistent_vs_default({32768 - 29, 32, 8, 64, -0.02f, 0.0f}, 0, true, 16, 95, true,
                         {3, 20, 31});
 }
-// Other segmentations and slices: the automatic count, more segments than chunks (2 chunks:
-// the state pass waits for both before its first chunk), 4 segments, value_block 32 at D = 128
-// (H = 16: 64 blocks) and 64 at D = 64, fewer heads, no initial state.
+// Other segmentations and slices: more segments than chunks (2 chunks: the state pass waits for
+// both before its first chunk), 4 segments, value_block 32 at D = 128 (H = 16: 64 blocks) and 64
+// at D = 64, fewer heads, no initial state. The automatic count (at about 8K tokens) and 16
+// segments of about 4K tokens are PersistentLongSegments: under racecheck a prepare of that size
+// outlasts the state pass's 8.6 s watchdog (a trap, by design; session 13).
 TEST(CudaGatedDeltaForward, PersistentSegmentsAndSlices) {
+  REQUIRE_GPU();
+  persistent_vs_default({100, 4, 1, 128, -0.1f, 0.0f}, 0, true, 16, 97, true);
+  persistent_vs_default({64 * 16 + 37, 8, 2, 128, -0.1f, 0.0f}, 0, true, 4, 98, true);
+  persistent_vs_default({2100, 16, 4, 128, -0.1f, 0.0f}, 32, true, 16, 99, true, {0, 15});
+  persistent_vs_default({2100, 4, 2, 64, -0.1f, 0.0f}, 64, true, 7, 100, true);
+}
+TEST(CudaGatedDeltaForward, PersistentLongSegments) {
   REQUIRE_GPU();
   persistent_vs_default({8192 + 13, 32, 8, 128, -0.05f, 0.0f}, 0, false, 0, 96, true,
                         {5});
-  persistent_vs_default({100, 4, 1, 128, -0.1f, 0.0f}, 0, true, 16, 97, true);
-  persistent_vs_default({64 * 16 + 37, 8, 2, 128, -0.1f, 0.0f}, 0, true, 4, 98, true);
   persistent_vs_default({4096 + 100, 32, 8, 128, -0.05f, 0.0f}, 0, true, 16, 106, true,
                         {2, 30});
-  persistent_vs_default({2100, 16, 4, 128, -0.1f, 0.0f}, 32, true, 16, 99, true, {0, 15});
-  persistent_vs_default({2100, 4, 2, 64, -0.1f, 0.0f}, 64, true, 7, 100, true);
 }
 // Where the persistent pass must not run, the pipeline does (same bits, counters untouched):
 // value_block 16 (256 blocks: more than SMs − 8) and 128.

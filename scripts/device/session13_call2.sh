@@ -1,0 +1,16 @@
+#!/bin/bash
+# Session 13, call 2 (issue 17): racecheck of the 13 tests call 1 left (PersistentSegmentsAndSlices
+# now without its 4K/8K cases), all at once until 575 s, with the host's memory and the GPU's
+# utilization logged every 20 s (call 1 lost one process to a SIGKILL with 14 beside it).
+# Carry: bins/libs/fixtures (scripts/device/pack.sh of main at the commit of this script).
+cd "$(dirname "$0")/../.."
+source scripts/device/setup.sh
+export T0 R
+( while sleep 20; do
+    echo "$(el) s: $(free -g | awk '/^Mem/ {print "host used " $3 " GiB, available " $7 " GiB"}'); gpu $(nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader)"
+  done > $OUT/monitor.txt 2>&1 ) &
+MON=$!
+JOBS=16 SKIP='*PersistentLong*' taskset -c 0-15 scripts/device/racecheck_resume.sh 575 test_eval_cuda \
+  test_mixers_cuda test_gated_delta_cuda test_model_cuda test_train_cuda
+kill $MON
+echo "total $(el) s" >> $R
