@@ -1,7 +1,7 @@
 #!/bin/bash
 # Session 13, call 1 (issues 16, 17). Carry: bins/libs/fixtures (scripts/device/pack.sh of main at
 # ba0b2ab), prod.tar.xz (prod/: golinear and the GDN and mixer tests built from
-# scripts/device/experiments/gdn_producer.patch applied on ba0b2ab), fla.tar.xz (../shared/anchors).
+# the patch scripts/device/experiments/gdn_producer.patch of 1301a29 applied on ba0b2ab), fla.tar.xz (../shared/anchors).
 # 1. the producer-warp GDN state pass: its tests, then `bench --mixers` of both binaries
 #    alternated (mixers_ab) and fla's forward in the same call;
 # 2. from then to 570 s: racecheck of the tests session 12 left, one process per test

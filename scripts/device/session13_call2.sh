@@ -10,7 +10,7 @@ export T0 R
     echo "$(el) s: $(free -g | awk '/^Mem/ {print "host used " $3 " GiB, available " $7 " GiB"}'); gpu $(nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader)"
   done > $OUT/monitor.txt 2>&1 ) &
 MON=$!
-JOBS=16 SKIP='*PersistentLong*' taskset -c 0-15 scripts/device/racecheck_resume.sh 575 test_eval_cuda \
+JOBS=12 SKIP='*PersistentLong*' taskset -c 0-15 scripts/device/racecheck_resume.sh ${DEADLINE:-575} test_eval_cuda \
   test_mixers_cuda test_gated_delta_cuda test_model_cuda test_train_cuda
 kill $MON
 echo "total $(el) s" >> $R
