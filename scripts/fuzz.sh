@@ -30,10 +30,11 @@ for n in "${names[@]}"; do
   cp -n fuzz/corpus/"$n"/* "$corpus"/ 2>/dev/null || true
   log=build-fuzz/fuzz_$n.log
   echo "== fuzz_$n: ${seconds} s"
-  # -timeout is wall-clock time: at nice 19 beside builds on this 2-core host, chat-template inputs
-  # of ≈ 1 s of CPU (ASan on, within the render's work bounds) took 12 s and stopped the harness
-  # twice (RELIABILITY.md, sessions 11-12); 30 s still catches a render that does not end.
-  if ! build-fuzz/fuzz/fuzz_"$n" "$corpus" -max_total_time="$seconds" -timeout=30 -rss_limit_mb=2048 \
+  # -timeout is wall-clock time: at nice 19 a process gets 15/1024 of a core beside one at normal
+  # priority (CFS weights), so chat-template inputs of ≈ 1 s of CPU (ASan on, within the render's
+  # work bounds) took 12 s and 35 s on this shared 2-core host and stopped the harness three times
+  # (RELIABILITY.md, sessions 11-13); 120 s still catches a render that does not end.
+  if ! build-fuzz/fuzz/fuzz_"$n" "$corpus" -max_total_time="$seconds" -timeout=120 -rss_limit_mb=2048 \
        -max_len=16384 -print_final_stats=1 -artifact_prefix="$crashes"/ >"$log" 2>&1; then
     status=1
     echo "   FOUND: $(grep -m1 -E 'ERROR|SUMMARY|deadly|timeout' "$log" || tail -1 "$log")"
