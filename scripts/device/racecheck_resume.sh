@@ -5,8 +5,9 @@
 # 12), JOBS at a time (a long test no longer holds back the rest of its binary, as one process per
 # binary did in session 12), each cut by SIGINT at DEADLINE seconds after the call's start. The
 # tests that pass with no hazard go to $OUT/racecheck_passed.txt (append them to the docs file
-# here); any hazard report to $R. Left out: GpuTrainedStudent (it reads the bundled model) and the
-# tests matching SKIP (a gtest negative pattern, e.g. '*PersistentLong*').
+# here); any sanitizer report (a hazard, or an error such as a killed process) to $R. Left out:
+# GpuTrainedStudent (it reads the bundled model) and the tests matching SKIP (a gtest negative
+# pattern, e.g. '*PersistentLong*').
 #   usage (in a call, after setup.sh; export T0 R):
 #     JOBS=12 SKIP=PATTERN scripts/device/racecheck_resume.sh DEADLINE BINARY...
 cd "$(dirname "$0")/../.."
@@ -32,15 +33,15 @@ one() {  # BINARY TEST: one process; its log in /tmp/rc/BINARY/TEST.txt
   if (( left < 5 )); then echo "$1 $2 not started" >> /tmp/rc/summary.txt; return; fi
   timeout -s INT -k 10 $left $CS --tool racecheck $BINS/$1 --gtest_filter="$2" > $log 2>&1
   local rc=$? reports=$(grep -cE '^========= (Error|Warning|Internal)' $log)
-  echo "$1 $2 exit $rc at $(( $(date +%s) - T0 )) s, $reports reports, $(grep -E 'SUMMARY' $log | tail -1)" >> /tmp/rc/summary.txt
+  echo "$1 $2 exit $rc at $(( $(date +%s) - T0 )) s, $reports sanitizer reports, $(grep -E 'SUMMARY' $log | tail -1)" >> /tmp/rc/summary.txt
   if (( rc == 0 && reports == 0 )) && grep -q '^\[       OK' $log; then
     echo "$1 $2" >> $OUT/racecheck_passed.txt
   elif (( reports > 0 )); then
-    { echo "== $1 $2"; grep -E '^========= (Error|Warning|Internal)' -A12 $log | head -40; } >> /tmp/rc/hazards.txt
+    { echo "== $1 $2"; grep -E '^========= (Error|Warning|Internal)' -A12 $log | head -40; } >> /tmp/rc/reports.txt
   fi
 }
 export -f one; export deadline T0 BINS CS OUT
 xargs -P $JOBS -L 1 bash -c 'one "$0" "$1"' < /tmp/rc/queue.txt
 sort /tmp/rc/summary.txt >> $R
-[ -f /tmp/rc/hazards.txt ] && cat /tmp/rc/hazards.txt >> $R
+[ -f /tmp/rc/reports.txt ] && cat /tmp/rc/reports.txt >> $R
 tar cJf $OUT/rc.tar.xz -C /tmp rc
