@@ -11,6 +11,9 @@ cd "$(dirname "$0")/../.."
 source scripts/device/setup.sh
 mkdir -p /tmp/r
 T1="taskset -c 0-7"
+# The GDN binary plainly (its PersistentLongSegments test has not run on its own on the GPU).
+$T1 timeout 150 /tmp/bins/test_gated_delta_cuda --gtest_brief=1 > /tmp/r/gdn_tests.txt 2>&1
+echo "test_gated_delta_cuda exit $? at $(el) s" >> $R; tail -5 /tmp/r/gdn_tests.txt >> $R
 CFG=bench/configs/llama-3.1-8b.json
 $T1 timeout 150 $G bench --transfer --config $CFG --seq-len 4096 --steps 8 --profile > /tmp/r/transfer.txt 2>&1
 echo "transfer exit $? at $(el) s" >> $R; grep -iE "tokens/s|min|stage|ms" /tmp/r/transfer.txt | head -60 >> $R

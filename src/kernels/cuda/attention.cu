@@ -980,7 +980,14 @@ int decode_resident_blocks(int D, cudaError_t* err) {
   return 1;  // refused by dispatch_head_dim at launch
 }
 
-constexpr int kSinkChunk = 512;  // queries per sink-part block (a multiple of 64)
+// Queries per block of the sink keys' dk/dv (a multiple of 64): about kSinkChunks chunks per kv
+// head, so that G · chunks blocks fill the GPU (a fixed 512 gave 64 blocks at T = 4096, G = 8:
+// 118 µs, the slowest kernel of the sink + window backward; session 14).
+constexpr int kSinkChunks = 32;
+inline int sink_chunk(int T) {
+  const int per = (T + kSinkChunks - 1) / kSinkChunks;
+  return std::max(64, (per + 63) / 64 * 64);
+}
 
 using device::align_up;
 
@@ -1025,7 +1032,7 @@ Status attention_forward_mixed(bf16* y, const float* lambda, int lin_from, const
 
 size_t attention_backward_workspace_bytes(int T, int H, int G, int D) {
   const size_t rows = (size_t)T * H;
-  const size_t chunks = ((size_t)T + kSinkChunk - 1) / kSinkChunk;
+  const size_t chunks = ((size_t)T + sink_chunk(T) - 1) / sink_chunk(T);
   return align_up(rows * D * 2) + align_up(rows * 4) +
          2 * align_up(chunks * kTile * (size_t)G * D * 4);
 }
@@ -1047,7 +1054,7 @@ Status attention_backward(float* dq, float* dk, float* dv, const float* dy, cons
   w += align_up(rows * D * 2);
   float* dsum = reinterpret_cast<float*>(w);
   w += align_up(rows * 4);
-  const size_t chunks_cap = ((size_t)T + kSinkChunk - 1) / kSinkChunk;
+  const size_t chunks_cap = ((size_t)T + sink_chunk(T) - 1) / sink_chunk(T);
   float* part_k = reinterpret_cast<float*>(w);
   float* part_v = reinterpret_cast<float*>(w + align_up(chunks_cap * kTile * (size_t)G * D * 4));
 
@@ -1072,11 +1079,11 @@ Status attention_backward(float* dq, float* dk, float* dv, const float* dy, cons
     GL_CUDA_CHECK_LAUNCH();
     if (sinks > 0) {
       const int nsb = (sinks + kTile - 1) / kTile;
-      const int chunks = (T + kSinkChunk - 1) / kSinkChunk;
+      const int chunks = (T + sink_chunk(T) - 1) / sink_chunk(T);
       if (nsb == 1 && chunks > 1) {
         args.part_k = part_k;
         args.part_v = part_v;
-        args.chunk = kSinkChunk;
+        args.chunk = sink_chunk(T);
         backward_dkdv_kernel<Dc><<<dim3(G, 1, chunks), kThreads, bytes, stream>>>(args, true);
         GL_CUDA_CHECK_LAUNCH();
         const long n = (long)sinks * G * Dc;

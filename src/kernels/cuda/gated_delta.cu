@@ -1,9 +1,8 @@
 // Gated DeltaNet on the GPU (see gated_delta.h for the math and the two-kernel chunked scheme).
-// Tensor-core tiles are wmma m16n16k16 (bf16 operands, fp32 accumulators) read from shared
-// memory; every shared-memory row is padded by 16 bytes against bank conflicts.
+// Tensor-core tiles are mma.sync m16n8k16 (bf16 operands, fp32 accumulators) on ldmatrix
+// fragments from shared memory; every shared-memory row is padded by 16 bytes against bank
+// conflicts.
 #include "kernels/cuda/gated_delta.h"
-
-#include <mma.h>
 
 #include <algorithm>
 #include <climits>
@@ -17,18 +16,12 @@ namespace golinear::kernels::cuda {
 
 namespace {
 
-using namespace nvcuda;
 using device::cp_async16;
 using device::cp_async_commit;
 using device::cp_async_wait;
 
 constexpr int kChunk = kGatedDeltaChunk;  // 64
 constexpr int kMaxSegments = 64;  // of the pipelined forward
-using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major>;
-using FragAT = wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::col_major>;
-using FragB = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major>;
-using FragBT = wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major>;
-using FragC = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
 
 using device::align_up;
 
@@ -1150,8 +1143,8 @@ __global__ void __launch_bounds__(256) gdn_recurrent_kernel(bf16* __restrict__ o
 //     registers. Per chunk: write dSᵀ (bf16), then
 //       dŨᵀ = dOᵀ P + (dSᵀ Kᵀ) diag(e^{γL−γ})                  (written, bf16 (64, D)),
 //       dSᵀ ← e^{γL} dSᵀ + dOᵀ diag(e^γ) Q − dŨᵀ W;
-//   3 chunk-parallel gradients (kernel 4, grid chunks × kv heads, wmma): for each query head of
-//     the group in order, dq, dg, dβ written, dk and dv accumulated in fp32 over the group by the
+//   3 chunk-parallel gradients (kernel 4, grid chunks × kv heads, mma.sync): for each query head of
+//     the group in order, dq, dg, dβ written, dk and dv accumulated in fp32 registers over the group by the
 //     block that owns those rows (deterministic, no atomics).
 
 // 2 packed bf16 scaled by (s0, s1), repacked.
@@ -1349,60 +1342,75 @@ __global__ void __launch_bounds__(BV * 2, 1) gdn_reverse_pass_kernel(
   }
 }
 
-// C (M × N, fp32 row-major, ldc) = or += op(A) op(B) [+ op(A2) op(B2)] over the block's warps
-// (wmma m16n16k16 bf16 → fp32; each warp owns GM × GN output tiles and reuses its fragments).
-// op(A) (M × K): A row-major [M][K], or with TA stored [K][M]. op(B) (K × N): B row-major [K][N],
-// or with TB stored [N][K].
+// C (M × N, fp32 row-major, ldc) = or += op(A) op(B) [+ op(A2) op(B2)] over the block's warps:
+// mma.sync m16n8k16 (bf16 → fp32) on ldmatrix fragments, each warp a WM × WN tile. op(A) (M × K):
+// A row-major [M][K], or with TA stored [K][M] (ldmatrix .trans). op(B) (K × N): B row-major
+// [K][N] (.trans), or with TB stored [N][K]. Rows of A and B 16-byte aligned. (It replaced a
+// wmma form whose address arithmetic and generic loads were most of the chunk-gradient
+// kernel's instructions: Nsight Compute, session 14.)
 template <bool TA, bool TB, int M, int N, int K>
 __device__ __forceinline__ void block_mma(float* C, int ldc, const bf16* A, int lda, const bf16* B,
                                           int ldb, bool accumulate, const bf16* A2 = nullptr,
                                           int lda2 = 0, const bf16* B2 = nullptr, int ldb2 = 0) {
-  using LA = std::conditional_t<TA, wmma::col_major, wmma::row_major>;
-  using LB = std::conditional_t<TB, wmma::col_major, wmma::row_major>;
-  constexpr int TM = M / 16, TN = N / 16;
-  constexpr int GM = (TM * TN >= 32 && TM % 2 == 0) ? 2 : 1, GN = TN % 2 == 0 ? 2 : 1;
-  constexpr int GROUPS_N = TN / GN, GROUPS = (TM / GM) * GROUPS_N;
-  const int warp = threadIdx.x / 32, nw = blockDim.x / 32;
+  constexpr int WN = 32, WM = (M / 32) * (N / WN) >= 8 ? 32 : 16;
+  static_assert(M % WM == 0 && N % WN == 0 && K % 16 == 0, "block_mma: tile shape");
+  constexpr int MI = WM / 16, NI = WN / 8, GROUPS_N = N / WN, GROUPS = (M / WM) * GROUPS_N;
+  const int warp = threadIdx.x / 32, nw = blockDim.x / 32, lane = threadIdx.x % 32;
+  const int g = lane / 4, c2 = lane % 4 * 2, q = lane / 8, r8 = lane % 8;
   for (int t = warp; t < GROUPS; t += nw) {
-    const int i0 = (t / GROUPS_N) * GM, j0 = (t % GROUPS_N) * GN;
-    FragC acc[GM][GN];
+    const int i0 = (t / GROUPS_N) * WM, j0 = (t % GROUPS_N) * WN;
+    float acc[MI][NI][4];
 #pragma unroll
-    for (int x = 0; x < GM; ++x)
+    for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
-      for (int y = 0; y < GN; ++y) {
-        if (accumulate)
-          wmma::load_matrix_sync(acc[x][y], C + (i0 + x) * 16 * ldc + (j0 + y) * 16, ldc,
-                                 wmma::mem_row_major);
-        else
-          wmma::fill_fragment(acc[x][y], 0.0f);
+      for (int ni = 0; ni < NI; ++ni) {
+        const float* c = C + (i0 + mi * 16 + g) * ldc + j0 + ni * 8 + c2;
+        if (accumulate) {
+          const float2 lo = *reinterpret_cast<const float2*>(c);
+          const float2 hi = *reinterpret_cast<const float2*>(c + 8 * ldc);
+          acc[mi][ni][0] = lo.x, acc[mi][ni][1] = lo.y, acc[mi][ni][2] = hi.x, acc[mi][ni][3] = hi.y;
+        } else {
+          acc[mi][ni][0] = acc[mi][ni][1] = acc[mi][ni][2] = acc[mi][ni][3] = 0.0f;
+        }
       }
     auto product = [&](const bf16* A_, int lda_, const bf16* B_, int ldb_) {
 #pragma unroll 2
-      for (int kk = 0; kk < K / 16; ++kk) {
-        wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, LA> a[GM];
-        wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, LB> b[GN];
+      for (int k0 = 0; k0 < K; k0 += 16) {
+        uint32_t a[MI][4], b[NI][2];
 #pragma unroll
-        for (int x = 0; x < GM; ++x)
-          wmma::load_matrix_sync(a[x], TA ? A_ + kk * 16 * lda_ + (i0 + x) * 16
-                                          : A_ + (i0 + x) * 16 * lda_ + kk * 16, lda_);
+        for (int mi = 0; mi < MI; ++mi) {
+          const int m0 = i0 + mi * 16;
+          if constexpr (TA)  // 8 × 8 matrix q: k rows k0 + 8(q/2), m columns m0 + 8(q%2)
+            ldsm_x4_trans(a[mi], A_ + (k0 + r8 + (q >> 1) * 8) * lda_ + m0 + (q & 1) * 8);
+          else               // rows m0 + (lane % 16), k columns k0 + 8(lane / 16)
+            ldsm_x4(a[mi], A_ + (m0 + lane % 16) * lda_ + k0 + (lane / 16) * 8);
+        }
 #pragma unroll
-        for (int y = 0; y < GN; ++y)
-          wmma::load_matrix_sync(b[y], TB ? B_ + (j0 + y) * 16 * ldb_ + kk * 16
-                                          : B_ + kk * 16 * ldb_ + (j0 + y) * 16, ldb_);
+        for (int np = 0; np < NI / 2; ++np) {  // two n8 tiles a load: b0, b1 of each
+          const int n0 = j0 + np * 16;
+          uint32_t r[4];
+          if constexpr (TB)  // matrix q: n rows n0 + 8(q/2), k columns k0 + 8(q%2)
+            ldsm_x4(r, B_ + (n0 + r8 + (q >> 1) * 8) * ldb_ + k0 + (q & 1) * 8);
+          else               // matrix q: k rows k0 + 8(q%2), n columns n0 + 8(q/2)
+            ldsm_x4_trans(r, B_ + (k0 + r8 + (q & 1) * 8) * ldb_ + n0 + (q >> 1) * 8);
+          b[2 * np][0] = r[0], b[2 * np][1] = r[1], b[2 * np + 1][0] = r[2], b[2 * np + 1][1] = r[3];
+        }
 #pragma unroll
-        for (int x = 0; x < GM; ++x)
+        for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
-          for (int y = 0; y < GN; ++y) wmma::mma_sync(acc[x][y], a[x], b[y], acc[x][y]);
+          for (int ni = 0; ni < NI; ++ni) mma16816(acc[mi][ni], a[mi], b[ni][0], b[ni][1]);
       }
     };
     product(A, lda, B, ldb);
     if (A2) product(A2, lda2, B2, ldb2);
 #pragma unroll
-    for (int x = 0; x < GM; ++x)
+    for (int mi = 0; mi < MI; ++mi)
 #pragma unroll
-      for (int y = 0; y < GN; ++y)
-        wmma::store_matrix_sync(C + (i0 + x) * 16 * ldc + (j0 + y) * 16, acc[x][y], ldc,
-                                wmma::mem_row_major);
+      for (int ni = 0; ni < NI; ++ni) {
+        float* c = C + (i0 + mi * 16 + g) * ldc + j0 + ni * 8 + c2;
+        *reinterpret_cast<float2*>(c) = make_float2(acc[mi][ni][0], acc[mi][ni][1]);
+        *reinterpret_cast<float2*>(c + 8 * ldc) = make_float2(acc[mi][ni][2], acc[mi][ni][3]);
+      }
   }
 }
 
@@ -1486,6 +1494,9 @@ __global__ void __launch_bounds__(kGradThreads, 1) gdn_chunk_grad_kernel(
   }
   cp_async_commit();
 
+  // dk, dv of the group's rows summed over its query heads in order, in registers (a global
+  // read-modify-write per head waited on every load), written once after the last head.
+  float dk_acc[64 * D / NT], dv_acc[64 / NW][D / 32];
   for (int j = 0; j < HG; ++j) {
     const int h = hk * HG + j;
     const size_t crow = ((size_t)h * NC + c) * 64;
@@ -1603,9 +1614,21 @@ __global__ void __launch_bounds__(kGradThreads, 1) gdn_chunk_grad_kernel(
     const bf16* dSg = ckdS + ((size_t)h * NC + c) * D * D;
     float part = 0.0f;
     if constexpr (CK_BF16) {  // S_0ᵀ in smem has the layout of dSᵀ: dot first, then overwrite
-      for (int idx = tid; idx < D * D; idx += NT) {
-        const int e = idx / D, d = idx % D;
-        part += __bfloat162float(S0s[e * LDB + d]) * __bfloat162float(dSg[idx]);
+      // 8 elements (16 bytes) a load, every load of a thread in flight at once (one bf16 a load
+      // waited on each: the kernel's top stall in Nsight Compute, session 14).
+      static_assert(D * D / 8 % NT == 0, "the dS dot's 16-byte steps divide among the threads");
+#pragma unroll
+      for (int x = 0; x < D * D / 8 / NT; ++x) {
+        const int idx = tid + x * NT, e = idx / (D / 8), d0 = idx % (D / 8) * 8;
+        const uint4 gs = *reinterpret_cast<const uint4*>(dSg + (size_t)idx * 8);
+        const uint4 ss = *reinterpret_cast<const uint4*>(S0s + e * LDB + d0);
+        const uint32_t gw[4] = {gs.x, gs.y, gs.z, gs.w}, sw[4] = {ss.x, ss.y, ss.z, ss.w};
+#pragma unroll
+        for (int w = 0; w < 4; ++w) {
+          const float2 a = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&sw[w]));
+          const float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&gw[w]));
+          part += a.x * b.x + a.y * b.y;
+        }
       }
       part = device::block_sum(part, bred);  // its barriers also end the reads of S0s
     }
@@ -1660,18 +1683,18 @@ __global__ void __launch_bounds__(kGradThreads, 1) gdn_chunk_grad_kernel(
     // dβV = Tᵀ dU (dU = dŨ): dv += β dβV, dβ += dβV·v.
     block_mma<true, false, 64, D, 64>(Acc, LDA, Tb, LDZ, dUts, LDB, false);
     __syncthreads();
-    for (int i = warp; i < 64; i += NW) {
-      const int n = c0 + i;
+#pragma unroll
+    for (int x = 0; x < 64 / NW; ++x) {
+      const int i = warp + x * NW, n = c0 + i;
       const float b = bet[i];
       float p = 0.0f;
-      for (int e = lane; e < D; e += 32) {
+#pragma unroll
+      for (int y = 0; y < D / 32; ++y) {
+        const int e = lane + 32 * y;
         const float a = Acc[i * LDA + e];
         Uts[i * LDB + e] = __float2bfloat16(a);
-        if (n < N) {
-          const size_t o = ((size_t)n * G + hk) * D + e;
-          p += a * __bfloat162float(v[o]);
-          dv[o] = (j == 0 ? 0.0f : dv[o]) + b * a;
-        }
+        dv_acc[x][y] = (j == 0 ? 0.0f : dv_acc[x][y]) + b * a;
+        if (n < N) p += a * __bfloat162float(v[((size_t)n * G + hk) * D + e]);
       }
       p = device::warp_sum(p);
       if (lane == 0) red[i] = p;
@@ -1729,12 +1752,10 @@ __global__ void __launch_bounds__(kGradThreads, 1) gdn_chunk_grad_kernel(
     // dk += (Z + Zᵀ) K.
     block_mma<false, false, 64, D, 64>(DK, LDA, Zb, LDZ, Ks, LDB, true);
     __syncthreads();
-    for (int idx = tid; idx < 64 * D; idx += NT) {
-      const int r = idx / D, d = idx % D, n = c0 + r;
-      if (n < N) {
-        const size_t o = ((size_t)n * G + hk) * D + d;
-        dk[o] = (j == 0 ? 0.0f : dk[o]) + DK[r * LDA + d];
-      }
+#pragma unroll
+    for (int x = 0; x < 64 * D / NT; ++x) {
+      const int idx = tid + x * NT;
+      dk_acc[x] = (j == 0 ? 0.0f : dk_acc[x]) + DK[idx / D * LDA + idx % D];
     }
     if (tid < 64) red[tid] = dgam;
     __syncthreads();
@@ -1753,6 +1774,18 @@ __global__ void __launch_bounds__(kGradThreads, 1) gdn_chunk_grad_kernel(
       }
     }
     __syncthreads();
+  }
+#pragma unroll
+  for (int x = 0; x < 64 * D / NT; ++x) {
+    const int idx = tid + x * NT, r = idx / D, n = c0 + r;
+    if (n < N) dk[((size_t)n * G + hk) * D + idx % D] = dk_acc[x];
+  }
+#pragma unroll
+  for (int x = 0; x < 64 / NW; ++x) {
+    const int n = c0 + warp + x * NW;
+#pragma unroll
+    for (int y = 0; y < D / 32; ++y)
+      if (n < N) dv[((size_t)n * G + hk) * D + lane + 32 * y] = dv_acc[x][y];
   }
 }
 
@@ -1795,17 +1828,25 @@ BackwardWorkspace backward_workspace(void* base, int N, int H, int D) {
   return w;
 }
 
+// Step 1: the forward keeping the chunks' entering states and T in the backward's workspace.
+// Defaults (0): 32 value columns per block in both sequential passes, the fastest on H200 at
+// H = 32, D = 128 (fwd+bwd 11.7 ms at T = 32K vs 12.2 with 64; 128 blocks fill the SMs).
+template <int D>
+Status forward_for_backward(bf16* o, const bf16* q, const bf16* k, const bf16* v, const float* g,
+                            const float* beta, int N, int H, int G, const BackwardWorkspace& ws,
+                            cudaStream_t stream, const GatedDeltaBackwardOptions& opt) {
+  return chunked_forward<D>(o, nullptr, nullptr, q, k, v, g, beta, N, H, G, ws.fwd, stream, ws.ckS,
+                            opt.value_block == 0 ? 32 : opt.value_block, ws.T,
+                            opt.bf16_checkpoints);
+}
+
 template <int D>
 Status chunked_backward(float* dq, float* dk, float* dv, float* dg, float* dbeta, const bf16* dout,
                         const bf16* q, const bf16* k, const bf16* v, const float* g,
                         const float* beta, int N, int H, int G, const BackwardWorkspace& ws,
                         cudaStream_t stream, const GatedDeltaBackwardOptions& opt) {
   const int NC = (N + kChunk - 1) / kChunk;
-  // Defaults (0): 32 value columns per block in both sequential passes, the fastest on H200 at
-  // H = 32, D = 128 (fwd+bwd 11.7 ms at T = 32K vs 12.2 with 64; 128 blocks fill the SMs).
-  GL_TRY(chunked_forward<D>(ws.o, nullptr, nullptr, q, k, v, g, beta, N, H, G, ws.fwd, stream,
-                            ws.ckS, opt.value_block == 0 ? 32 : opt.value_block, ws.T,
-                            opt.bf16_checkpoints));
+  if (!opt.forward_kept) GL_TRY(forward_for_backward<D>(ws.o, q, k, v, g, beta, N, H, G, ws, stream, opt));
   const int rvb = opt.reverse_value_block;
   auto reverse_pass = [&]() -> Status {
     switch (rvb == 0 ? 32 : rvb) {
@@ -1888,6 +1929,22 @@ Status gated_delta_recurrent_forward(bf16* o, float* state, const bf16* q, const
 
 size_t gated_delta_backward_workspace_bytes(int N, int H, int D) {
   return backward_workspace(nullptr, N, H, D).bytes;
+}
+
+Status gated_delta_forward_for_backward(bf16* o, const bf16* q, const bf16* k, const bf16* v,
+                                        const float* g, const float* beta, int N, int H, int G,
+                                        int D, void* workspace, size_t workspace_bytes,
+                                        cudaStream_t stream,
+                                        const GatedDeltaBackwardOptions& options) {
+  GL_TRY(check_shapes("gated_delta_forward_for_backward", N, H, G));
+  const BackwardWorkspace ws = backward_workspace(workspace, N, H, D);
+  if (workspace_bytes < ws.bytes)
+    return make_error("gated_delta_forward_for_backward: workspace of ", workspace_bytes,
+                      " bytes, needs ", ws.bytes);
+  return dispatch_head_dim(D, [&](auto d) {
+    return forward_for_backward<decltype(d)::value>(o, q, k, v, g, beta, N, H, G, ws, stream,
+                                                    options);
+  });
 }
 
 Status gated_delta_backward(float* dq, float* dk, float* dv, float* dg, float* dbeta,

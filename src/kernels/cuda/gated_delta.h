@@ -93,12 +93,13 @@ size_t gated_delta_backward_workspace_bytes(int N, int H, int D);
 // Gradients of Σ dout·o for the forward from a zero state, all fp32 and WRITTEN (=):
 // dq (N, H, D); dk, dv (N, G, D) (summed over the query heads of each group); dg, dbeta (N, H).
 // Chunked (the WY form of cpu::gated_delta_blocked_backward), three steps:
-//   1 the chunked forward (kernels 1, 2), keeping the state entering each chunk and T;
+//   1 the chunked forward (kernels 1, 2), keeping the state entering each chunk and T (skipped
+//     with options.forward_kept: gated_delta_forward_for_backward ran it);
 //   2 reverse state pass (kernel 3; sequential over chunks from the end, parallel over heads ×
 //     value-column slices, dS in mma registers as kernel 2 holds S): per chunk it writes dS (the
 //     gradient of the state leaving the chunk) and dŨ = Pᵀ dO + K̄ dS, then
 //     dS ← e^{γ_last} dS + Qᵀ diag(e^γ) dO − Wᵀ dŨ;
-//   3 chunk-parallel gradients (kernel 4; grid chunks × kv heads, wmma bf16 → fp32, every product
+//   3 chunk-parallel gradients (kernel 4; grid chunks × kv heads, mma.sync bf16 → fp32, every product
 //     of the CPU's per-chunk backward): dq, dg, dβ per query head; dk, dv summed over the group's
 //     query heads in order by the one block that owns those rows — deterministic, no atomics.
 // Dynamic shared memory: kernel 4 takes ~213 KB for D = 128 (one block per SM).
@@ -107,7 +108,20 @@ struct GatedDeltaBackwardOptions {
   int reverse_value_block = 0;  // value columns per reverse-pass block: 16, 32, 64, 128 ≤ D
                                 // (0: 32)
   bool bf16_checkpoints = true;  // keep the states entering the chunks as bf16 Sᵀ (false: fp32 S)
+  // Step 1 already ran: the workspace holds what gated_delta_forward_for_backward left there for
+  // these inputs (under the same value_block and bf16_checkpoints), and the backward starts at step 2.
+  bool forward_kept = false;
 };
+// Step 1 of gated_delta_backward on its own, for a trainer whose forward feeds the backward: the
+// chunked forward (o (N, H, D) bf16, from a zero state) keeping the state entering each chunk and
+// T in `workspace` (gated_delta_backward_workspace_bytes), so that gated_delta_backward with
+// options.forward_kept (the same inputs, options and workspace, nothing written there between)
+// does not compute the forward again. The gradients are those of the backward alone, bit for bit.
+Status gated_delta_forward_for_backward(bf16* o, const bf16* q, const bf16* k, const bf16* v,
+                                        const float* g, const float* beta, int N, int H, int G,
+                                        int D, void* workspace, size_t workspace_bytes,
+                                        cudaStream_t stream,
+                                        const GatedDeltaBackwardOptions& options = {});
 Status gated_delta_backward(float* dq, float* dk, float* dv, float* dg, float* dbeta,
                             const bf16* dout, const bf16* q, const bf16* k, const bf16* v,
                             const float* g, const float* beta, int N, int H, int G, int D,

@@ -3,6 +3,8 @@
 #include "kernels/cuda/hybrid.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <initializer_list>
 
 #include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/loss.h"
@@ -18,6 +20,10 @@ using device::grid_for;
 // Partial sums of hybrid_mix_nmse_forward: the count loss.h's nmse_workspace_bytes holds.
 constexpr int kReduceBlocks = 1024;
 constexpr int kReduceThreads = 256;
+
+// One block per head over every token (gates_backward_kernel, head_sum_kernel): 1,024 threads
+// keep more of the strided loads in flight (256: 52 µs for T = 4096, H = 32 on the H200).
+constexpr int kHeadSumThreads = 1024;
 
 constexpr float kUnitNormEps = 1e-6f;
 constexpr int kConvWidth = 4;
@@ -55,7 +61,7 @@ __global__ void gates_kernel(float* g, float* beta, float* lambda, const float* 
 
 // One block per head h: loops over t in order, writes the a, b logit gradients (when dg is
 // given) and sums the per-head parameter gradients.
-__global__ void gates_backward_kernel(float* dlogits, int R, int lambda_row, float* dA_log,
+__global__ void __launch_bounds__(kHeadSumThreads) gates_backward_kernel(float* dlogits, int R, int lambda_row, float* dA_log,
                                       float* ddt_bias, float* db_beta, float* db_lambda,
                                       float* dc_lse, float* dlse, float* da_far, const float* dg,
                                       const float* dbeta, const float* logits, const float* g,
@@ -111,7 +117,7 @@ __global__ void gates_backward_kernel(float* dlogits, int R, int lambda_row, flo
 }
 
 // out (H) += Σ_t src[t·stride + h], one block per head, in order.
-__global__ void head_sum_kernel(float* out, const float* src, int stride, int T, int H) {
+__global__ void __launch_bounds__(kHeadSumThreads) head_sum_kernel(float* out, const float* src, int stride, int T, int H) {
   __shared__ double scratch[32];
   const int h = blockIdx.x;
   double sum = 0;
@@ -160,8 +166,35 @@ __global__ void mix_forward_kernel(float* y32, bf16* y16, HybridMix mix, const b
   }
 }
 
-// One warp per (t, h) row: dy_exact = a·g, dy_lin = b·g, and the coefficient's gradient. With
-// a teacher, g = factor · (y − t) is recomputed in place (the fused NMSE backward), else g = dy.
+// Four consecutive bf16 (8 bytes, aligned) as floats / four floats as bf16.
+__device__ __forceinline__ float4 load_bf16x4(const bf16* p) {
+  const uint2 raw = *reinterpret_cast<const uint2*>(p);
+  const float2 a = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.x));
+  const float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.y));
+  return {a.x, a.y, b.x, b.y};
+}
+__device__ __forceinline__ void store_bf16x4(bf16* p, float4 x) {
+  const __nv_bfloat162 a = __floats2bfloat162_rn(x.x, x.y), b = __floats2bfloat162_rn(x.z, x.w);
+  uint2 raw;
+  raw.x = *reinterpret_cast<const uint32_t*>(&a);
+  raw.y = *reinterpret_cast<const uint32_t*>(&b);
+  *reinterpret_cast<uint2*>(p) = raw;
+}
+// y_exact and y_lin at element i (4 of them), as mix_value reads them.
+__device__ __forceinline__ void mix_inputs4(HybridMix mix, const bf16* y_exact, const bf16* y_lin,
+                                            long i, float (&ye)[4], float (&yl)[4]) {
+  const float4 e = mix != HybridMix::linear ? load_bf16x4(y_exact + i) : float4{0, 0, 0, 0};
+  const float4 l = mix != HybridMix::exact ? load_bf16x4(y_lin + i) : float4{0, 0, 0, 0};
+  ye[0] = e.x, ye[1] = e.y, ye[2] = e.z, ye[3] = e.w;
+  yl[0] = l.x, yl[1] = l.y, yl[2] = l.z, yl[3] = l.w;
+}
+__device__ __forceinline__ void float4_to(float4 x, float (&out)[4]) {
+  out[0] = x.x, out[1] = x.y, out[2] = x.z, out[3] = x.w;
+}
+
+// One warp per (t, h) row, four consecutive columns a lane (D % 4 = 0, rows 16-byte aligned):
+// dy_exact = a·g, dy_lin = b·g, and the coefficient's gradient. With a teacher,
+// g = factor · (y − t) is recomputed in place (the fused NMSE backward), else g = dy.
 __global__ void mix_backward_kernel(float* dy_exact, bf16* dy_lin, float* dcoef, int dcoef_stride,
                                     HybridMix mix, const float* dy, const double* sums,
                                     float scale, const bf16* teacher, const bf16* y_exact,
@@ -174,15 +207,26 @@ __global__ void mix_backward_kernel(float* dy_exact, bf16* dy_lin, float* dcoef,
     const int h = (int)(row % H);
     const MixCoef c = mix_coef(mix, lambda, gamma, row, h);
     float dc = 0.0f;
-    for (int d = lane; d < D; d += 32) {
+    for (int d = lane * 4; d < D; d += 128) {
       const long i = row * D + d;
-      float ye, yl;
-      const float y = mix_value(mix, c, y_exact, y_lin, i, &ye, &yl);
-      const float g = teacher ? factor * (y - __bfloat162float(teacher[i])) : dy[i];
-      if (mix == HybridMix::gate) dc += g * (yl - ye);
-      else if (mix == HybridMix::scale) dc += g * yl;
-      if (dy_exact) dy_exact[i] = c.a * g;
-      if (dy_lin) dy_lin[i] = __float2bfloat16(c.b * g);
+      float ye[4], yl[4], g[4];
+      mix_inputs4(mix, y_exact, y_lin, i, ye, yl);
+      if (teacher) {
+        float t[4];
+        float4_to(load_bf16x4(teacher + i), t);
+#pragma unroll
+        for (int x = 0; x < 4; ++x) g[x] = factor * ((c.a * ye[x] + c.b * yl[x]) - t[x]);
+      } else {
+        float4_to(*reinterpret_cast<const float4*>(dy + i), g);
+      }
+#pragma unroll
+      for (int x = 0; x < 4; ++x) {
+        if (mix == HybridMix::gate) dc += g[x] * (yl[x] - ye[x]);
+        else if (mix == HybridMix::scale) dc += g[x] * yl[x];
+      }
+      if (dy_exact)
+        *reinterpret_cast<float4*>(dy_exact + i) = {c.a * g[0], c.a * g[1], c.a * g[2], c.a * g[3]};
+      if (dy_lin) store_bf16x4(dy_lin + i, {c.b * g[0], c.b * g[1], c.b * g[2], c.b * g[3]});
     }
     dc = device::warp_sum(dc);
     if (lane == 0 && (mix == HybridMix::gate || mix == HybridMix::scale)) {
@@ -192,23 +236,29 @@ __global__ void mix_backward_kernel(float* dy_exact, bf16* dy_lin, float* dcoef,
   }
 }
 
-// nmse_partial_kernel of y = a·y_exact + b·y_lin, computed as mix_forward_kernel.
+// nmse_partial_kernel of y = a·y_exact + b·y_lin, computed as mix_forward_kernel: one warp per
+// row as mix_backward_kernel, a fixed grid (the partial sums of block b are always the same rows').
 __global__ void mix_nmse_partial_kernel(double* partial, HybridMix mix, const bf16* y_exact,
                                         const bf16* y_lin, const float* lambda, const float* gamma,
                                         const bf16* t, long rows, int H, int D) {
   __shared__ double scratch[32];
   double err = 0.0, ref = 0.0;
-  const long n = rows * D;
-  for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n;
-       i += (long)gridDim.x * blockDim.x) {
-    const long row = i / D;
+  const int lane = threadIdx.x % 32;
+  for (long row = (blockIdx.x * (long)blockDim.x + threadIdx.x) / 32; row < rows;
+       row += (long)gridDim.x * blockDim.x / 32) {
     const MixCoef c = mix_coef(mix, lambda, gamma, row, (int)(row % H));
-    float ye, yl;
-    const float y = mix_value(mix, c, y_exact, y_lin, i, &ye, &yl);
-    const double tv = __bfloat162float(t[i]);
-    const double d = (double)y - tv;
-    err += d * d;
-    ref += tv * tv;
+    for (int d = lane * 4; d < D; d += 128) {
+      const long i = row * D + d;
+      float ye[4], yl[4], tv[4];
+      mix_inputs4(mix, y_exact, y_lin, i, ye, yl);
+      float4_to(load_bf16x4(t + i), tv);
+#pragma unroll
+      for (int x = 0; x < 4; ++x) {
+        const double e = (double)(c.a * ye[x] + c.b * yl[x]) - tv[x];
+        err += e * e;
+        ref += (double)tv[x] * tv[x];
+      }
+    }
   }
   err = block_sum_double(err, scratch);
   ref = block_sum_double(ref, scratch);
@@ -877,7 +927,7 @@ Status hybrid_gates_backward(float* dlogits, int R, int lambda_row, float* dA_lo
   if (far_start >= 0 && lambda_row < 0)
     return make_error("hybrid_gates_backward: the far count needs the λ row");
   if (T <= 0) return ok_status();
-  gates_backward_kernel<<<H, 256, 0, stream>>>(dlogits, R, lambda_row, dA_log, ddt_bias, db_beta,
+  gates_backward_kernel<<<H, kHeadSumThreads, 0, stream>>>(dlogits, R, lambda_row, dA_log, ddt_bias, db_beta,
                                                db_lambda, dc_lse, dlse, da_far, dg, dbeta, logits,
                                                g, beta, A_log, dt_bias, c_lse, lse, far_start, T, H);
   GL_CUDA_CHECK_LAUNCH();
@@ -887,7 +937,7 @@ Status hybrid_gates_backward(float* dlogits, int R, int lambda_row, float* dA_lo
 Status hybrid_head_sum(float* out, const float* src, int stride, int T, int H,
                        cudaStream_t stream) {
   if (T <= 0) return ok_status();
-  head_sum_kernel<<<H, 256, 0, stream>>>(out, src, stride, T, H);
+  head_sum_kernel<<<H, kHeadSumThreads, 0, stream>>>(out, src, stride, T, H);
   GL_CUDA_CHECK_LAUNCH();
   return ok_status();
 }
@@ -902,11 +952,23 @@ Status hybrid_mix_forward(float* y32, bf16* y16, HybridMix mix, const bf16* y_ex
   return ok_status();
 }
 
+namespace {
+// The row kernels of the mixing read and write four columns a lane as one access.
+Status check_rows_of_four(const char* what, int D, std::initializer_list<const void*> rows) {
+  if (D % 4 != 0) return make_error(what, ": head dim ", D, " is not a multiple of 4");
+  for (const void* p : rows)
+    if (reinterpret_cast<uintptr_t>(p) % 16 != 0)
+      return make_error(what, ": a row buffer is not 16-byte aligned");
+  return ok_status();
+}
+}  // namespace
+
 Status hybrid_mix_backward(float* dy_exact, bf16* dy_lin, float* dcoef, int dcoef_stride,
                            HybridMix mix, const float* dy, const bf16* y_exact, const bf16* y_lin,
                            const float* lambda, const float* gamma, int T, int H, int D,
                            cudaStream_t stream) {
   if (T <= 0) return ok_status();
+  GL_TRY(check_rows_of_four("hybrid_mix_backward", D, {dy_exact, dy_lin, dy, y_exact, y_lin}));
   mix_backward_kernel<<<grid_for((long)T * H * 32, 256), 256, 0, stream>>>(
       dy_exact, dy_lin, dcoef, dcoef_stride, mix, dy, nullptr, 0.0f, nullptr, y_exact, y_lin,
       lambda, gamma, (long)T * H, H, D);
@@ -920,6 +982,7 @@ Status hybrid_mix_nmse_forward(double* sums, HybridMix mix, const bf16* y_exact,
                                size_t workspace_bytes, cudaStream_t stream) {
   if (workspace_bytes < nmse_workspace_bytes())
     return make_error("hybrid_mix_nmse_forward: workspace too small");
+  GL_TRY(check_rows_of_four("hybrid_mix_nmse_forward", D, {y_exact, y_lin, teacher}));
   double* partial = static_cast<double*>(workspace);
   mix_nmse_partial_kernel<<<kReduceBlocks, kReduceThreads, 0, stream>>>(
       partial, mix, y_exact, y_lin, lambda, gamma, teacher, (long)T * H, H, D);
@@ -933,6 +996,7 @@ Status hybrid_mix_nmse_backward(float* dy_exact, bf16* dy_lin, float* dcoef, int
                                 const float* lambda, const float* gamma, int T, int H, int D,
                                 cudaStream_t stream) {
   if (T <= 0) return ok_status();
+  GL_TRY(check_rows_of_four("hybrid_mix_nmse_backward", D, {dy_exact, dy_lin, teacher, y_exact, y_lin}));
   mix_backward_kernel<<<grid_for((long)T * H * 32, 256), 256, 0, stream>>>(
       dy_exact, dy_lin, dcoef, dcoef_stride, mix, nullptr, sums, scale, teacher, y_exact, y_lin,
       lambda, gamma, (long)T * H, H, D);

@@ -4,7 +4,8 @@
 //                     the unit rows)                               short_conv_backward
 //   2 exact branch    softmax over sinks ∪ window (+ lse)          attention_forward / _backward
 //   3 linear branch   q̂, k̂, g, β from the gate GEMM, GDN with the  gated_delta_chunked_forward /
-//                     delayed read (a pointer shift)               gated_delta_backward
+//                     delayed read (a pointer shift)               gated_delta_backward (training's
+//                                                                  forward: …_forward_for_backward)
 //   4 mixing          y = a·y_exact + b·y_lin                      hybrid_mix_* (hybrid.h)
 // Inference with the gate mix fuses 4 into 2's epilogue (attention_forward_mixed).
 #include "mixers/cuda/hybrid_mixer.h"
@@ -221,7 +222,7 @@ void carve_into(GpuHybridMixer::Buffers& b, char* base, const MixerOptions& o, c
   if (exact && (keep || with_lse(o))) b.lse = (float*)take(th * 4);
   if (keep || (!fused && exact)) b.y_exact = (bf16*)take(tq * 2);
   if (keep || (!fused && linear)) b.y_lin = (bf16*)take(tq * 2);
-  if (linear) {
+  if (linear && !keep) {  // a training forward runs in the backward's workspace
     b.gdn_forward_bytes = kc::gated_delta_forward_workspace_bytes(N, sh.H, sh.D, false);
     b.gdn_forward_ws = take(b.gdn_forward_bytes);
   }
@@ -451,10 +452,18 @@ Status GpuHybridMixer::forward_impl(HybridScratch& s, const HybridIO& in, bf16* 
     GL_CUDA_CHECK(cudaMemsetAsync(y_lin, 0, (size_t)std::min(T, shift) * H * D * 2, stream));
     if (T > shift) {
       const int N = T - shift;
-      GL_TRY(kc::gated_delta_chunked_forward(
-          y_lin + (size_t)shift * H * D, state_final, nullptr, b.qn + (size_t)shift * H * D,
-          b.kn + (size_t)sinks * G * D, b.vc + (size_t)sinks * G * D, b.g + (size_t)sinks * H,
-          b.beta + (size_t)sinks * H, N, H, G, D, b.gdn_forward_ws, b.gdn_forward_bytes, stream));
+      bf16* o = y_lin + (size_t)shift * H * D;
+      const bf16 *q = b.qn + (size_t)shift * H * D, *k = b.kn + (size_t)sinks * G * D,
+                 *v = b.vc + (size_t)sinks * G * D;
+      const float *g = b.g + (size_t)sinks * H, *beta = b.beta + (size_t)sinks * H;
+      if (keep) {  // the backward's step 1, kept in its workspace (backward() does not redo it)
+        GL_TRY(kc::gated_delta_forward_for_backward(o, q, k, v, g, beta, N, H, G, D,
+                                                    b.gdn_backward_ws, b.gdn_backward_bytes,
+                                                    stream));
+      } else {
+        GL_TRY(kc::gated_delta_chunked_forward(o, state_final, nullptr, q, k, v, g, beta, N, H, G,
+                                               D, b.gdn_forward_ws, b.gdn_forward_bytes, stream));
+      }
     }
     mark("fwd GDN (gated_delta_chunked_forward)");
   }
@@ -582,12 +591,15 @@ Status GpuHybridMixer::backward_below_mix(HybridScratch& s, const HybridIO& in,
     mark("bwd memsets");
     if (T > shift) {
       const int N = T - shift;
+      kc::GatedDeltaBackwardOptions kept;  // forward_train ran its step 1 (forward_impl)
+      kept.forward_kept = true;
       GL_TRY(kc::gated_delta_backward(
           b.dqn + (size_t)shift * H * D, b.dkn + (size_t)sinks * G * D,
           b.dv_lin + (size_t)sinks * G * D, b.dg + (size_t)sinks * H, b.dbeta + (size_t)sinks * H,
           b.dy_lin + (size_t)shift * H * D, b.qn + (size_t)shift * H * D,
           b.kn + (size_t)sinks * G * D, b.vc + (size_t)sinks * G * D, b.g + (size_t)sinks * H,
-          b.beta + (size_t)sinks * H, N, H, G, D, b.gdn_backward_ws, b.gdn_backward_bytes, stream));
+          b.beta + (size_t)sinks * H, N, H, G, D, b.gdn_backward_ws, b.gdn_backward_bytes, stream,
+          kept));
     }
     mark("bwd GDN (gated_delta_backward)");
   }

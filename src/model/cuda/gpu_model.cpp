@@ -6,6 +6,7 @@
 #include "model/cuda/gpu_model.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -77,7 +78,7 @@ struct GpuBatchStep {
   DeviceArena attn_memory;           // attention_decode_batch's workspace
   void* attn_ws = nullptr;
   size_t attn_ws_bytes = 0;
-  std::vector<GpuSequenceCache*> tables_of;  // the caches the tables describe, in order
+  std::vector<uint64_t> tables_of;  // the serials of the caches the tables describe, in order
   std::vector<std::pair<int, cudaGraphExec_t>> graphs;
 
   ~GpuBatchStep() { drop_graphs(); }
@@ -151,8 +152,17 @@ bool GpuModel::has_softmax_layers() const {
   return std::any_of(layers_.begin(), layers_.end(), [](const GpuLayer& l) { return !l.hybrid; });
 }
 
+void GpuModel::mixers_changed() {
+  ++mixers_version_;
+  if (batch_step_) {  // the graphs hold the old mixers' pointers, the tables old caches'
+    batch_step_->drop_graphs();
+    batch_step_->tables_of.clear();
+  }
+}
+
 void GpuModel::set_all_softmax() {
   release_scratch();  // the scratch depends on the mixers (RoPE copies, hybrid workspace)
+  mixers_changed();
   for (GpuLayer& l : layers_) {
     l.hybrid = nullptr;
     l.own_mixer.reset();
@@ -162,6 +172,7 @@ void GpuModel::set_all_softmax() {
 
 void GpuModel::attach_mixer(int layer, mixers::cuda::GpuHybridMixer* mixer) {
   GpuLayer& L = layers_[layer];
+  if (L.hybrid != mixer || L.own_mixer) mixers_changed();
   L.own_mixer.reset();
   (void)L.mixer_values.allocate(0);  // freeing cannot fail
   L.hybrid = mixer;
@@ -169,6 +180,7 @@ void GpuModel::attach_mixer(int layer, mixers::cuda::GpuHybridMixer* mixer) {
 
 Status GpuModel::set_lora(const LoraAdapters& host) {
   release_scratch();  // the scratch holds the adapters' working rows
+  mixers_changed();
   lora_ = nullptr;
   own_lora_.reset();
   if (!host.enabled()) return ok_status();
@@ -179,7 +191,10 @@ Status GpuModel::set_lora(const LoraAdapters& host) {
 }
 
 void GpuModel::attach_lora(GpuLora* lora) {
-  if (lora != lora_) release_scratch();
+  if (lora != lora_) {
+    release_scratch();
+    mixers_changed();
+  }
   own_lora_.reset();
   lora_ = lora;
 }
@@ -188,6 +203,7 @@ Status GpuModel::set_layer_mixer(int layer, mixers::Mixer& mixer) {
   if (layer < 0 || layer >= (int)layers_.size())
     return make_error("gpu model: no layer ", layer);
   release_scratch();  // the scratch depends on the mixers
+  mixers_changed();
   GpuLayer& L = layers_[layer];
   L.hybrid = nullptr;
   L.own_mixer.reset();
@@ -443,7 +459,7 @@ Status GpuModel::forward_device(const int32_t* ids, int T, const GpuForwardOptio
   GpuSequenceCache* cache = o.cache;
   GpuActivations* keep = o.keep;
   if (cache) {
-    if (cache->position_ != 0 || cache->model_ != this ||
+    if (cache->position_ != 0 || !cache->made_for(*this) ||
         (has_softmax_layers() && T > cache->max_context_))
       return make_error("gpu forward: a cache is filled by one forward only when empty, of this "
                         "model, with T ≤ its max context");
@@ -472,7 +488,7 @@ Status GpuModel::forward_device(const int32_t* ids, int T, const GpuForwardOptio
                         " packed sequences");
     for (size_t i = 0; i < o.caches.size(); ++i) {
       const GpuSequenceCache* c = o.caches[i];
-      if (!c || c->position_ != 0 || c->model_ != this ||
+      if (!c || c->position_ != 0 || !c->made_for(*this) ||
           (has_softmax_layers() && o.sequences[i] > c->max_context_))
         return make_error("gpu forward: packed sequence ", i, " needs an empty cache of this "
                           "model with room for its ", o.sequences[i], " tokens");
@@ -722,8 +738,11 @@ Result<cudaGraphExec_t> capture_graph(cudaStream_t s, Enqueue&& enqueue) {
 
 Result<std::unique_ptr<GpuSequenceCache>> GpuSequenceCache::create(GpuModel& model,
                                                                    long max_context) {
+  static std::atomic<uint64_t> serials{0};
   auto cache = std::unique_ptr<GpuSequenceCache>(new GpuSequenceCache());
   cache->model_ = &model;
+  cache->mixers_version_ = model.mixers_version_;
+  cache->serial_ = ++serials;
   cache->max_context_ = max_context;
   const ModelConfig& c = model.config_;
   const size_t C = c.hidden_size, H = c.num_heads, G = c.num_kv_heads, D = c.head_dim,
@@ -882,7 +901,8 @@ Status GpuSequenceCache::fill_random(long pos, uint64_t seed) {
 
 Status gpu_decode(GpuModel& model, GpuSequenceCache& cache, int32_t token, float* logits,
                   int32_t* next) {
-  if (cache.model_ != &model) return make_error("gpu decode: the cache belongs to another model");
+  if (!cache.made_for(model))
+    return make_error("gpu decode: the cache belongs to another model or to its mixers before they changed");
   cudaStream_t s = model.stream_;
   GL_TRY(cache.order_after_copy());
   GL_CUDA_CHECK(cudaMemcpyAsync(cache.token_, &token, 4, cudaMemcpyHostToDevice, s));
@@ -997,8 +1017,9 @@ Status gpu_decode_batch(GpuModel& model, GpuSequenceCache* const* caches, const 
   std::vector<long> positions(2 * (size_t)B);
   for (int b = 0; b < B; ++b) {
     const GpuSequenceCache* cache = caches[b];
-    if (!cache || cache->model_ != &model)
-      return make_error("gpu decode batch: sequence ", b, "'s cache belongs to another model");
+    if (!cache || !cache->made_for(model))
+      return make_error("gpu decode batch: sequence ", b, "'s cache belongs to another model or "
+                        "to its mixers before they changed");
     for (int o = 0; o < b; ++o)
       if (caches[o] == cache) return make_error("gpu decode batch: sequence ", b, " repeats ", o);
     if (softmax && cache->position_ >= cache->max_context_)
@@ -1015,7 +1036,8 @@ Status gpu_decode_batch(GpuModel& model, GpuSequenceCache* const* caches, const 
   for (int b = 0; b < B; ++b) GL_TRY(caches[b]->order_after_copy());
 
   // The tables: rebuilt when the batch holds other caches (or the same in another order).
-  const std::vector<GpuSequenceCache*> batch(caches, caches + B);
+  std::vector<uint64_t> batch(B);
+  for (int b = 0; b < B; ++b) batch[b] = caches[b]->serial_;
   if (st.tables_of != batch) {
     std::vector<HybridCacheView> views(L * cap);
     std::vector<bf16*> rows(L * 2 * cap, nullptr);

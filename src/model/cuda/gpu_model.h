@@ -202,6 +202,9 @@ class GpuModel {
   Status forward(const int32_t* ids, int T, float* logits, bool last_only);
   // Frees the activation buffers of the last forward (they grow to the longest sequence).
   void release_scratch();
+  // Counts the changes of the layers' mixers and of the LoRA adapters: a sequence cache holds
+  // per-layer state of the mixers it was made for, and a captured decode graph their pointers.
+  uint64_t mixers_version() const { return mixers_version_; }
 
   // Construction (gpu_model_upload, gpu_model_random).
   Status init(const ModelConfig& config);
@@ -282,6 +285,10 @@ class GpuModel {
   cudaEvent_t ids_copied_[2] = {nullptr, nullptr};
   int pinned_T_ = 0;
   std::unique_ptr<GpuBatchStep> batch_step_;  // gpu_decode_batch's buffers and graphs
+  uint64_t mixers_version_ = 0;
+  // A layer's mixer or the adapters changed: the batch step's graphs and tables are dropped,
+  // caches made before are refused (GpuSequenceCache::made_for).
+  void mixers_changed();
 };
 
 // Random bf16 weights of `config`'s shape built on the GPU (no host copy): matrices N(0, 0.02²),
@@ -297,6 +304,11 @@ class GpuSequenceCache {
   ~GpuSequenceCache();
   long position() const { return position_; }
   long max_context() const { return max_context_; }
+  // Whether this cache belongs to `model` as its mixers and adapters are now (a cache made
+  // before set_layer_mixer, set_all_softmax, attach_mixer or a LoRA change is stale).
+  bool made_for(const GpuModel& model) const {
+    return model_ == &model && mixers_version_ == model.mixers_version_;
+  }
   size_t bytes() const;  // KV caches + hybrid caches (not the step buffers)
   // Back to position 0 (hybrid caches zeroed; KV rows are overwritten by the next tokens).
   Status reset();
@@ -342,6 +354,10 @@ class GpuSequenceCache {
   // Before a write to the caches: the model's stream waits for save_async's pending copy.
   Status order_after_copy();
   GpuModel* model_ = nullptr;
+  uint64_t mixers_version_ = 0;  // the model's at creation
+  // Unique among the caches of the process: gpu_decode_batch's tables name their caches by it
+  // (a new cache may take a freed one's address).
+  uint64_t serial_ = 0;
   long max_context_ = 0;
   long position_ = 0;
   DeviceArena memory_;   // caches

@@ -114,6 +114,29 @@ void run_backward(const Case& cs, uint64_t seed, const GatedDeltaBackwardOptions
   EXPECT_TRUE(gq.download() == gq1 && gk.download() == gk1 && gv.download() == gv1 &&
               gg.download() == gg1 && gb.download() == gb1)
       << "second run differs";
+  // Step 1 apart (a trainer's forward): its output is the forward (against the CPU recurrence, the
+  // forward tests' tolerance) and the backward after it, with forward_kept, gives the same bits
+  // as the backward alone. The workspace poisoned again: step 2 reads only what step 1 wrote.
+  ASSERT_EQ(cudaMemset(ws, 0xFF, ws_bytes), cudaSuccess);
+  DevB o((size_t)N * H * D);
+  Status st = gated_delta_forward_for_backward(o.ptr, dq_in.ptr, dk_in.ptr, dv_in.ptr, dgate.ptr,
+                                               dbeta_in.ptr, N, H, G, D, ws, ws_bytes, nullptr, opt);
+  ASSERT_TRUE(st.ok()) << st.error();
+  std::vector<float> o_ref((size_t)N * H * D), s_ref((size_t)H * D * D);
+  const auto kf = expand_heads<float>(k, N, H, G, D), vf = expand_heads<float>(v, N, H, G, D);
+  cpu::gated_delta_recurrent_forward<float>(o_ref.data(), s_ref.data(), nullptr, q.data(),
+                                            kf.data(), vf.data(), g.data(), beta.data(), N, H, D, D);
+  expect_close(o.download(), o_ref, 5e-3, "o of the forward for the backward");
+  GatedDeltaBackwardOptions kept = opt;
+  kept.forward_kept = true;
+  gq.upload(std::vector<float>(gq1.size(), 7.0f));  // the gradients are written, not kept
+  st = gated_delta_backward(gq.ptr, gk.ptr, gv.ptr, gg.ptr, gb.ptr, ddo.ptr, dq_in.ptr, dk_in.ptr,
+                            dv_in.ptr, dgate.ptr, dbeta_in.ptr, N, H, G, D, ws, ws_bytes, nullptr,
+                            kept);
+  ASSERT_TRUE(st.ok()) << st.error();
+  EXPECT_TRUE(gq.download() == gq1 && gk.download() == gk1 && gv.download() == gv1 &&
+              gg.download() == gg1 && gb.download() == gb1)
+      << "the backward after gated_delta_forward_for_backward differs from the backward alone";
   cudaFree(ws);
 }
 

@@ -291,6 +291,64 @@ TEST(GpuModel, BatchDecodeMatchesOneSequenceAtATime) {
   }
 }
 
+
+// The bench's sequence (golinear bench --batches 1, both variants): a batch step of hybrid layers
+// (graph captured, tables of its cache), that cache freed, the mixers changed, a new cache — which
+// may take the freed one's address — decoded by gpu_decode_batch. Before the caches had serials
+// and a mixer change dropped the graphs, the stale tables sent the full model's attention to the
+// hybrid cache's rows (an illegal address on the H200). Each change's batch step is checked
+// against gpu_decode of a cache of its own (within 1e-4 as above), and a cache made before a
+// change is refused in one line, by both decodes and by a prefill.
+TEST(GpuModel, BatchDecodeFollowsMixerChanges) {
+  REQUIRE_GPU();
+  auto cpu = test::random_model(family_config("random-qwen3"), 41);
+  auto gpu_r = golinear::model::cuda::gpu_model_upload(*cpu);
+  ASSERT_TRUE(gpu_r.ok()) << gpu_r.error();
+  GpuModel& gpu = **gpu_r;
+  const int V = cpu->config.vocab_size, T = 21;
+  const auto prompt = test::test_tokens(T, V, 7);
+  mixers::MixerOptions o;
+  std::unique_ptr<GpuSequenceCache> stale;
+  for (int change = 0; change < 4; ++change) {
+    if (change % 2 == 0) {
+      ASSERT_TRUE(gpu.set_all_hybrid_random(o, 11 + change).ok());
+    } else {
+      gpu.set_all_softmax();
+    }
+    if (stale) {
+      int32_t id = 1;
+      GpuSequenceCache* one[1] = {stale.get()};
+      const Status batch = golinear::model::cuda::gpu_decode_batch(gpu, one, &id, 1, nullptr, nullptr);
+      ASSERT_FALSE(batch.ok());
+      EXPECT_NE(batch.error().find("changed"), std::string::npos) << batch.error();
+      EXPECT_FALSE(golinear::model::cuda::gpu_decode(gpu, *stale, id, nullptr, nullptr).ok());
+      auto fresh = GpuSequenceCache::create(gpu, 64);
+      ASSERT_TRUE(fresh.ok());
+      EXPECT_TRUE(golinear::model::cuda::gpu_prefill(gpu, **fresh, prompt.data(), T, nullptr).ok());
+      stale.reset();
+    }
+    auto made_a = GpuSequenceCache::create(gpu, 64), made_b = GpuSequenceCache::create(gpu, 64);
+    ASSERT_TRUE(made_a.ok() && made_b.ok());
+    std::unique_ptr<GpuSequenceCache> lone = std::move(*made_a), batched = std::move(*made_b);
+    std::vector<float> la(V), lb(V);
+    ASSERT_TRUE(golinear::model::cuda::gpu_prefill(gpu, *lone, prompt.data(), T, la.data()).ok());
+    ASSERT_TRUE(golinear::model::cuda::gpu_prefill(gpu, *batched, prompt.data(), T, lb.data()).ok());
+    int32_t token = test::argmax_of(la.data(), V);
+    for (int step = 0; step < 3; ++step) {
+      GpuSequenceCache* one[1] = {batched.get()};
+      std::vector<float> got(V), want(V);
+      int32_t next = -1;
+      Status st = golinear::model::cuda::gpu_decode_batch(gpu, one, &token, 1, got.data(), &next);
+      ASSERT_TRUE(st.ok()) << "change " << change << ": " << st.error();
+      ASSERT_TRUE(golinear::model::cuda::gpu_decode(gpu, *lone, token, want.data(), nullptr).ok());
+      EXPECT_LT(compare(got.data(), want.data(), V).nmse, 1e-4) << "change " << change << " step " << step;
+      EXPECT_EQ(next, test::argmax_of(got.data(), V));
+      token = test::argmax_of(want.data(), V);
+    }
+    batched.reset();  // the tables' cache freed: the next change's caches may take its address
+    stale = std::move(lone);
+  }
+}
 // gpu_model_trace's x, q, k, v, y against the CPU ForwardTrace (capture_mixer_io).
 TEST(GpuModel, TraceMatchesCpu) {
   REQUIRE_GPU();

@@ -1,0 +1,34 @@
+#!/bin/bash
+# Session 14, call 6 (issue 16; carry: pack.sh of main with the sink keys' dk/dv in about 32
+# chunks per kv head; carry2/base.tar.xz = golinear_c5 (call 5's binary) and golinear_vb16 (this
+# tree with 16 value columns per block in the GDN backward's two sequential passes, the
+# defaults 32)):
+#  1 the attention, GDN, mixer and trainer GPU tests, plainly;
+#  2 the 8B transfer, c5 / new / vb16 alternated twice;
+#  3 ncu durations of one layer's sink + window backward and GDN sequential-pass kernels.
+cd "$(dirname "$0")/../.."
+source scripts/device/setup.sh
+mkdir -p /tmp/r
+tar xJf carry2/base.tar.xz -C /tmp
+NCU=/usr/local/cuda/bin/ncu
+CFG=bench/configs/llama-3.1-8b.json
+T1="taskset -c 0-7"
+for t in test_attention_cuda test_gated_delta_cuda test_mixers_cuda test_train_cuda; do
+  $T1 timeout 150 /tmp/bins/$t > /tmp/r/$t.txt 2>&1
+  echo "$t exit $? at $(el) s: $(grep -E '^\[  (PASSED|FAILED)' /tmp/r/$t.txt | tr '\n' ' ')" >> $R
+  grep -E '^\[  FAILED|Failure' /tmp/r/$t.txt | head -10 >> $R
+done
+for rep in 1 2; do
+  for b in c5:/tmp/bins/golinear_c5 new:$G vb16:/tmp/bins/golinear_vb16; do
+    $T1 timeout 100 ${b#*:} bench --transfer --config $CFG --seq-len 4096 --steps 24 > /tmp/r/transfer_${b%%:*}_$rep.txt 2>&1
+    echo "transfer ${b%%:*} rep $rep exit $? at $(el) s: $(grep -E '^attention transfer,' /tmp/r/transfer_${b%%:*}_$rep.txt | grep -oE '[0-9]+ tokens/s.*per 10 M tokens\)')" >> $R
+  done
+done
+for b in c5:/tmp/bins/golinear_c5 new:$G vb16:/tmp/bins/golinear_vb16; do
+  $T1 timeout 100 $NCU --clock-control none --metrics gpu__time_duration.sum -k "regex:backward_dq|backward_dkdv|backward_sink|gdn_state_pass|gdn_reverse|gdn_chunk_grad" -c 7 --csv \
+    ${b#*:} bench --transfer --config $CFG --seq-len 4096 --steps 1 --no-pipeline 2>/dev/null | grep -E "gpu__time" |
+    awk -F'","' '{split($5, n, "("); print n[1], $9, $NF}' > /tmp/r/ncu_${b%%:*}.txt
+  sed "s/^/${b%%:*}: /" /tmp/r/ncu_${b%%:*}.txt >> $R
+done
+tar cJf $OUT/r.tar.xz -C /tmp r
+echo "total $(el) s" >> $R
