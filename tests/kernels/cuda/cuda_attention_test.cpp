@@ -1,10 +1,11 @@
 // The GPU attention (kernels/cuda/attention.h) against the CPU specification
 // (kernels/cpu/attention.h): forward y and lse, backward dq, dk, dv, over the masks the project
 // uses {full causal, 8 sinks + 56 window, 0 sinks + 64 window, 8 sinks only}, T in
-// {1, 63, 64, 65, 200, 1000} (block edges, the sink-chunk split above 512), GQA H/G in {1, 4} and
-// D in {64, 128}. Normalized MSE, NaN/Inf, guard values after every output (outputs are poisoned
-// with 0xFF bytes — NaN in bf16 and fp32 — so an unwritten element fails the finite check and a
-// write past the end changes a guard), and a bitwise-determinism check of the backward.
+// {1, 63, 64, 65, 200, 1000} (block edges; the sink keys' dk/dv in query chunks from T = 65),
+// GQA H/G in {1, 4} and D in {64, 128}. Normalized MSE, NaN/Inf, guard values after every output
+// (outputs are poisoned with 0xFF bytes — NaN in bf16 and fp32 — so an unwritten element fails
+// the finite check and a write past the end changes a guard), and a bitwise-determinism check of
+// the backward.
 // Label `gpu`: CI (no GPU) skips them with `ctest -LE gpu`.
 //
 // Tolerances. Inputs are bf16-rounded before the CPU runs, so the differences come from the
