@@ -16,22 +16,13 @@ mkdir -p /tmp/r /tmp/cupti
 tar xJf carry2/base.tar.xz -C /tmp
 tar xJf carry2/cupti.tar.xz -C /tmp/cupti
 T1="taskset -c 0-7"
-for t in test_model_cuda test_gated_delta_cuda test_mixers_cuda test_train_cuda; do
-  $T1 timeout 150 /tmp/bins/$t > /tmp/r/$t.txt 2>&1
-  echo "$t exit $? at $(el) s: $(grep -E '^\[  (PASSED|FAILED)' /tmp/r/$t.txt | tr '\n' ' ')" >> $R
-  grep -E '^\[  FAILED|Failure' /tmp/r/$t.txt | head -10 >> $R
-done
+plain_tests test_model_cuda test_gated_delta_cuda test_mixers_cuda test_train_cuda
 grep -E "batch decode|BatchDecodeFollows" /tmp/r/test_model_cuda.txt >> $R
 grep -E "o of the forward for the backward" /tmp/r/test_gated_delta_cuda.txt | head -4 >> $R
 CFG=bench/configs/llama-3.1-8b.json
 $T1 timeout 120 $G bench --config $CFG --batches 1 --contexts 4096 --decode-repeats 20 > /tmp/r/decode.txt 2>&1
 echo "decode exit $? at $(el) s" >> $R; grep -E "^bench:|error" /tmp/r/decode.txt >> $R
-for rep in 1 2; do
-  for b in base:/tmp/bins/golinear_base new:$G; do
-    $T1 timeout 100 ${b#*:} bench --transfer --config $CFG --seq-len 4096 --steps 24 > /tmp/r/transfer_${b%%:*}_$rep.txt 2>&1
-    echo "transfer ${b%%:*} rep $rep exit $? at $(el) s: $(grep -E '^attention transfer,' /tmp/r/transfer_${b%%:*}_$rep.txt)" >> $R
-  done
-done
+transfer_ab base:/tmp/bins/golinear_base new:$G
 $T1 timeout 100 $G bench --transfer --config $CFG --seq-len 4096 --steps 8 --profile > /tmp/r/transfer_profile.txt 2>&1
 sed -n '/time per stage/,$p' /tmp/r/transfer_profile.txt >> $R
 # 4 kernel lists, every binary at once (plain runs; the GPU is shared, nothing is timed)

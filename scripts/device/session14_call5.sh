@@ -13,18 +13,9 @@ tar xJf carry2/base.tar.xz -C /tmp
 NCU=/usr/local/cuda/bin/ncu
 CFG=bench/configs/llama-3.1-8b.json
 T1="taskset -c 0-7"
-for t in test_gated_delta_cuda test_mixers_cuda test_train_cuda; do
-  $T1 timeout 150 /tmp/bins/$t > /tmp/r/$t.txt 2>&1
-  echo "$t exit $? at $(el) s: $(grep -E '^\[  (PASSED|FAILED)' /tmp/r/$t.txt | tr '\n' ' ')" >> $R
-  grep -E '^\[  FAILED|Failure' /tmp/r/$t.txt | head -10 >> $R
-done
+plain_tests test_gated_delta_cuda test_mixers_cuda test_train_cuda
 grep -E "^  (dq|dk|dv|dg|dbeta) " /tmp/r/test_gated_delta_cuda.txt | sort -k3 -g | tail -3 >> $R
-for rep in 1 2; do
-  for b in base:/tmp/bins/golinear_base mid:/tmp/bins/golinear_mid q:/tmp/bins/golinear_q new:$G; do
-    $T1 timeout 100 ${b#*:} bench --transfer --config $CFG --seq-len 4096 --steps 24 > /tmp/r/transfer_${b%%:*}_$rep.txt 2>&1
-    echo "transfer ${b%%:*} rep $rep exit $? at $(el) s: $(grep -E '^attention transfer,' /tmp/r/transfer_${b%%:*}_$rep.txt | grep -oE '[0-9]+ tokens/s.*per 10 M tokens\)')" >> $R
-  done
-done
+transfer_ab base:/tmp/bins/golinear_base mid:/tmp/bins/golinear_mid q:/tmp/bins/golinear_q new:$G
 for b in q:/tmp/bins/golinear_q new:$G; do
   $T1 timeout 100 $NCU --clock-control none --metrics gpu__time_duration.sum -k "regex:mix_|gates_backward|gdn_reverse|gdn_chunk_grad" -c 5 --csv \
     ${b#*:} bench --transfer --config $CFG --seq-len 4096 --steps 1 --no-pipeline 2>/dev/null | grep -E "gpu__time" |

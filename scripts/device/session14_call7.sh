@@ -9,16 +9,8 @@ source scripts/device/setup.sh
 mkdir -p /tmp/r
 CFG=bench/configs/llama-3.1-8b.json
 T1="taskset -c 0-7"
-for b in /tmp/bins/test_*_cuda; do
-  t=$(basename $b)
-  $T1 timeout 200 $b --gtest_filter='-*TrainedStudent*' > /tmp/r/$t.txt 2>&1
-  echo "$t exit $? at $(el) s: $(grep -E '^\[  (PASSED|FAILED)' /tmp/r/$t.txt | tr '\n' ' ')" >> $R
-  grep -E '^\[  FAILED|Failure' /tmp/r/$t.txt | head -6 >> $R
-done
-for rep in 1 2; do
-  $T1 timeout 100 $G bench --transfer --config $CFG --seq-len 4096 --steps 24 > /tmp/r/transfer_$rep.txt 2>&1
-  echo "transfer rep $rep exit $? at $(el) s: $(grep -E '^attention transfer,' /tmp/r/transfer_$rep.txt)" >> $R
-done
+TEST_ARGS='--gtest_filter=-*TrainedStudent*' plain_tests $(cd /tmp/bins && ls test_*_cuda)
+transfer_ab new:$G
 for mode in "" --no-pipeline; do
   $T1 timeout 100 $G bench --transfer --config $CFG --seq-len 4096 --steps 8 --profile $mode > /tmp/r/profile$mode.txt 2>&1
   echo "profile ${mode:-pipelined}:" >> $R; sed -n '/time per stage/,$p' /tmp/r/profile$mode.txt >> $R

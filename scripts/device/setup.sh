@@ -48,3 +48,26 @@ mixers_ab() {
     done
   done
 }
+# plain_tests BINARY...: each GPU test binary of /tmp/bins plainly (cores 0-7, extra gtest
+# arguments in $TEST_ARGS), into /tmp/r/BINARY.txt; its summary and failures into $R.
+plain_tests() {
+  mkdir -p /tmp/r
+  for t in "$@"; do
+    taskset -c 0-7 timeout 200 /tmp/bins/$t ${TEST_ARGS:+"$TEST_ARGS"} > /tmp/r/$t.txt 2>&1
+    echo "$t exit $? at $(el) s: $(grep -E '^\[  (PASSED|FAILED)' /tmp/r/$t.txt | tr '\n' ' ')" >> $R
+    grep -E '^\[  FAILED|Failure' /tmp/r/$t.txt | head -10 >> $R
+  done
+}
+# transfer_ab NAME:BINARY...: the 8B attention transfer (4K tokens, 24 steps) of each binary,
+# two rounds alternated (cores 0-7), into /tmp/r/transfer_NAME_ROUND.txt; tokens/s into $R.
+transfer_ab() {
+  mkdir -p /tmp/r
+  for rep in 1 2; do
+    for b in "$@"; do
+      local out=/tmp/r/transfer_${b%%:*}_$rep.txt
+      taskset -c 0-7 timeout 100 ${b#*:} bench --transfer --config bench/configs/llama-3.1-8b.json \
+        --seq-len 4096 --steps 24 > $out 2>&1
+      echo "transfer ${b%%:*} rep $rep exit $? at $(el) s: $(grep -oE '[0-9]+ tokens/s.*per 10 M tokens\)' $out)" >> $R
+    done
+  done
+}

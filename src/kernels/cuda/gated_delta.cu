@@ -1144,8 +1144,8 @@ __global__ void __launch_bounds__(256) gdn_recurrent_kernel(bf16* __restrict__ o
 //       dŨᵀ = dOᵀ P + (dSᵀ Kᵀ) diag(e^{γL−γ})                  (written, bf16 (64, D)),
 //       dSᵀ ← e^{γL} dSᵀ + dOᵀ diag(e^γ) Q − dŨᵀ W;
 //   3 chunk-parallel gradients (kernel 4, grid chunks × kv heads, mma.sync): for each query head of
-//     the group in order, dq, dg, dβ written, dk and dv accumulated in fp32 registers over the group by the
-//     block that owns those rows (deterministic, no atomics).
+//     the group in order, dq, dg, dβ written, dk and dv accumulated in fp32 registers over the
+//     group by the block that owns those rows (deterministic, no atomics).
 
 // 2 packed bf16 scaled by (s0, s1), repacked.
 __device__ __forceinline__ uint32_t scale_bf16x2(uint32_t x, float s0, float s1) {
@@ -1846,7 +1846,8 @@ Status chunked_backward(float* dq, float* dk, float* dv, float* dg, float* dbeta
                         const float* beta, int N, int H, int G, const BackwardWorkspace& ws,
                         cudaStream_t stream, const GatedDeltaBackwardOptions& opt) {
   const int NC = (N + kChunk - 1) / kChunk;
-  if (!opt.forward_kept) GL_TRY(forward_for_backward<D>(ws.o, q, k, v, g, beta, N, H, G, ws, stream, opt));
+  if (!opt.forward_kept)
+    GL_TRY(forward_for_backward<D>(ws.o, q, k, v, g, beta, N, H, G, ws, stream, opt));
   const int rvb = opt.reverse_value_block;
   auto reverse_pass = [&]() -> Status {
     switch (rvb == 0 ? 32 : rvb) {

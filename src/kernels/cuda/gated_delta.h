@@ -109,7 +109,7 @@ struct GatedDeltaBackwardOptions {
                                 // (0: 32)
   bool bf16_checkpoints = true;  // keep the states entering the chunks as bf16 Sᵀ (false: fp32 S)
   // Step 1 already ran: the workspace holds what gated_delta_forward_for_backward left there for
-  // these inputs (under the same value_block and bf16_checkpoints), and the backward starts at step 2.
+  // these inputs (under the same value_block and bf16_checkpoints); the backward starts at step 2.
   bool forward_kept = false;
 };
 // Step 1 of gated_delta_backward on its own, for a trainer whose forward feeds the backward: the

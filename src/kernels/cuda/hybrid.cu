@@ -61,13 +61,13 @@ __global__ void gates_kernel(float* g, float* beta, float* lambda, const float* 
 
 // One block per head h: loops over t in order, writes the a, b logit gradients (when dg is
 // given) and sums the per-head parameter gradients.
-__global__ void __launch_bounds__(kHeadSumThreads) gates_backward_kernel(float* dlogits, int R, int lambda_row, float* dA_log,
-                                      float* ddt_bias, float* db_beta, float* db_lambda,
-                                      float* dc_lse, float* dlse, float* da_far, const float* dg,
-                                      const float* dbeta, const float* logits, const float* g,
-                                      const float* beta, const float* A_log, const float* dt_bias,
-                                      const float* c_lse, const float* lse, int far_start, int T,
-                                      int H) {
+__global__ void __launch_bounds__(kHeadSumThreads)
+    gates_backward_kernel(float* dlogits, int R, int lambda_row, float* dA_log, float* ddt_bias,
+                          float* db_beta, float* db_lambda, float* dc_lse, float* dlse,
+                          float* da_far, const float* dg, const float* dbeta, const float* logits,
+                          const float* g, const float* beta, const float* A_log,
+                          const float* dt_bias, const float* c_lse, const float* lse,
+                          int far_start, int T, int H) {
   __shared__ double scratch[32];
   const int h = blockIdx.x;
   const float decay = dg ? expf(A_log[h]) : 0.0f;
@@ -117,7 +117,8 @@ __global__ void __launch_bounds__(kHeadSumThreads) gates_backward_kernel(float* 
 }
 
 // out (H) += Σ_t src[t·stride + h], one block per head, in order.
-__global__ void __launch_bounds__(kHeadSumThreads) head_sum_kernel(float* out, const float* src, int stride, int T, int H) {
+__global__ void __launch_bounds__(kHeadSumThreads)
+    head_sum_kernel(float* out, const float* src, int stride, int T, int H) {
   __shared__ double scratch[32];
   const int h = blockIdx.x;
   double sum = 0;
@@ -166,108 +167,6 @@ __global__ void mix_forward_kernel(float* y32, bf16* y16, HybridMix mix, const b
   }
 }
 
-// Four consecutive bf16 (8 bytes, aligned) as floats / four floats as bf16.
-__device__ __forceinline__ float4 load_bf16x4(const bf16* p) {
-  const uint2 raw = *reinterpret_cast<const uint2*>(p);
-  const float2 a = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.x));
-  const float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.y));
-  return {a.x, a.y, b.x, b.y};
-}
-__device__ __forceinline__ void store_bf16x4(bf16* p, float4 x) {
-  const __nv_bfloat162 a = __floats2bfloat162_rn(x.x, x.y), b = __floats2bfloat162_rn(x.z, x.w);
-  uint2 raw;
-  raw.x = *reinterpret_cast<const uint32_t*>(&a);
-  raw.y = *reinterpret_cast<const uint32_t*>(&b);
-  *reinterpret_cast<uint2*>(p) = raw;
-}
-// y_exact and y_lin at element i (4 of them), as mix_value reads them.
-__device__ __forceinline__ void mix_inputs4(HybridMix mix, const bf16* y_exact, const bf16* y_lin,
-                                            long i, float (&ye)[4], float (&yl)[4]) {
-  const float4 e = mix != HybridMix::linear ? load_bf16x4(y_exact + i) : float4{0, 0, 0, 0};
-  const float4 l = mix != HybridMix::exact ? load_bf16x4(y_lin + i) : float4{0, 0, 0, 0};
-  ye[0] = e.x, ye[1] = e.y, ye[2] = e.z, ye[3] = e.w;
-  yl[0] = l.x, yl[1] = l.y, yl[2] = l.z, yl[3] = l.w;
-}
-__device__ __forceinline__ void float4_to(float4 x, float (&out)[4]) {
-  out[0] = x.x, out[1] = x.y, out[2] = x.z, out[3] = x.w;
-}
-
-// One warp per (t, h) row, four consecutive columns a lane (D % 4 = 0, rows 16-byte aligned):
-// dy_exact = a·g, dy_lin = b·g, and the coefficient's gradient. With a teacher,
-// g = factor · (y − t) is recomputed in place (the fused NMSE backward), else g = dy.
-__global__ void mix_backward_kernel(float* dy_exact, bf16* dy_lin, float* dcoef, int dcoef_stride,
-                                    HybridMix mix, const float* dy, const double* sums,
-                                    float scale, const bf16* teacher, const bf16* y_exact,
-                                    const bf16* y_lin, const float* lambda, const float* gamma,
-                                    long rows, int H, int D) {
-  const float factor = teacher ? (float)(2.0 / fmax(sums[1], 1e-12)) * scale : 0.0f;
-  const int lane = threadIdx.x % 32;
-  for (long row = (blockIdx.x * (long)blockDim.x + threadIdx.x) / 32; row < rows;
-       row += (long)gridDim.x * blockDim.x / 32) {
-    const int h = (int)(row % H);
-    const MixCoef c = mix_coef(mix, lambda, gamma, row, h);
-    float dc = 0.0f;
-    for (int d = lane * 4; d < D; d += 128) {
-      const long i = row * D + d;
-      float ye[4], yl[4], g[4];
-      mix_inputs4(mix, y_exact, y_lin, i, ye, yl);
-      if (teacher) {
-        float t[4];
-        float4_to(load_bf16x4(teacher + i), t);
-#pragma unroll
-        for (int x = 0; x < 4; ++x) g[x] = factor * ((c.a * ye[x] + c.b * yl[x]) - t[x]);
-      } else {
-        float4_to(*reinterpret_cast<const float4*>(dy + i), g);
-      }
-#pragma unroll
-      for (int x = 0; x < 4; ++x) {
-        if (mix == HybridMix::gate) dc += g[x] * (yl[x] - ye[x]);
-        else if (mix == HybridMix::scale) dc += g[x] * yl[x];
-      }
-      if (dy_exact)
-        *reinterpret_cast<float4*>(dy_exact + i) = {c.a * g[0], c.a * g[1], c.a * g[2], c.a * g[3]};
-      if (dy_lin) store_bf16x4(dy_lin + i, {c.b * g[0], c.b * g[1], c.b * g[2], c.b * g[3]});
-    }
-    dc = device::warp_sum(dc);
-    if (lane == 0 && (mix == HybridMix::gate || mix == HybridMix::scale)) {
-      const long t = row / H;
-      dcoef[t * dcoef_stride + h] = mix == HybridMix::gate ? dc * c.b * (1.0f - c.b) : dc;
-    }
-  }
-}
-
-// nmse_partial_kernel of y = a·y_exact + b·y_lin, computed as mix_forward_kernel: one warp per
-// row as mix_backward_kernel, a fixed grid (the partial sums of block b are always the same rows').
-__global__ void mix_nmse_partial_kernel(double* partial, HybridMix mix, const bf16* y_exact,
-                                        const bf16* y_lin, const float* lambda, const float* gamma,
-                                        const bf16* t, long rows, int H, int D) {
-  __shared__ double scratch[32];
-  double err = 0.0, ref = 0.0;
-  const int lane = threadIdx.x % 32;
-  for (long row = (blockIdx.x * (long)blockDim.x + threadIdx.x) / 32; row < rows;
-       row += (long)gridDim.x * blockDim.x / 32) {
-    const MixCoef c = mix_coef(mix, lambda, gamma, row, (int)(row % H));
-    for (int d = lane * 4; d < D; d += 128) {
-      const long i = row * D + d;
-      float ye[4], yl[4], tv[4];
-      mix_inputs4(mix, y_exact, y_lin, i, ye, yl);
-      float4_to(load_bf16x4(t + i), tv);
-#pragma unroll
-      for (int x = 0; x < 4; ++x) {
-        const double e = (double)(c.a * ye[x] + c.b * yl[x]) - tv[x];
-        err += e * e;
-        ref += (double)tv[x] * tv[x];
-      }
-    }
-  }
-  err = block_sum_double(err, scratch);
-  ref = block_sum_double(ref, scratch);
-  if (threadIdx.x == 0) partial[2 * blockIdx.x] = err, partial[2 * blockIdx.x + 1] = ref;
-}
-
-
-// ---- fused decode step ---------------------------------------------------------------------
-
 // NC consecutive bf16 (NC·2 bytes, aligned) as floats / NC consecutive floats loaded and stored
 // as one access.
 template <int NC>
@@ -298,6 +197,95 @@ __device__ __forceinline__ void store_f32(float* dst, const float* in) {
   if constexpr (NC == 4) *reinterpret_cast<float4*>(dst) = make_float4(in[0], in[1], in[2], in[3]);
   else *reinterpret_cast<float2*>(dst) = make_float2(in[0], in[1]);
 }
+
+// y_exact and y_lin at element i (4 of them), as mix_value reads them.
+__device__ __forceinline__ void mix_inputs4(HybridMix mix, const bf16* y_exact, const bf16* y_lin,
+                                            long i, float (&ye)[4], float (&yl)[4]) {
+  for (int x = 0; x < 4; ++x) ye[x] = yl[x] = 0.0f;
+  if (mix != HybridMix::linear) load_row_part<4>(y_exact + i, ye);
+  if (mix != HybridMix::exact) load_row_part<4>(y_lin + i, yl);
+}
+
+// One warp per (t, h) row, four consecutive columns a lane (D % 4 = 0, rows 16-byte aligned):
+// dy_exact = a·g, dy_lin = b·g, and the coefficient's gradient. With a teacher,
+// g = factor · (y − t) is recomputed in place (the fused NMSE backward), else g = dy.
+__global__ void mix_backward_kernel(float* dy_exact, bf16* dy_lin, float* dcoef, int dcoef_stride,
+                                    HybridMix mix, const float* dy, const double* sums,
+                                    float scale, const bf16* teacher, const bf16* y_exact,
+                                    const bf16* y_lin, const float* lambda, const float* gamma,
+                                    long rows, int H, int D) {
+  const float factor = teacher ? (float)(2.0 / fmax(sums[1], 1e-12)) * scale : 0.0f;
+  const int lane = threadIdx.x % 32;
+  for (long row = (blockIdx.x * (long)blockDim.x + threadIdx.x) / 32; row < rows;
+       row += (long)gridDim.x * blockDim.x / 32) {
+    const int h = (int)(row % H);
+    const MixCoef c = mix_coef(mix, lambda, gamma, row, h);
+    float dc = 0.0f;
+    for (int d = lane * 4; d < D; d += 128) {
+      const long i = row * D + d;
+      float ye[4], yl[4], g[4];
+      mix_inputs4(mix, y_exact, y_lin, i, ye, yl);
+      if (teacher) {
+        float t[4];
+        load_row_part<4>(teacher + i, t);
+#pragma unroll
+        for (int x = 0; x < 4; ++x) g[x] = factor * ((c.a * ye[x] + c.b * yl[x]) - t[x]);
+      } else {
+        load_f32<4>(dy + i, g);
+      }
+#pragma unroll
+      for (int x = 0; x < 4; ++x) {
+        if (mix == HybridMix::gate) dc += g[x] * (yl[x] - ye[x]);
+        else if (mix == HybridMix::scale) dc += g[x] * yl[x];
+      }
+      if (dy_exact) {
+        const float a[4] = {c.a * g[0], c.a * g[1], c.a * g[2], c.a * g[3]};
+        store_f32<4>(dy_exact + i, a);
+      }
+      if (dy_lin)
+        *reinterpret_cast<uint2*>(dy_lin + i) =
+            make_uint2(device::pack_bf16(c.b * g[0], c.b * g[1]),
+                       device::pack_bf16(c.b * g[2], c.b * g[3]));
+    }
+    dc = device::warp_sum(dc);
+    if (lane == 0 && (mix == HybridMix::gate || mix == HybridMix::scale)) {
+      const long t = row / H;
+      dcoef[t * dcoef_stride + h] = mix == HybridMix::gate ? dc * c.b * (1.0f - c.b) : dc;
+    }
+  }
+}
+
+// nmse_partial_kernel of y = a·y_exact + b·y_lin, computed as mix_forward_kernel: one warp per
+// row as mix_backward_kernel, a fixed grid (the partial sums of block b are always the same rows').
+__global__ void mix_nmse_partial_kernel(double* partial, HybridMix mix, const bf16* y_exact,
+                                        const bf16* y_lin, const float* lambda, const float* gamma,
+                                        const bf16* t, long rows, int H, int D) {
+  __shared__ double scratch[32];
+  double err = 0.0, ref = 0.0;
+  const int lane = threadIdx.x % 32;
+  for (long row = (blockIdx.x * (long)blockDim.x + threadIdx.x) / 32; row < rows;
+       row += (long)gridDim.x * blockDim.x / 32) {
+    const MixCoef c = mix_coef(mix, lambda, gamma, row, (int)(row % H));
+    for (int d = lane * 4; d < D; d += 128) {
+      const long i = row * D + d;
+      float ye[4], yl[4], tv[4];
+      mix_inputs4(mix, y_exact, y_lin, i, ye, yl);
+      load_row_part<4>(t + i, tv);
+#pragma unroll
+      for (int x = 0; x < 4; ++x) {
+        const double e = (double)(c.a * ye[x] + c.b * yl[x]) - tv[x];
+        err += e * e;
+        ref += (double)tv[x] * tv[x];
+      }
+    }
+  }
+  err = block_sum_double(err, scratch);
+  ref = block_sum_double(ref, scratch);
+  if (threadIdx.x == 0) partial[2 * blockIdx.x] = err, partial[2 * blockIdx.x + 1] = ref;
+}
+
+
+// ---- fused decode step ---------------------------------------------------------------------
 
 // The exact branch's keys at position pos: j < sinks, then pos − window < j ≤ pos; key idx of n.
 struct ExactKeys {
