@@ -3,6 +3,7 @@
 #include "kernels/cuda/activation.h"
 
 #include "kernels/cuda/device_utils.cuh"
+#include "kernels/cuda/launch.h"
 
 namespace golinear::kernels::cuda {
 
@@ -19,8 +20,10 @@ __global__ void swiglu_kernel(bf16* out, const bf16* gate, const bf16* up, long 
   }
 }
 
+// A programmatic dependent (launch.h: of the gate/up GEMV in the decode step).
 __global__ void swiglu_stacked_kernel(bf16* out, const bf16* gu, int T, int F) {
-  device::pdl_trigger();  // the down projection's GEMV may start streaming its weights
+  device::pdl_trigger();  // the down projection's GEMV may start (its blocks wait for this one)
+  device::pdl_wait();
   const long n = (long)T * F;
   for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < n; i += (long)gridDim.x * blockDim.x) {
     const long t = i / F, f = i % F;
@@ -52,8 +55,8 @@ Status swiglu_forward(bf16* out, const bf16* gate, const bf16* up, long N, cudaS
 }
 
 Status swiglu_stacked(bf16* out, const bf16* gu, int T, int F, cudaStream_t stream) {
-  swiglu_stacked_kernel<<<grid_for((long)T * F, 256), 256, 0, stream>>>(out, gu, T, F);
-  GL_CUDA_CHECK_LAUNCH();
+  GL_CUDA_CHECK(launch_dependent(swiglu_stacked_kernel, grid_for((long)T * F, 256), 256, 0, stream,
+                                 out, gu, T, F));
   return ok_status();
 }
 

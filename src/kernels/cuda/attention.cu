@@ -884,7 +884,7 @@ __global__ void decode_combine_kernel(bf16* __restrict__ y, const float* __restr
                                       const float* __restrict__ part_l,
                                       const float* __restrict__ part_o, const long* lengths,
                                       long length0, int splits, int split_keys, int H, int D) {
-  device::pdl_trigger();  // the o projection's GEMV may start streaming its weights
+  device::pdl_trigger();  // the o projection's GEMV may start (its blocks wait for this one)
   extern __shared__ float combine_w[];  // [splits]
   __shared__ float scratch[32];
   const int h = blockIdx.x, b = blockIdx.y, d = threadIdx.x;

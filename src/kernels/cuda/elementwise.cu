@@ -5,6 +5,7 @@
 #include <cfloat>
 
 #include "kernels/cuda/device_utils.cuh"
+#include "kernels/cuda/launch.h"
 
 namespace golinear::kernels::cuda {
 
@@ -57,10 +58,12 @@ __global__ void add_bias_rows_kernel(float* x, const float* b, int T, int N) {
     x[i] += b[i % N];
 }
 
-// One warp per (token, head row) of the stacked output: rows 0..H-1 q, H..H+G-1 k, then v.
+// One warp per (token, head row) of the stacked output: rows 0..H-1 q, H..H+G-1 k, then v. A
+// programmatic dependent (launch.h: of the qkv GEMV in the decode step).
 __global__ void qkv_split_kernel(bf16* q, bf16* k, bf16* v, const float* qkv, const float* bias,
                                  const float* q_norm, const float* k_norm, int T, int H, int G,
                                  int D, float eps) {
+  device::pdl_wait();
   const int lane = threadIdx.x % 32;
   const int R = H + 2 * G;
   const long warps_total = (long)gridDim.x * blockDim.x / 32;
@@ -224,9 +227,8 @@ Status qkv_split(bf16* q, bf16* k, bf16* v, const float* qkv, const float* bias,
   if ((q_norm == nullptr) != (k_norm == nullptr))
     return make_error("qkv_split: q_norm and k_norm go together");
   const long warps = (long)T * (H + 2 * G);
-  qkv_split_kernel<<<grid_for(warps * 32, 256), 256, 0, stream>>>(q, k, v, qkv, bias, q_norm,
-                                                                   k_norm, T, H, G, D, eps);
-  GL_CUDA_CHECK_LAUNCH();
+  GL_CUDA_CHECK(launch_dependent(qkv_split_kernel, grid_for(warps * 32, 256), 256, 0, stream, q, k,
+                                 v, qkv, bias, q_norm, k_norm, T, H, G, D, eps));
   return ok_status();
 }
 

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "kernels/cuda/device_utils.cuh"
+#include "kernels/cuda/launch.h"
 
 namespace golinear::kernels::cuda {
 
@@ -17,8 +18,10 @@ using device::warp_sum;
 // One-row GEMM (the decode step): out (N) = W (N, K) · x (K) + beta · out; W, x bf16 with
 // K % 8 == 0 (16-byte rows). Persistent blocks keep x in shared memory; a warp streams one
 // weight row at a time with 16-byte loads, several in flight. Launched as a programmatic
-// dependent (pdl_wait): a warp asks the first 4 KiB of its first row into L2 while the kernel
-// before it (the norm, the mixer, the activation) still runs, then waits for its x and out.
+// dependent (launch.h): its blocks are resident when the kernel before it (the norm, the mixer,
+// the activation) ends, and wait (pdl_wait) for their x and out; it starts its own dependent at
+// once. Asking weights into L2 meanwhile was slower (4 KiB a warp: +0.14 ms a batch-1 8B step;
+// more, slower still: BENCHMARKS.md session 15).
 template <bool kOutBf16>
 __global__ void __launch_bounds__(256) gemv_kernel(void* out, const bf16* __restrict__ W,
                                                    const bf16* __restrict__ x, int N, int K,
@@ -28,8 +31,7 @@ __global__ void __launch_bounds__(256) gemv_kernel(void* out, const bf16* __rest
   const int lane = threadIdx.x % 32;
   const long warps = (long)gridDim.x * (blockDim.x / 32);
   const long first = blockIdx.x * (long)(blockDim.x / 32) + threadIdx.x / 32;
-  if (first < N && lane * 128 < K * 2)
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(reinterpret_cast<const char*>(W + first * K) + lane * 128));
+  device::pdl_trigger();
   device::pdl_wait();
   for (int i = threadIdx.x; i < K8; i += blockDim.x) xs[i] = reinterpret_cast<const uint4*>(x)[i];
   __syncthreads();
@@ -112,18 +114,9 @@ Status gemm_nt(cublasHandle_t handle, void* C, bool c_is_bf16, const bf16* A, co
       return n;
     }();
     const int blocks = (int)std::min<long>((N + 7) / 8, (long)sms * 8);
-    cudaLaunchAttribute pdl{};
-    pdl.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    pdl.val.programmaticStreamSerializationAllowed = 1;
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = dim3((unsigned)blocks);
-    cfg.blockDim = dim3(256);
-    cfg.dynamicSmemBytes = (size_t)K * sizeof(bf16);
-    cfg.stream = stream;
-    cfg.attrs = &pdl;
-    cfg.numAttrs = 1;
-    GL_CUDA_CHECK(c_is_bf16 ? cudaLaunchKernelEx(&cfg, gemv_kernel<true>, C, B, A, N, K, beta)
-                            : cudaLaunchKernelEx(&cfg, gemv_kernel<false>, C, B, A, N, K, beta));
+    const size_t smem = (size_t)K * sizeof(bf16);
+    GL_CUDA_CHECK(launch_dependent(c_is_bf16 ? gemv_kernel<true> : gemv_kernel<false>,
+                                   (unsigned)blocks, 256, smem, stream, C, B, A, N, K, beta));
     return ok_status();
   }
   const float one = 1.0f;

@@ -176,10 +176,12 @@ __device__ __forceinline__ void load_row_part(const bf16* src, float* out) {
     const float2 a = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.x));
     const float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.y));
     out[0] = a.x, out[1] = a.y, out[2] = b.x, out[3] = b.y;
-  } else {
-    static_assert(NC == 2);
+  } else if constexpr (NC == 2) {
     const float2 a = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(src));
     out[0] = a.x, out[1] = a.y;
+  } else {
+    static_assert(NC == 1);
+    out[0] = __bfloat162float(*src);
   }
 }
 template <int NC>
@@ -187,15 +189,19 @@ __device__ __forceinline__ void load_f32(const float* src, float* out) {
   if constexpr (NC == 4) {
     const float4 a = *reinterpret_cast<const float4*>(src);
     out[0] = a.x, out[1] = a.y, out[2] = a.z, out[3] = a.w;
-  } else {
+  } else if constexpr (NC == 2) {
     const float2 a = *reinterpret_cast<const float2*>(src);
     out[0] = a.x, out[1] = a.y;
+  } else {
+    static_assert(NC == 1);
+    out[0] = *src;
   }
 }
 template <int NC>
 __device__ __forceinline__ void store_f32(float* dst, const float* in) {
   if constexpr (NC == 4) *reinterpret_cast<float4*>(dst) = make_float4(in[0], in[1], in[2], in[3]);
-  else *reinterpret_cast<float2*>(dst) = make_float2(in[0], in[1]);
+  else if constexpr (NC == 2) *reinterpret_cast<float2*>(dst) = make_float2(in[0], in[1]);
+  else *dst = in[0];
 }
 
 // y_exact and y_lin at element i (4 of them), as mix_value reads them.
@@ -301,36 +307,44 @@ struct ExactKeys {
 // memory (cp.async'd at the kernel's start, so their reads overlap the whole front end) and the
 // rest in registers; the registers are bounded for kMinBlocks blocks of 256 threads per SM; the
 // exact branch visits kKeysPerPass keys per warp and pass, their loads issued together.
-template <int D>
+// CS: the blocks a head's columns are split over (1: one block holds all D columns).
+template <int D, int CS>
 struct DecodeTuning {
   // D = 128: 8 of the 16 rows in shared memory (32 KiB a block), 64 registers: 4 blocks per SM
   // (the register file and 200 of the 228 KiB of shared memory). D = 64: all in registers, 3.
-  static constexpr int kSmemRows = D >= 128 ? D / 16 : 0;
+  // Split (CS > 1, D / CS columns a block): every row in registers.
+  static constexpr int kSmemRows = D >= 128 && CS == 1 ? D / 16 : 0;
   static constexpr int kMinBlocks = D >= 128 ? 4 : 3;
   static constexpr int kKeysPerPass = 4;
 };
 
-// grid (H, B), 256 threads: block (h, b) owns query head h (kv head h / (H / G)) of sequence b:
-// the front end (conv, gates, norms, RoPE, scores) once, then every column of the head's state
-// and output (warp w holds state rows [wR, wR + R), lane the NC consecutive columns
-// [lane·NC, lane·NC + NC), read and written as one 16- or 8-byte access per row). Few values stay
+// grid (H, B, CS), 256 threads: block (h, b, z) owns query head h (kv head h / (H / G)) of
+// sequence b and the DC = D / CS columns [z·DC, z·DC + DC) of its state and output: the front end
+// (conv, gates, norms, RoPE, scores over all D dims) in each of the CS blocks, then its columns
+// (warp w holds state rows [wR, wR + R), lane the NC consecutive columns [lane·NC, lane·NC + NC)
+// of the block's, read and written as one 16-, 8- or 4-byte access per row). Every sum is taken
+// in the same order whatever CS: the split changes no bit of the output or the state. CS > 1
+// fills the SMs when the heads of the batch are fewer than the SMs (one sequence: 32 heads). Few values stay
 // live across the kernel so that DecodeTuning's blocks fit an SM: the cache view, the head's
 // parameters and the row leaving the window wait in shared memory (the last two loaded at the
 // start, beside the conv rows). The block of a sequence that finishes last advances its
 // cache.position (one launch per token). Dynamic shared memory: the state rows held there
 // (8·kSmemRows·D floats), then the exact branch's scores (sinks + window + 1 floats).
-template <int D, int NR, bool kBatch>
-__global__ void __launch_bounds__(256, DecodeTuning<D>::kMinBlocks) hybrid_decode_kernel(
+template <int D, int NR, bool kBatch, int CS>
+__global__ void __launch_bounds__(256, DecodeTuning<D, CS>::kMinBlocks) hybrid_decode_kernel(
     bf16* __restrict__ y, HybridParams p, HybridCacheView one,
     const HybridCacheView* __restrict__ caches, const bf16* __restrict__ x,
     const bf16* __restrict__ q, const bf16* __restrict__ k, const bf16* __restrict__ v, int C,
     int H, int G, int sinks, int window, HybridMix mix, bool linear_rope, bool count_far) {
-  device::pdl_trigger();  // the o projection's GEMV may start streaming its weights
-  constexpr int R = D / 8;    // state rows per warp
-  constexpr int NC = D / 32;  // state columns per lane
-  constexpr int RS = DecodeTuning<D>::kSmemRows, RG = R - RS;  // of them in shared memory, registers
-  constexpr int KU = DecodeTuning<D>::kKeysPerPass;
-  static_assert(D <= 256 && RG > 0 && (RS == 0 || NC == 4), "one row of D per thread; 16-byte copies");
+  device::pdl_trigger();  // the o projection's GEMV may start (its blocks wait for this one)
+  constexpr int R = D / 8;     // state rows per warp
+  constexpr int DC = D / CS;   // the block's state and output columns
+  constexpr int NC = DC / 32;  // of them per lane
+  constexpr int ND = D / 32;   // dims per lane of the scores
+  constexpr int RS = DecodeTuning<D, CS>::kSmemRows, RG = R - RS;  // rows in shared memory, registers
+  constexpr int KU = DecodeTuning<D, CS>::kKeysPerPass;
+  static_assert(D <= 256 && RG > 0 && NC >= 1 && DC % 32 == 0 && (RS == 0 || NC == 4),
+                "one row of D per thread; 16-byte copies");
   extern __shared__ float4 dynamic_smem[];
   float* const srows = reinterpret_cast<float*>(dynamic_smem);  // (8, RS, D)
   float* const scores = srows + 8 * RS * D;
@@ -341,11 +355,15 @@ __global__ void __launch_bounds__(256, DecodeTuning<D>::kMinBlocks) hybrid_decod
   __shared__ __align__(16) float part_r[8][D], part_o[8][D], part_y[8][D];
   __shared__ __align__(16) unsigned char view[sizeof(HybridCacheView)];
   HybridCacheView& cache = *reinterpret_cast<HybridCacheView*>(view);
-  const int h = blockIdx.x, seq = blockIdx.y, group = H / G, hk = h / group;
+  // The position asked for first (the cache rows this step reads hang on it); used after the
+  // gate logits' loads.
+  const long pos = *(kBatch ? caches[blockIdx.y].position : one.position);
+  const int h = blockIdx.x, seq = blockIdx.y, split = blockIdx.z, group = H / G, hk = h / group;
   const bool leader = h % group == 0;
   const bool has_exact = mix != HybridMix::linear, has_linear = mix != HybridMix::exact;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  const int c0 = lane * NC;  // this lane's dims (scores) and columns (state, output)
+  const int d0 = lane * ND;                // this lane's dims (scores)
+  const int lc = lane * NC, gc = split * DC + lc;  // its columns: in the block's, in the head's
   // The sequence's cache view into shared memory, read from there after each barrier rather than
   // held in 28 registers (one sequence: from the kernel parameter).
   if (tid == 0) {
@@ -381,6 +399,7 @@ __global__ void __launch_bounds__(256, DecodeTuning<D>::kMinBlocks) hybrid_decod
 #pragma unroll
   for (int r = 0; r < NR; ++r) aligned = aligned && (reinterpret_cast<size_t>(wrow[r]) & 15) == 0;
   if (NR > 0 && aligned) {
+#pragma unroll 2  // C = 4096: both passes' loads in flight together
     for (int c8 = tid; c8 < C8; c8 += 256) {
       const uint4 xv = reinterpret_cast<const uint4*>(x_seq)[c8];
       uint4 av[NR > 0 ? NR : 1];
@@ -406,19 +425,18 @@ __global__ void __launch_bounds__(256, DecodeTuning<D>::kMinBlocks) hybrid_decod
     }
   }
   __syncthreads();  // the view
-  const long pos = *cache.position;
   const int ring = window + 1;
   // The state's rows held in shared memory copied in now; the lines of those held in registers and
   // the exact rows of this kv head asked into L2: their DRAM reads overlap the front end.
   if (has_linear) {
-    const float* S0 = cache.state + (long)h * D * D;
+    const float* S0 = cache.state + (long)h * D * D + split * DC;
     if constexpr (RS > 0) {
 #pragma unroll
       for (int i = 0; i < RS; ++i)
-        device::cp_async16(srows + (warp * RS + i) * D + c0, S0 + (long)(warp * R + RG + i) * D + c0, true);
+        device::cp_async16(srows + (warp * RS + i) * DC + lc, S0 + (long)(warp * R + RG + i) * D + lc, true);
       device::cp_async_commit();
     }
-    constexpr int kRowLines = D * 4 / 128;  // 128-byte lines per fp32 row
+    constexpr int kRowLines = DC * 4 / 128;  // 128-byte lines per fp32 row part
     for (int idx = tid; idx < 8 * RG * kRowLines; idx += 256) {
       const int row = idx / kRowLines / RG * R + idx / kRowLines % RG;
       asm volatile("prefetch.global.L2 [%0];" ::"l"(reinterpret_cast<const char*>(S0 + (long)row * D) + idx % kRowLines * 128));
@@ -451,6 +469,7 @@ __global__ void __launch_bounds__(256, DecodeTuning<D>::kMinBlocks) hybrid_decod
 
   // 2 short conv over the raw rows of the last 3 tokens and this one (conv off: the rows as they
   //   are).
+#pragma unroll 2  // D = 128: both passes' loads in flight together
   for (int idx = tid; idx < 3 * D; idx += 256) {
     const int which = idx / D, d = idx % D;
     const float* hist = which == 0 ? cache.conv_q : which == 1 ? cache.conv_k : cache.conv_v;
@@ -517,28 +536,28 @@ __global__ void __launch_bounds__(256, DecodeTuning<D>::kMinBlocks) hybrid_decod
   {
     const ExactKeys keys(pos, sinks, window, has_exact);
     for (int base = warp; base < keys.n; base += 8 * KU) {
-      float kv[KU][NC];
+      float kv[KU][ND];
 #pragma unroll
       for (int u = 0; u < KU; ++u) {
         const int idx = base + 8 * u;
         const long j = idx < keys.n ? keys(idx) : -1;
         if (j == pos) {
 #pragma unroll
-          for (int c = 0; c < NC; ++c) kv[u][c] = kr[c0 + c];
+          for (int c = 0; c < ND; ++c) kv[u][c] = kr[d0 + c];
         } else if (j >= 0) {
           const bf16* kj = idx < keys.n_sink ? cache.sink_k + ((long)idx * G + hk) * D
                                           : cache.ring_k + ((j % ring) * G + hk) * (long)D;
-          load_row_part<NC>(kj + c0, kv[u]);
+          load_row_part<ND>(kj + d0, kv[u]);
         } else {
 #pragma unroll
-          for (int c = 0; c < NC; ++c) kv[u][c] = 0.0f;
+          for (int c = 0; c < ND; ++c) kv[u][c] = 0.0f;
         }
       }
 #pragma unroll
       for (int u = 0; u < KU; ++u) {
         float s = 0.0f;
 #pragma unroll
-        for (int c = 0; c < NC; ++c) s += qr[c0 + c] * kv[u][c];
+        for (int c = 0; c < ND; ++c) s += qr[d0 + c] * kv[u][c];
         s = device::warp_sum(s);
         if (lane == 0 && base + 8 * u < keys.n) scores[base + 8 * u] = s * scale;
       }
@@ -554,8 +573,8 @@ __global__ void __launch_bounds__(256, DecodeTuning<D>::kMinBlocks) hybrid_decod
     if (window == 0) alpha = expf(g_now), b = beta_now;
     else alpha = expf(g_leave), b = b_leave;
   }
-  float* S = cache.state + (long)h * D * D + c0;
-  const float* Ss = srows + warp * RS * D + c0;
+  float* S = cache.state + (long)h * D * D + gc;
+  const float* Ss = srows + warp * RS * DC + lc;
   float sreg[RG][NC];
   if (has_linear) {  // (zero without a linear branch: not read)
 #pragma unroll
@@ -578,12 +597,12 @@ __global__ void __launch_bounds__(256, DecodeTuning<D>::kMinBlocks) hybrid_decod
 #pragma unroll
     for (int i = 0; i < RS; ++i) {
       float s[NC];
-      load_f32<NC>(Ss + i * D, s);
+      load_f32<NC>(Ss + i * DC, s);
 #pragma unroll
       for (int c = 0; c < NC; ++c) r[c] += kls[warp * R + RG + i] * s[c];
     }
 #pragma unroll
-    for (int c = 0; c < NC; ++c) part_r[warp][c0 + c] = r[c];
+    for (int c = 0; c < NC; ++c) part_r[warp][lc + c] = r[c];
   }
   __syncthreads();  // scores and part_r
   // pos, the key range, the gates and the λ logit read again from shared memory from here on,
@@ -600,8 +619,8 @@ __global__ void __launch_bounds__(256, DecodeTuning<D>::kMinBlocks) hybrid_decod
       for (int c = 0; c < NC; ++c) {
         float r = 0.0f;
 #pragma unroll
-        for (int w = 0; w < 8; ++w) r += part_r[w][c0 + c];
-        u[c] = b * (vls[c0 + c] - alpha * r);
+        for (int w = 0; w < 8; ++w) r += part_r[w][lc + c];
+        u[c] = b * (vls[gc + c] - alpha * r);
       }
 #pragma unroll
       for (int i = 0; i < RG; ++i) {
@@ -618,7 +637,7 @@ __global__ void __launch_bounds__(256, DecodeTuning<D>::kMinBlocks) hybrid_decod
 #pragma unroll
       for (int i = 0; i < RS; ++i) {
         float s[NC];
-        load_f32<NC>(Ss + i * D, s);
+        load_f32<NC>(Ss + i * DC, s);
         if (enters) {
 #pragma unroll
           for (int c = 0; c < NC; ++c) s[c] = alpha * s[c] + kls[warp * R + RG + i] * u[c];
@@ -629,7 +648,7 @@ __global__ void __launch_bounds__(256, DecodeTuning<D>::kMinBlocks) hybrid_decod
       }
     }
 #pragma unroll
-    for (int c = 0; c < NC; ++c) part_o[warp][c0 + c] = o[c];
+    for (int c = 0; c < NC; ++c) part_o[warp][lc + c] = o[c];
   }
   if (warp == 0 && keys.n > 0) {  // softmax statistics (after the state phase: fewer live registers)
     float m = -INFINITY;
@@ -656,10 +675,10 @@ __global__ void __launch_bounds__(256, DecodeTuning<D>::kMinBlocks) hybrid_decod
         pw[u] = j >= 0 ? expf(scores[idx] - m) : 0.0f;
         if (j == pos_l) {
 #pragma unroll
-          for (int c = 0; c < NC; ++c) vv[u][c] = vc[c0 + c];
+          for (int c = 0; c < NC; ++c) vv[u][c] = vc[gc + c];
         } else if (j >= 0) {
-          load_row_part<NC>(idx < keys.n_sink ? cache.sink_v + ((long)j * G + hk) * D + c0
-                                         : cache.ring_v + ((j % ring) * G + hk) * (long)D + c0,
+          load_row_part<NC>(idx < keys.n_sink ? cache.sink_v + ((long)j * G + hk) * D + gc
+                                         : cache.ring_v + ((j % ring) * G + hk) * (long)D + gc,
                             vv[u]);
         } else {
 #pragma unroll
@@ -672,7 +691,7 @@ __global__ void __launch_bounds__(256, DecodeTuning<D>::kMinBlocks) hybrid_decod
         for (int c = 0; c < NC; ++c) ye[c] += pw[u] * vv[u][c];
     }
 #pragma unroll
-    for (int c = 0; c < NC; ++c) part_y[warp][c0 + c] = ye[c];
+    for (int c = 0; c < NC; ++c) part_y[warp][lc + c] = ye[c];
   }
   __syncthreads();
   if (warp == 0) {
@@ -695,13 +714,13 @@ __global__ void __launch_bounds__(256, DecodeTuning<D>::kMinBlocks) hybrid_decod
     for (int c = 0; c < NC; ++c) {
       float ye = 0.0f, yl = 0.0f;
 #pragma unroll
-      for (int w = 0; w < 8; ++w) ye += part_y[w][c0 + c], yl += part_o[w][c0 + c];
+      for (int w = 0; w < 8; ++w) ye += part_y[w][lc + c], yl += part_o[w][lc + c];
       if (keys.n > 0) ye /= stat[1];
-      y[((long)seq * H + h) * D + c0 + c] = __float2bfloat16(a * ye + bl * yl);
+      y[((long)seq * H + h) * D + gc + c] = __float2bfloat16(a * ye + bl * yl);
     }
   }
-  // 7 this token into the cache (slots no block reads in this step).
-  {
+  // 7 this token into the cache (slots no block reads in this step), by the head's first block.
+  if (split == 0) {
     const long slot = pos_l % ring;
     for (int d = tid; d < D; d += 256) {
       if (p.conv_q) cache.conv_q[((pos_l % 4) * H + h) * (long)D + d] = raw[0][d];
@@ -729,7 +748,7 @@ __global__ void __launch_bounds__(256, DecodeTuning<D>::kMinBlocks) hybrid_decod
   if (tid == 0) {
     __threadfence();
     const unsigned ticket = atomicAdd(cache.step_done, 1u);
-    if (ticket == gridDim.x - 1) {
+    if (ticket == gridDim.x * gridDim.z - 1) {
       *cache.position = pos_l + 1;
       *cache.step_done = 0;
       __threadfence();
@@ -847,63 +866,84 @@ Status hybrid_cache_fill(const HybridCacheView& cache, const HybridShape& s, con
 }
 
 namespace {
+// One launch of hybrid_decode_kernel with CS column splits, grid (H, B, CS).
+template <int Dc, int CS>
+Status decode_launch_split(bf16* y, const HybridShape& s, const HybridParams& p,
+                           const HybridCacheView& one, const HybridCacheView* caches, int B,
+                           const bf16* x, const bf16* q, const bf16* k, const bf16* v,
+                           cudaStream_t stream) {
+  // The state rows held in shared memory (DecodeTuning), then the scores.
+  constexpr size_t kStateSmem = (size_t)8 * DecodeTuning<Dc, CS>::kSmemRows * (Dc / CS) * sizeof(float);
+  const size_t smem = kStateSmem + (size_t)(s.sinks + s.window + 1) * sizeof(float);
+  auto launch = [&](auto kernel) -> Status {
+    // Past 48 KiB with the static arrays; the SM's memory as shared memory, so that
+    // DecodeTuning's blocks per SM are not held back by the L1 carveout.
+    if (smem > 16 * 1024)
+      GL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    if (kStateSmem > 0)
+      GL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                         (int)cudaSharedmemCarveoutMaxShared));
+    kernel<<<dim3(s.H, B, CS), 256, smem, stream>>>(y, p, one, caches, x, q, k, v, s.C, s.H, s.G,
+                                                    s.sinks, s.window, s.mix, s.linear_rope,
+                                                    s.count_far);
+    GL_CUDA_CHECK_LAUNCH();
+    return ok_status();
+  };
+  // The gate rows present (w_a, w_b, w_λ): a compile-time count, so that their loads issue
+  // together.
+  const bool batch = caches != nullptr;
+  switch (p.R / s.H) {
+    case 3: return batch ? launch(hybrid_decode_kernel<Dc, 3, true, CS>) : launch(hybrid_decode_kernel<Dc, 3, false, CS>);
+    case 2: return batch ? launch(hybrid_decode_kernel<Dc, 2, true, CS>) : launch(hybrid_decode_kernel<Dc, 2, false, CS>);
+    case 0: return batch ? launch(hybrid_decode_kernel<Dc, 0, true, CS>) : launch(hybrid_decode_kernel<Dc, 0, false, CS>);
+    default: return make_error("hybrid_decode_step: ", p.R, " gate rows for ", s.H, " heads");
+  }
+}
+
 Status decode_launch(bf16* y, const HybridShape& s, const HybridParams& p,
                      const HybridCacheView& one, const HybridCacheView* caches, int B,
                      const bf16* x, const bf16* q, const bf16* k, const bf16* v,
-                     cudaStream_t stream) {
+                     cudaStream_t stream, int column_splits) {
   if (s.sinks < 0 || s.window < 0 || s.sinks + s.window + 1 > kHybridDecodeMaxKeys)
     return make_error("hybrid_decode_step: sinks ", s.sinks, " + window ", s.window,
                       " outside 0 ≤ sinks + window < ", kHybridDecodeMaxKeys);
   if (!s.has_exact() && s.sinks + s.window != 0)
     return make_error("hybrid_decode_step: no exact branch needs sinks = window = 0");
   if (s.G <= 0 || s.H % s.G != 0) return make_error("hybrid_decode_step: G must divide H");
+  if (column_splits != 0 && column_splits != 1 && column_splits != s.D / 32)
+    return make_error("hybrid_decode_step: column splits ", column_splits, " not 0, 1 or D / 32 = ", s.D / 32);
   if (B <= 0) return ok_status();
+  static const int sms = [] {
+    int n = 0;
+    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess) n = 132;
+    return n;
+  }();
+  // Split while the heads of the batch fill at most half the SMs (one sequence of 32 heads on
+  // 132: 18.8 against 21.1 µs a layer). Four sequences (128 blocks) are slower split (5.10
+  // against 5.03 ms a step, BENCHMARKS.md session 15).
+  const bool split = column_splits == 0 ? 2L * B * s.H <= sms : column_splits > 1;
   return dispatch_head_dim(s.D, [&](auto d) -> Status {
-    constexpr int Dc = decltype(d)::value;
-    // The state rows held in shared memory (DecodeTuning), then the scores.
-    constexpr size_t kStateSmem = (size_t)8 * DecodeTuning<Dc>::kSmemRows * Dc * sizeof(float);
-    const size_t smem = kStateSmem + (size_t)(s.sinks + s.window + 1) * sizeof(float);
-    auto launch = [&](auto kernel) -> Status {
-      // Past 48 KiB with the static arrays; the SM's memory as shared memory, so that
-      // DecodeTuning's blocks per SM are not held back by the L1 carveout.
-      if (smem > 16 * 1024)
-        GL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-      if (kStateSmem > 0)
-        GL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                           (int)cudaSharedmemCarveoutMaxShared));
-      kernel<<<dim3(s.H, B), 256, smem, stream>>>(y, p, one, caches, x, q, k, v, s.C, s.H,
-                                                           s.G, s.sinks, s.window, s.mix,
-                                                           s.linear_rope, s.count_far);
-      GL_CUDA_CHECK_LAUNCH();
-      return ok_status();
-    };
-    // The gate rows present (w_a, w_b, w_λ): a compile-time count, so that their loads issue
-    // together.
-    const bool batch = caches != nullptr;
-    switch (p.R / s.H) {
-      case 3: return batch ? launch(hybrid_decode_kernel<Dc, 3, true>) : launch(hybrid_decode_kernel<Dc, 3, false>);
-      case 2: return batch ? launch(hybrid_decode_kernel<Dc, 2, true>) : launch(hybrid_decode_kernel<Dc, 2, false>);
-      case 0: return batch ? launch(hybrid_decode_kernel<Dc, 0, true>) : launch(hybrid_decode_kernel<Dc, 0, false>);
-      default: return make_error("hybrid_decode_step: ", p.R, " gate rows for ", s.H, " heads");
-    }
+    constexpr int Dc = decltype(d)::value, kSplit = Dc / 32;
+    return split ? decode_launch_split<Dc, kSplit>(y, s, p, one, caches, B, x, q, k, v, stream)
+                 : decode_launch_split<Dc, 1>(y, s, p, one, caches, B, x, q, k, v, stream);
   });
 }
+
 }  // namespace
 
 Status hybrid_decode_step(bf16* y, const HybridShape& s, const HybridParams& p,
                           const HybridCacheView& cache, const bf16* x, const bf16* q,
-                          const bf16* k, const bf16* v, cudaStream_t stream) {
-  return decode_launch(y, s, p, cache, nullptr, 1, x, q, k, v, stream);
+                          const bf16* k, const bf16* v, cudaStream_t stream, int column_splits) {
+  return decode_launch(y, s, p, cache, nullptr, 1, x, q, k, v, stream, column_splits);
 }
 
 Status hybrid_decode_step_batch(bf16* y, const HybridShape& s, const HybridParams& p,
                                 const HybridCacheView* caches, int B, const bf16* x,
                                 const bf16* q, const bf16* k, const bf16* v,
-                                cudaStream_t stream) {
+                                cudaStream_t stream, int column_splits) {
   if (!caches) return make_error("hybrid_decode_step_batch: no cache views");
-  return decode_launch(y, s, p, HybridCacheView{}, caches, B, x, q, k, v, stream);
+  return decode_launch(y, s, p, HybridCacheView{}, caches, B, x, q, k, v, stream, column_splits);
 }
-
 Status hybrid_gates_backward(float* dlogits, int R, int lambda_row, float* dA_log,
                              float* ddt_bias, float* db_beta, float* db_lambda, float* dc_lse,
                              float* dlse, float* da_far, const float* dg, const float* dbeta,

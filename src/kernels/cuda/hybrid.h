@@ -144,15 +144,19 @@ Status hybrid_cache_fill(const HybridCacheView& cache, const HybridShape& shape,
 
 // One token: y (H, D) bf16 from x (C), q (H, D), k, v (G, D) bf16; advances cache.position.
 // One launch (the last block to finish advances the position); capture steps in a CUDA graph.
+// column_splits: the blocks each head's state columns are spread over, 1 or D / 32 (the same
+// bits either way); 0 chooses D / 32 while the batch's heads are at most half the GPU's SMs.
 // Any sinks + window ≤ kHybridDecodeMaxKeys − 1.
 inline constexpr int kHybridDecodeMaxKeys = 4096;
 Status hybrid_decode_step(bf16* y, const HybridShape& shape, const HybridParams& params,
                           const HybridCacheView& cache, const bf16* x, const bf16* q,
-                          const bf16* k, const bf16* v, cudaStream_t stream);
+                          const bf16* k, const bf16* v, cudaStream_t stream,
+                          int column_splits = 0);
 // The same for each of B sequences in one launch: y (B, H, D) from x (B, C), q (B, H, D), k, v
 // (B, G, D); caches (B) a device array of views, each advanced by one position.
 Status hybrid_decode_step_batch(bf16* y, const HybridShape& shape, const HybridParams& params,
                                 const HybridCacheView* caches, int B, const bf16* x,
-                                const bf16* q, const bf16* k, const bf16* v, cudaStream_t stream);
+                                const bf16* q, const bf16* k, const bf16* v, cudaStream_t stream,
+                                int column_splits = 0);
 
 }  // namespace golinear::kernels::cuda

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "kernels/cuda/device_utils.cuh"
+#include "kernels/cuda/launch.h"
 
 namespace golinear::kernels::cuda {
 
@@ -30,10 +31,11 @@ __global__ void rmsnorm_kernel(bf16* out, const bf16* x, const float* w, int C, 
 }
 
 // One block per row. kVec > 0: the row as kVec float4s a thread (C % 4 == 0, C ≤ 1024·kVec,
-// 16-byte aligned), loaded together with the weights' before the sum and held in registers for
-// the scaling (the decode step's norms: one row, where the strided loop's dependent loads were
-// its whole time); kVec = 0: any C, the row read twice. Starts the next kernel early
-// (pdl_trigger: the GEMV that reads this output streams its weights meanwhile).
+// 16-byte aligned), loaded before the sum and held in registers for the scaling (the decode
+// step's norms: one row, where the strided loop's dependent loads were its whole time); kVec = 0:
+// any C, the row read twice. A programmatic dependent (launch.h; the weights are read before
+// pdl_wait) that starts the next kernel at once (the GEMV that reads this output is resident and
+// waiting when it ends).
 template <int kVec>
 __global__ void rmsnorm_f32_kernel(bf16* out, const float* x, const float* w, int C, float eps) {
   __shared__ float scratch[32];
@@ -47,9 +49,13 @@ __global__ void rmsnorm_f32_kernel(bf16* out, const float* x, const float* w, in
 #pragma unroll
     for (int i = 0; i < kVec; ++i) {
       const int c4 = threadIdx.x + i * blockDim.x;
-      const bool in = c4 < C4;
-      xv[i] = in ? reinterpret_cast<const float4*>(row)[c4] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-      wv[i] = in ? reinterpret_cast<const float4*>(w)[c4] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      wv[i] = c4 < C4 ? reinterpret_cast<const float4*>(w)[c4] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+    device::pdl_wait();
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) {
+      const int c4 = threadIdx.x + i * blockDim.x;
+      xv[i] = c4 < C4 ? reinterpret_cast<const float4*>(row)[c4] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
     }
 #pragma unroll
     for (int i = 0; i < kVec; ++i) ss += xv[i].x * xv[i].x + xv[i].y * xv[i].y + xv[i].z * xv[i].z + xv[i].w * xv[i].w;
@@ -63,6 +69,7 @@ __global__ void rmsnorm_f32_kernel(bf16* out, const float* x, const float* w, in
       dst[1] = __floats2bfloat162_rn(xv[i].z * r * wv[i].z, xv[i].w * r * wv[i].w);
     }
   } else {
+    device::pdl_wait();
     float ss = 0.0f;
     for (int c = threadIdx.x; c < C; c += blockDim.x) ss += row[c] * row[c];
     ss = block_sum(ss, scratch);
@@ -140,17 +147,13 @@ Status rmsnorm_f32_forward(bf16* out, const float* x, const float* w, int N, int
   const bool vec = C % 4 == 0 && ((reinterpret_cast<size_t>(out) | reinterpret_cast<size_t>(x) |
                                    reinterpret_cast<size_t>(w)) & 15) == 0;
   const int per = (C / 4 + 255) / 256;  // float4s a thread
-  if (vec && per <= 1)
-    rmsnorm_f32_kernel<1><<<N, 256, 0, stream>>>(out, x, w, C, eps);
-  else if (vec && per <= 2)
-    rmsnorm_f32_kernel<2><<<N, 256, 0, stream>>>(out, x, w, C, eps);
-  else if (vec && per <= 4)
-    rmsnorm_f32_kernel<4><<<N, 256, 0, stream>>>(out, x, w, C, eps);
-  else if (vec && per <= 8)
-    rmsnorm_f32_kernel<8><<<N, 256, 0, stream>>>(out, x, w, C, eps);
-  else
-    rmsnorm_f32_kernel<0><<<N, 256, 0, stream>>>(out, x, w, C, eps);
-  GL_CUDA_CHECK_LAUNCH();
+  auto* kernel = !vec      ? rmsnorm_f32_kernel<0>
+                 : per <= 1 ? rmsnorm_f32_kernel<1>
+                 : per <= 2 ? rmsnorm_f32_kernel<2>
+                 : per <= 4 ? rmsnorm_f32_kernel<4>
+                 : per <= 8 ? rmsnorm_f32_kernel<8>
+                            : rmsnorm_f32_kernel<0>;
+  GL_CUDA_CHECK(launch_dependent(kernel, (unsigned)N, 256, 0, stream, out, x, w, C, eps));
   return ok_status();
 }
 

@@ -20,6 +20,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -224,7 +225,8 @@ TEST_P(GpuHybridMixerRecipes, ForwardDecodeAndEveryGradientMatchTheCpuMixer) {
   }
 
   // 3 decode: two sequences stepped together from empty caches, then the same two with the first
-  //   P0 tokens prefilled (sequence by sequence) and the rest stepped together.
+  //   P0 tokens prefilled (sequence by sequence) and the rest stepped together; each with the
+  //   heads' columns in one block and split over D / 32 blocks: the same bits (outputs, caches).
   const int B = 2, P0 = T / 3;
   std::vector<float> xs((size_t)T * B * C), qs((size_t)T * B * H * D), ks((size_t)T * B * G * D),
       vs((size_t)T * B * G * D);
@@ -240,7 +242,10 @@ TEST_P(GpuHybridMixerRecipes, ForwardDecodeAndEveryGradientMatchTheCpuMixer) {
       ys((size_t)T * B * H * D);
   DeviceArray<char> cache_memory(B * mixer->cache_bytes());
   DeviceArray<kc::HybridCacheView> views(B);
-  for (int with_prefill = 0; with_prefill < 2; ++with_prefill) {
+  std::vector<float> steps_one;  // of the run before (splits = 1)
+  std::vector<char> caches_one;
+  for (int run = 0; run < 4; ++run) {
+    const int with_prefill = run / 2, splits = run % 2 ? D / 32 : 1;
     const int first = with_prefill ? P0 : 0;
     std::vector<kc::HybridCacheView> host(B);
     for (int b = 0; b < B; ++b) {
@@ -268,9 +273,20 @@ TEST_P(GpuHybridMixerRecipes, ForwardDecodeAndEveryGradientMatchTheCpuMixer) {
     for (int t = first; t < T; ++t)
       ASSERT_OK(mixer->decode_step(ys.ptr + (size_t)t * B * H * D, views.ptr, B,
                                    dxs.ptr + (size_t)t * B * C, dqs.ptr + (size_t)t * B * H * D,
-                                   dks.ptr + (size_t)t * B * G * D, dvs.ptr + (size_t)t * B * G * D, 0));
+                                   dks.ptr + (size_t)t * B * G * D, dvs.ptr + (size_t)t * B * G * D, 0,
+                                   splits));
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     const std::vector<float> steps = to_float(ys.download());
+    const std::vector<char> caches = cache_memory.download();
+    if (splits == 1) {
+      steps_one = steps, caches_one = caches;
+    } else {
+      ASSERT_EQ(steps.size(), steps_one.size());
+      for (size_t i = 0; i < steps.size(); ++i)
+        ASSERT_EQ(std::memcmp(&steps[i], &steps_one[i], sizeof(float)), 0)
+            << "decode output " << i << " with " << splits << " column splits";
+      ASSERT_EQ(caches, caches_one) << "decode caches with " << splits << " column splits";
+    }
     for (int b = 0; b < B; ++b) {
       std::vector<float> got((size_t)T * H * D);
       for (int t = 0; t < T; ++t)
@@ -279,7 +295,8 @@ TEST_P(GpuHybridMixerRecipes, ForwardDecodeAndEveryGradientMatchTheCpuMixer) {
                                                  : steps[((size_t)t * B + b) * H * D + i];
       ASSERT_TRUE(all_finite(got)) << "decode, sequence " << b;
       const double err = nmse(got, b == 0 ? y0 : y1);
-      std::printf("  decode (%s) sequence %d nmse %.2e\n", first ? "after a prefill" : "from empty", b, err);
+      std::printf("  decode (%s, %d column split%s) sequence %d nmse %.2e\n",
+                  first ? "after a prefill" : "from empty", splits, splits > 1 ? "s" : "", b, err);
       EXPECT_LT(err, 5e-3) << "decode " << (first ? "after a prefill" : "from empty") << ", sequence " << b;
     }
   }

@@ -1,0 +1,42 @@
+#!/bin/bash
+# Session 15, call 4 (carry: call 3's pack — the test binaries of main with the split decode
+# kernel, its early position load and unrolled front-end loops; extra.tar.xz: golinear_new = that
+# CLI, golinear_pf0/8/16 = the same with the GEMV's L2 prefetch before its pdl_wait set to 0, 8
+# and 16 MiB over the grid instead of 4 KiB a warp): batch-1 and batch-4 8B decode of the four
+# alternated (2 rounds); compute-sanitizer racecheck (unrestricted: the kernel filter fails beside
+# cuBLAS) of the tests that run the hybrid decode kernel, one process each, 12 at a time, and
+# memcheck of four of them.
+cd "$(dirname "$0")/../.."
+source scripts/device/setup.sh
+mkdir -p /tmp/r /tmp/san
+tar xJf carry2/extra.tar.xz -C /tmp/bins/
+CFG=bench/configs/llama-3.1-8b.json
+T1="taskset -c 0-7"
+for rep in 1 2; do
+  for b in new pf0 pf8 pf16; do
+    $T1 timeout 120 /tmp/bins/golinear_$b bench --config $CFG --batches 1,4 --contexts 4096 --decode-repeats 20 > /tmp/r/decode_${b}_$rep.txt 2>&1
+    echo "decode $b rep $rep exit $? at $(el) s" >> $R; grep -E "^bench:|error" /tmp/r/decode_${b}_$rep.txt >> $R
+  done
+done
+CS=/usr/local/cuda/bin/compute-sanitizer
+san() {  # TOOL BINARY TEST
+  local log=/tmp/san/$1_$2_${3//\//_}.txt
+  timeout -s INT -k 10 420 $CS --tool $1 --error-exitcode 9 /tmp/bins/$2 --gtest_filter="$3" > $log 2>&1
+  echo "$1 $2 $3 exit $?: $(grep -E '^\[  (PASSED|FAILED)|SUMMARY' $log | tr '\n' ' ')"
+}
+export -f san; export CS
+{
+  for t in default split_window_8_d128 d128_gqa4_odd_hidden_lse sinks_only swa_only linear_rope none pure_replacement; do
+    echo "racecheck test_mixers_cuda Recipes/GpuHybridMixerRecipes.ForwardDecodeAndEveryGradientMatchTheCpuMixer/$t"
+  done
+  echo "racecheck test_mixers_cuda GpuHybridMixer.SplitIsTheExactBranchUntilATokenLeavesTheExactSet"
+  for t in HybridPrefillFillsCacheAsSteps GreedyDecodeHybridGraph BatchDecodeMatchesOneSequenceAtATime BatchDecodeFollowsMixerChanges; do
+    echo "racecheck test_model_cuda GpuModel.$t"
+  done
+  echo "memcheck test_mixers_cuda Recipes/GpuHybridMixerRecipes.ForwardDecodeAndEveryGradientMatchTheCpuMixer/default"
+  echo "memcheck test_mixers_cuda Recipes/GpuHybridMixerRecipes.ForwardDecodeAndEveryGradientMatchTheCpuMixer/split_window_8_d128"
+  echo "memcheck test_model_cuda GpuModel.BatchDecodeMatchesOneSequenceAtATime"
+  echo "memcheck test_model_cuda GpuModel.GreedyDecodeHybridGraph"
+} | taskset -c 2-15 xargs -P 12 -L 1 bash -c 'san "$@"' _ >> $R
+tar cJf $OUT/r.tar.xz -C /tmp r san
+echo "total $(el) s" >> $R

@@ -1,0 +1,31 @@
+// Kernel launches with attributes the triple-chevron syntax cannot give.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <utility>
+
+namespace golinear::kernels::cuda {
+
+// Launches `kernel` as a programmatic dependent of the kernel before it on `stream`: it may start
+// once that one calls device::pdl_trigger() and must call device::pdl_wait() before it reads or
+// writes anything but constants (device_utils.cuh). The decode step's chain: each GEMV starts
+// the small kernel after it (norm, qkv split, SwiGLU) at once, and each of those the next GEMV,
+// so that every kernel's blocks are resident when the one before it ends.
+template <class... Params, class... Args>
+cudaError_t launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
+                             cudaStream_t stream, Args&&... args) {
+  cudaLaunchAttribute pdl{};
+  pdl.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  pdl.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cfg.attrs = &pdl;
+  cfg.numAttrs = 1;
+  return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+}
+
+}  // namespace golinear::kernels::cuda
