@@ -55,12 +55,13 @@ __device__ __forceinline__ float fast_exp2(float x) {
 }
 
 // Programmatic dependent launch (Hopper): a kernel launched with the attribute
-// cudaLaunchAttributeProgrammaticStreamSerialization (gemm_nt's GEMV) may start while the
-// kernel before it on the stream still runs, and must call pdl_wait() before it reads anything
-// that kernel (or one before it) writes — what it reads before is constant (the weights the
-// decode step's GEMVs stream). pdl_trigger() lets such a next kernel start now; its pdl_wait()
-// still waits for this whole grid to finish and its writes to be visible. pdl_wait() returns at
-// once in a kernel launched the ordinary way; pdl_trigger() changes nothing before one.
+// cudaLaunchAttributeProgrammaticStreamSerialization (launch.h's launch_dependent: the decode
+// step's GEMV, norm, qkv split and SwiGLU) may start while the kernel before it on the stream
+// still runs, and must call pdl_wait() before it reads or writes anything that kernel (or one
+// before it) may touch — what it reads before is constant (the norm's weights). pdl_trigger()
+// lets such a next kernel start now; its pdl_wait() still waits for this whole grid to finish
+// and its writes to be visible. pdl_wait() returns at once in a kernel launched the ordinary
+// way; pdl_trigger() changes nothing before one.
 __device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
 __device__ __forceinline__ void pdl_trigger() {
   asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");

@@ -21,7 +21,8 @@ using device::warp_sum;
 // dependent (launch.h): its blocks are resident when the kernel before it (the norm, the mixer,
 // the activation) ends, and wait (pdl_wait) for their x and out; it starts its own dependent at
 // once. Asking weights into L2 meanwhile was slower (4 KiB a warp: +0.14 ms a batch-1 8B step;
-// more, slower still: BENCHMARKS.md session 15).
+// more, slower still: BENCHMARKS.md session 15); a warp's first loads go out before x is in
+// shared memory instead.
 template <bool kOutBf16>
 __global__ void __launch_bounds__(256) gemv_kernel(void* out, const bf16* __restrict__ W,
                                                    const bf16* __restrict__ x, int N, int K,
@@ -33,23 +34,34 @@ __global__ void __launch_bounds__(256) gemv_kernel(void* out, const bf16* __rest
   const long first = blockIdx.x * (long)(blockDim.x / 32) + threadIdx.x / 32;
   device::pdl_trigger();
   device::pdl_wait();
+  // The first row's first kAhead loads, issued before x is in shared memory (they do not need it).
+  constexpr int kAhead = 4;
+  uint4 ahead[kAhead];
+#pragma unroll
+  for (int u = 0; u < kAhead; ++u)
+    if (first < N && lane + 32 * u < K8) ahead[u] = __ldg(reinterpret_cast<const uint4*>(W + first * K) + lane + 32 * u);
   for (int i = threadIdx.x; i < K8; i += blockDim.x) xs[i] = reinterpret_cast<const uint4*>(x)[i];
   __syncthreads();
+  auto dot8 = [&](const uint4& w, const uint4& xv, float& acc) {
+    const __nv_bfloat162* pw = reinterpret_cast<const __nv_bfloat162*>(&w);
+    const __nv_bfloat162* px = reinterpret_cast<const __nv_bfloat162*>(&xv);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const float2 fw = __bfloat1622float2(pw[e]), fx = __bfloat1622float2(px[e]);
+      acc += fw.x * fx.x + fw.y * fx.y;
+    }
+  };
   for (long r = first; r < N; r += warps) {
     const uint4* row = reinterpret_cast<const uint4*>(W + r * K);
     float acc = 0.0f;
-#pragma unroll 4
-    for (int c = lane; c < K8; c += 32) {
-      const uint4 w = __ldg(row + c);
-      const uint4 xv = xs[c];
-      const __nv_bfloat162* pw = reinterpret_cast<const __nv_bfloat162*>(&w);
-      const __nv_bfloat162* px = reinterpret_cast<const __nv_bfloat162*>(&xv);
+    int c0 = lane;
+    if (r == first) {
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const float2 fw = __bfloat1622float2(pw[e]), fx = __bfloat1622float2(px[e]);
-        acc += fw.x * fx.x + fw.y * fx.y;
-      }
+      for (int u = 0; u < kAhead; ++u, c0 += 32)
+        if (c0 < K8) dot8(ahead[u], xs[c0], acc);
     }
+#pragma unroll 4
+    for (int c = c0; c < K8; c += 32) dot8(__ldg(row + c), xs[c], acc);
     acc = warp_sum(acc);
     if (lane == 0) {
       if constexpr (kOutBf16) {

@@ -324,12 +324,12 @@ struct DecodeTuning {
 // (warp w holds state rows [wR, wR + R), lane the NC consecutive columns [lane·NC, lane·NC + NC)
 // of the block's, read and written as one 16-, 8- or 4-byte access per row). Every sum is taken
 // in the same order whatever CS: the split changes no bit of the output or the state. CS > 1
-// fills the SMs when the heads of the batch are fewer than the SMs (one sequence: 32 heads). Few values stay
-// live across the kernel so that DecodeTuning's blocks fit an SM: the cache view, the head's
-// parameters and the row leaving the window wait in shared memory (the last two loaded at the
-// start, beside the conv rows). The block of a sequence that finishes last advances its
-// cache.position (one launch per token). Dynamic shared memory: the state rows held there
-// (8·kSmemRows·D floats), then the exact branch's scores (sinks + window + 1 floats).
+// spreads a batch of few heads over more SMs (one sequence: 32 heads on 132; decode_launch).
+// Few values stay live across the kernel so that DecodeTuning's blocks fit an SM: the cache
+// view, the head's parameters and the row leaving the window wait in shared memory (the last two
+// loaded at the start, beside the conv rows). The block of a sequence that finishes last
+// advances its cache.position (one launch per token). Dynamic shared memory: the state rows
+// held there (8·kSmemRows·DC floats), then the exact branch's scores (sinks + window + 1 floats).
 template <int D, int NR, bool kBatch, int CS>
 __global__ void __launch_bounds__(256, DecodeTuning<D, CS>::kMinBlocks) hybrid_decode_kernel(
     bf16* __restrict__ y, HybridParams p, HybridCacheView one,
@@ -346,8 +346,8 @@ __global__ void __launch_bounds__(256, DecodeTuning<D, CS>::kMinBlocks) hybrid_d
   static_assert(D <= 256 && RG > 0 && NC >= 1 && DC % 32 == 0 && (RS == 0 || NC == 4),
                 "one row of D per thread; 16-byte copies");
   extern __shared__ float4 dynamic_smem[];
-  float* const srows = reinterpret_cast<float*>(dynamic_smem);  // (8, RS, D)
-  float* const scores = srows + 8 * RS * D;
+  float* const srows = reinterpret_cast<float*>(dynamic_smem);  // (8, RS, DC)
+  float* const scores = srows + 8 * RS * DC;
   __shared__ __align__(16) float qc[D], kc[D], vc[D], qn[D], kn[D], qr[D], kr[D], kl[D], vl[D];
   __shared__ __align__(16) float raw[3][D];  // this token's q, k, v rows as they came (conv history)
   __shared__ float red[8][5], stat[2], hp[7], gb[2];

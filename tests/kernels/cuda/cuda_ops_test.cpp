@@ -27,6 +27,7 @@
 //                  on H200 at most 1.4e-5 forward, 2.3e-5 backward: cuda_gated_delta_test.cpp).
 //   The max-abs bounds of the chained ops allow one value at the end of the chain to be off by
 //   8 … 32 bf16 steps of the largest value (rounding errors of a long sum align in the worst row).
+#include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -43,6 +44,7 @@
 #include "kernels/cpu/activation.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/gated_delta.h"
+#include "kernels/cpu/linear.h"
 #include "kernels/cpu/norm.h"
 #include "kernels/cpu/rope.h"
 #include "kernels/cpu/short_conv.h"
@@ -50,6 +52,7 @@
 #include "kernels/cuda/attention.h"
 #include "kernels/cuda/elementwise.h"
 #include "kernels/cuda/embedding.h"
+#include "kernels/cuda/gemm.h"
 #include "kernels/cuda/gated_delta.h"
 #include "kernels/cuda/loss.h"
 #include "kernels/cuda/norm.h"
@@ -431,6 +434,37 @@ void run_qkv_split(const Shape& s, std::vector<Check>& checks) {
   checks.push_back({"qkv split v", v_d.download(), v_ref});
 }
 
+// The decode step's one-row product (gemm_nt with M = 1: our GEMV, not cuBLAS) against the plain
+// triple loop (kernels/cpu/linear.h): fp32 out written, fp32 out added onto a base (beta 1: the
+// residual stream), bf16 out. K = H·D (rows shorter than a warp's first loads) and the model
+// widths K = 4096 and 14336 (the down projection), N not a multiple of the 8 rows a block.
+void run_gemv(const Shape& s, std::vector<Check>& checks) {
+  cublasHandle_t cublas = nullptr;
+  ASSERT_EQ(cublasCreate(&cublas), CUBLAS_STATUS_SUCCESS);
+  const uint64_t seed = seed_of(s);
+  const int sizes[3][2] = {{s.T + 8, s.H * s.D}, {1003, 4096}, {37, 14336}};
+  for (const auto& nk : sizes) {
+    const int N = nk[0], K = nk[1];
+    const auto w = random_bf16((size_t)N * K, seed + K, -1, 1);
+    const auto x = random_bf16(K, seed + K + 1, -1, 1);
+    const auto base = random_floats(N, seed + K + 2, -1, 1);
+    std::vector<float> y_ref(N);
+    cpu::linear_forward_reference(y_ref.data(), x.data(), w.data(), nullptr, 1, K, N);
+    std::vector<float> acc_ref = y_ref;
+    for (int i = 0; i < N; ++i) acc_ref[i] += base[i];
+    DevB w_d(w), x_d(x), y16_d(N);
+    DevF y_d(N), acc_d(base);
+    ASSERT_OK(gemm_nt(cublas, y_d.ptr, false, x_d.ptr, w_d.ptr, 1, N, K, 0.0f, nullptr));
+    ASSERT_OK(gemm_nt(cublas, acc_d.ptr, false, x_d.ptr, w_d.ptr, 1, N, K, 1.0f, nullptr));
+    ASSERT_OK(gemm_nt(cublas, y16_d.ptr, true, x_d.ptr, w_d.ptr, 1, N, K, 0.0f, nullptr));
+    const std::string nk_label = " (N=" + std::to_string(N) + ", K=" + std::to_string(K) + ")";
+    checks.push_back({"gemv y" + nk_label, y_d.download(), y_ref});
+    checks.push_back({"gemv y += (beta 1)" + nk_label, acc_d.download(), acc_ref});
+    checks.push_back({"gemv y bf16" + nk_label, y16_d.download(), y_ref});
+  }
+  cublasDestroy(cublas);
+}
+
 // Attention over q (T, H, D), k, v (T, G, D) with `mask`: y, and dq, dk, dv from the forward's y
 // and lse. CPU: the one-query-at-a-time specification up to T = 200, the blocked form beyond.
 void run_attention_mask(const Shape& s, cpu::AttentionMask mask, std::vector<Check>& checks) {
@@ -606,6 +640,7 @@ const OpCase kOps[] = {
     {"argmax",                run_argmax,                kExact,               kNone},
     {"conversion",            run_conversion,            kExact,               kExact},
     {"qkv_split",             run_qkv_split,             kOneRounding,         kNone},
+    {"gemv",                  run_gemv,                  kOneRounding,         kNone},
     {"attention_causal",      run_attention_causal,      kAttentionForward,    kAttentionBackward},
     {"attention_sink_window", run_attention_sink_window, kAttentionForward,    kAttentionBackward},
     {"gated_delta",           run_gated_delta,           kGatedDeltaForward,   kGatedDeltaBackward},
