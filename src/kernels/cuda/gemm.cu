@@ -120,12 +120,7 @@ Status gemm_nt(cublasHandle_t handle, void* C, bool c_is_bf16, const bf16* A, co
   if (M > 0x7fffffffL) return make_error("gemm_nt: M = ", M, " does not fit cuBLAS's int");
   if (M == 1 && K % 8 == 0 && K <= 24576 &&  // x in ≤ 48 KiB of shared memory
       ((reinterpret_cast<size_t>(A) | reinterpret_cast<size_t>(B)) & 15) == 0) {
-    static const int sms = [] {
-      int n = 0;
-      if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess) n = 132;
-      return n;
-    }();
-    const int blocks = (int)std::min<long>((N + 7) / 8, (long)sms * 8);
+    const int blocks = (int)std::min<long>((N + 7) / 8, (long)sm_count() * 8);
     const size_t smem = (size_t)K * sizeof(bf16);
     GL_CUDA_CHECK(launch_dependent(c_is_bf16 ? gemv_kernel<true> : gemv_kernel<false>,
                                    (unsigned)blocks, 256, smem, stream, C, B, A, N, K, beta));

@@ -7,6 +7,7 @@
 #include <initializer_list>
 
 #include "kernels/cuda/device_utils.cuh"
+#include "kernels/cuda/launch.h"
 #include "kernels/cuda/loss.h"
 
 namespace golinear::kernels::cuda {
@@ -913,15 +914,10 @@ Status decode_launch(bf16* y, const HybridShape& s, const HybridParams& p,
   if (column_splits != 0 && column_splits != 1 && column_splits != s.D / 32)
     return make_error("hybrid_decode_step: column splits ", column_splits, " not 0, 1 or D / 32 = ", s.D / 32);
   if (B <= 0) return ok_status();
-  static const int sms = [] {
-    int n = 0;
-    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess) n = 132;
-    return n;
-  }();
   // Split while the heads of the batch fill at most half the SMs (one sequence of 32 heads on
   // 132: 18.8 against 21.1 µs a layer). Four sequences (128 blocks) are slower split (5.10
   // against 5.03 ms a step, BENCHMARKS.md session 15).
-  const bool split = column_splits == 0 ? 2L * B * s.H <= sms : column_splits > 1;
+  const bool split = column_splits == 0 ? 2L * B * s.H <= sm_count() : column_splits > 1;
   return dispatch_head_dim(s.D, [&](auto d) -> Status {
     constexpr int Dc = decltype(d)::value, kSplit = Dc / 32;
     return split ? decode_launch_split<Dc, kSplit>(y, s, p, one, caches, B, x, q, k, v, stream)

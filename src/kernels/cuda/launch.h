@@ -1,4 +1,5 @@
-// Kernel launches with attributes the triple-chevron syntax cannot give.
+// Kernel launches: the SMs a grid is sized by, and launches with attributes the triple-chevron
+// syntax cannot give.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -6,6 +7,17 @@
 #include <utility>
 
 namespace golinear::kernels::cuda {
+
+// The SMs of device 0, asked once (132 if the query fails): what the decode step's persistent
+// GEMV and the hybrid decode kernel's column split are sized by.
+inline int sm_count() {
+  static const int sms = [] {
+    int n = 0;
+    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, 0) != cudaSuccess) n = 132;
+    return n;
+  }();
+  return sms;
+}
 
 // Launches `kernel` as a programmatic dependent of the kernel before it on `stream`: it may start
 // once that one calls device::pdl_trigger() and must call device::pdl_wait() before it reads or
