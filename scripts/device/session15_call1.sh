@@ -7,24 +7,11 @@
 cd "$(dirname "$0")/../.."
 source scripts/device/setup.sh
 tar xJf carry2/extra.tar.xz -C /tmp/bins/
-cp carry2/libkernel_timeline.so carry2/libcupti.so.13 /tmp/lib/
-CFG=bench/configs/llama-3.1-8b.json
-T1="taskset -c 0-7"
 TEST_ARGS=--gtest_repeat=3 plain_tests test_mixers_cuda test_train_cuda
 TEST_ARGS='--gtest_filter=-*TrainedStudent*' plain_tests test_ops_cuda test_model_cuda test_runtime_cuda test_eval_cuda
-for rep in 1 2; do
-  for b in old split pdl; do
-    bin=/tmp/bins/golinear_$b; [ $b = pdl ] && bin=$G
-    $T1 timeout 120 $bin bench --config $CFG --batches 1,4 --contexts 4096 --decode-repeats 20 > /tmp/r/decode_${b}_$rep.txt 2>&1
-    echo "decode $b rep $rep exit $? at $(el) s" >> $R; grep -E "^bench:|error" /tmp/r/decode_${b}_$rep.txt >> $R
-  done
-done
-for b in old split pdl; do
-  bin=/tmp/bins/golinear_$b; [ $b = pdl ] && bin=$G
-  CUDA_INJECTION64_PATH=/tmp/lib/libkernel_timeline.so KERNEL_TIMELINE_OUT=/tmp/r/timeline_$b.txt \
-    $T1 timeout 120 $bin bench --config $CFG --batches 1 --contexts 4096 --variants hybrid --decode-repeats 20 > /tmp/r/tl_decode_$b.txt 2>&1
-  echo "timeline $b exit $? at $(el) s" >> $R; grep -E "^bench:|error" /tmp/r/tl_decode_$b.txt >> $R
-  head -30 /tmp/r/timeline_$b.txt >> $R; tail -1 /tmp/r/timeline_$b.txt >> $R
-done
+decode_ab 1,4 old:/tmp/bins/golinear_old split:/tmp/bins/golinear_split pdl:$G
+timeline old /tmp/bins/golinear_old
+timeline split /tmp/bins/golinear_split
+timeline pdl $G
 tar cJf $OUT/r.tar.xz -C /tmp r
 echo "total $(el) s" >> $R

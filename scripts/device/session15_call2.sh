@@ -8,24 +8,10 @@
 cd "$(dirname "$0")/../.."
 source scripts/device/setup.sh
 tar xJf carry2/extra.tar.xz -C /tmp/bins/
-cp carry2/libkernel_timeline.so carry2/libcupti.so.13 /tmp/lib/
-CFG=bench/configs/llama-3.1-8b.json
-T1="taskset -c 0-7"
 TEST_ARGS='--gtest_filter=-*TrainedStudent*' plain_tests $(cd /tmp/bins && ls test_*_cuda)
-for rep in 1 2; do
-  for b in split pf; do
-    bin=/tmp/bins/golinear_$b; [ $b = pf ] && bin=$G
-    $T1 timeout 120 $bin bench --config $CFG --batches 1,4 --contexts 4096 --decode-repeats 20 > /tmp/r/decode_${b}_$rep.txt 2>&1
-    echo "decode $b rep $rep exit $? at $(el) s" >> $R; grep -E "^bench:|error" /tmp/r/decode_${b}_$rep.txt >> $R
-  done
-done
-for b in split pf; do
-  bin=/tmp/bins/golinear_$b; [ $b = pf ] && bin=$G
-  CUDA_INJECTION64_PATH=/tmp/lib/libkernel_timeline.so KERNEL_TIMELINE_OUT=/tmp/r/timeline_$b.txt \
-    $T1 timeout 120 $bin bench --config $CFG --batches 1 --contexts 4096 --variants hybrid --decode-repeats 20 > /tmp/r/tl_decode_$b.txt 2>&1
-  echo "timeline $b exit $? at $(el) s" >> $R; grep -E "^bench:|error" /tmp/r/tl_decode_$b.txt >> $R
-  cat /tmp/r/timeline_$b.txt >> $R
-done
+decode_ab 1,4 split:/tmp/bins/golinear_split pf:$G
+timeline split /tmp/bins/golinear_split
+timeline pf $G
 NCU=/usr/local/cuda/bin/ncu
 FULL="--section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats --section Occupancy --section LaunchStats --section InstructionStats --section SourceCounters"
 $T1 timeout 120 $NCU --clock-control none --graph-profiling node $FULL -k "regex:hybrid_decode_kernel" -s 64 -c 1 -o /tmp/r/hdec \

@@ -8,25 +8,14 @@
 cd "$(dirname "$0")/../.."
 source scripts/device/setup.sh
 tar xJf carry2/extra.tar.xz -C /tmp/bins/
-cp carry2/libkernel_timeline.so carry2/libcupti.so.13 /tmp/lib/
-CFG=bench/configs/llama-3.1-8b.json
-T1="taskset -c 0-7"
 CS=/usr/local/cuda/bin/compute-sanitizer
 for tool in racecheck memcheck synccheck; do
   taskset -c 8-15 timeout 240 $CS --tool $tool --kernel-name kns=hybrid_decode_kernel --error-exitcode 9 \
     /tmp/bins/test_mixers_cuda --gtest_filter='Recipes/*:GpuHybridMixer.Split*' > /tmp/r/san_mixers_$tool.txt 2>&1 &
 done
 TEST_ARGS='--gtest_filter=-*TrainedStudent*' plain_tests test_mixers_cuda test_model_cuda test_runtime_cuda test_eval_cuda
-for rep in 1 2 3; do
-  for b in split new; do
-    bin=/tmp/bins/golinear_$b; [ $b = new ] && bin=$G
-    $T1 timeout 120 $bin bench --config $CFG --batches 1,4 --contexts 4096 --decode-repeats 20 > /tmp/r/decode_${b}_$rep.txt 2>&1
-    echo "decode $b rep $rep exit $? at $(el) s" >> $R; grep -E "^bench:|error" /tmp/r/decode_${b}_$rep.txt >> $R
-  done
-done
-CUDA_INJECTION64_PATH=/tmp/lib/libkernel_timeline.so KERNEL_TIMELINE_OUT=/tmp/r/timeline_new.txt \
-  $T1 timeout 120 $G bench --config $CFG --batches 1 --contexts 4096 --variants hybrid --decode-repeats 20 > /tmp/r/tl_decode_new.txt 2>&1
-echo "timeline new exit $? at $(el) s" >> $R; cat /tmp/r/timeline_new.txt >> $R
+ROUNDS=3 decode_ab 1,4 split:/tmp/bins/golinear_split new:$G
+timeline new $G
 wait
 for tool in racecheck memcheck synccheck; do
   echo "sanitizer $tool (mixers): $(grep -E '^\[  (PASSED|FAILED)|SUMMARY' /tmp/r/san_mixers_$tool.txt | tr '\n' ' ')" >> $R

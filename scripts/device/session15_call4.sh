@@ -8,16 +8,9 @@
 # memcheck of four of them.
 cd "$(dirname "$0")/../.."
 source scripts/device/setup.sh
-mkdir -p /tmp/r /tmp/san
+mkdir -p /tmp/san
 tar xJf carry2/extra.tar.xz -C /tmp/bins/
-CFG=bench/configs/llama-3.1-8b.json
-T1="taskset -c 0-7"
-for rep in 1 2; do
-  for b in new pf0 pf8 pf16; do
-    $T1 timeout 120 /tmp/bins/golinear_$b bench --config $CFG --batches 1,4 --contexts 4096 --decode-repeats 20 > /tmp/r/decode_${b}_$rep.txt 2>&1
-    echo "decode $b rep $rep exit $? at $(el) s" >> $R; grep -E "^bench:|error" /tmp/r/decode_${b}_$rep.txt >> $R
-  done
-done
+decode_ab 1,4 $(for b in new pf0 pf8 pf16; do echo $b:/tmp/bins/golinear_$b; done)
 CS=/usr/local/cuda/bin/compute-sanitizer
 san() {  # TOOL BINARY TEST
   local log=/tmp/san/$1_$2_${3//\//_}.txt

@@ -6,11 +6,9 @@
 # tests; 8B decode of final and ahead alternated.
 cd "$(dirname "$0")/../.."
 source scripts/device/setup.sh
-mkdir -p /tmp/r /tmp/vt
+mkdir -p /tmp/vt
 tar xJf carry2/extra.tar.xz -C /tmp/vt
 V=/tmp/vt/vbins
-CFG=bench/configs/llama-3.1-8b.json
-T1="taskset -c 0-7"
 for t in "test_ops_cuda_final --gtest_filter=*gemv*" "test_ops_cuda_ahead" "test_model_cuda_ahead --gtest_filter=-*TrainedStudent*"; do
   set -- $t
   $T1 timeout 120 $V/$t > /tmp/r/$1.txt 2>&1
@@ -18,11 +16,5 @@ for t in "test_ops_cuda_final --gtest_filter=*gemv*" "test_ops_cuda_ahead" "test
   grep -E '^\[  FAILED|Failure' /tmp/r/$1.txt | head -5 >> $R
 done
 grep -E "gemv" /tmp/r/test_ops_cuda_final.txt | head -12 >> $R
-for rep in 1 2; do
-  for b in final ahead; do
-    bin=$V/golinear_$b; [ $b = final ] && bin=$G
-    $T1 timeout 120 $bin bench --config $CFG --batches 1,4 --contexts 4096 --decode-repeats 20 > /tmp/r/decode_${b}_$rep.txt 2>&1
-    echo "decode $b rep $rep exit $? at $(el) s" >> $R; grep -E "^bench:|error" /tmp/r/decode_${b}_$rep.txt >> $R
-  done
-done
+decode_ab 1,4 final:$G ahead:$V/golinear_ahead
 echo "total $(el) s" >> $R

@@ -1,7 +1,8 @@
 # Sourced by each call of this folder, from the repository root on the GPU machine: unpacks
-# carry2/ (libs, bins, fixtures, the model moved out of the tree), links the tree at /work/main
-# (the absolute paths compiled into the tests), and defines R (the results file), G (golinear),
-# el (seconds since the start), health PORT and serve_load MODEL P... (golinear serve
+# carry2/ (libs, bins, fixtures, the model moved out of the tree; kernel_timeline.cpp's library
+# and libcupti.so.13 when carried), links the tree at /work/main (the absolute paths compiled
+# into the tests), makes /tmp/r, and defines R (the results file), G (golinear), CFG (the 8B
+# bench config), T1 (cores 0-7), el (seconds since the start), health PORT and serve_load MODEL P... (golinear serve
 # --device cuda under golinear_serve_load, 64 streams, one run per prompt length P, then the
 # server's prompt-token counters from /metrics).
 T0=$(date +%s)
@@ -12,6 +13,9 @@ mkdir -p /tmp/fx && tar xJf carry2/fixtures.tar.xz -C /tmp/fx && export GOLINEAR
 ln -sfn "$PWD" /work/main
 export LD_LIBRARY_PATH=/tmp/lib:/usr/local/cuda/lib64
 R=$OUT/results.txt; G=/tmp/bins/golinear
+CFG=bench/configs/llama-3.1-8b.json; T1="taskset -c 0-7"
+mkdir -p /tmp/r
+[ -f carry2/libkernel_timeline.so ] && cp carry2/libkernel_timeline.so carry2/libcupti.so.13 /tmp/lib/
 el() { echo $(( $(date +%s) - T0 )); }
 echo "setup $(el) s" > $R
 health() {
@@ -70,4 +74,25 @@ transfer_ab() {
       echo "transfer ${b%%:*} rep $rep exit $? at $(el) s: $(grep -oE '[0-9]+ tokens/s.*per 10 M tokens\)' $out)" >> $R
     done
   done
+}
+# decode_ab BATCHES NAME:BINARY...: the 8B decode step at 4K context (both variants) for the
+# sequence counts BATCHES of each binary, $ROUNDS rounds (default 2) alternated (cores 0-7), into
+# /tmp/r/decode_NAME_ROUND.txt; its rows into $R.
+decode_ab() {
+  local batches=$1; shift
+  for rep in $(seq 1 ${ROUNDS:-2}); do
+    for b in "$@"; do
+      local out=/tmp/r/decode_${b%%:*}_$rep.txt
+      $T1 timeout 120 ${b#*:} bench --config $CFG --batches $batches --contexts 4096 --decode-repeats 20 > $out 2>&1
+      echo "decode ${b%%:*} rep $rep exit $? at $(el) s" >> $R; grep -E "^bench:|error" $out >> $R
+    done
+  done
+}
+# timeline NAME BINARY: the in-graph kernel times of batch-1 hybrid 8B decode steps
+# (kernel_timeline.cpp, carried as libkernel_timeline.so) into /tmp/r/timeline_NAME.txt and $R.
+timeline() {
+  CUDA_INJECTION64_PATH=/tmp/lib/libkernel_timeline.so KERNEL_TIMELINE_OUT=/tmp/r/timeline_$1.txt \
+    $T1 timeout 120 $2 bench --config $CFG --batches 1 --contexts 4096 --variants hybrid --decode-repeats 20 > /tmp/r/tl_decode_$1.txt 2>&1
+  echo "timeline $1 exit $? at $(el) s" >> $R; grep -E "^bench:|error" /tmp/r/tl_decode_$1.txt >> $R
+  cat /tmp/r/timeline_$1.txt >> $R
 }
