@@ -624,22 +624,6 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int kb = (int)blockIdx.x / a.G, g = (int)blockIdx.x % a.G;  // key block 0 (longest) first
   const int j0 = kb * kRows, group = a.H / a.G;
   const int qt0 = j0 / kQt, per_head = nqt - qt0, n_tiles = group * per_head;
-  // Tile i: query tile nqt − 1 − i / group of head g·group + i % group — from the last query tile
-  // down to this block's diagonal, the group's heads side by side, so that the blocks of a kv
-  // head started together read the same Q, dO tiles at the same time (L2).
-#ifndef GL_DKDV_ORDER
-#define GL_DKDV_ORDER 1
-#endif
-#if GL_DKDV_ORDER == 1
-  auto tile_head = [&](int i) { return g * group + i % group; };
-  auto tile_q = [&](int i) { return nqt - 1 - i / group; };
-#elif GL_DKDV_ORDER == 2
-  auto tile_head = [&](int i) { return g * group + i % group; };
-  auto tile_q = [&](int i) { return qt0 + i / group; };
-#else
-  auto tile_head = [&](int i) { return g * group + i / per_head; };
-  auto tile_q = [&](int i) { return qt0 + i % per_head; };
-#endif
   const int wg = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0);  // warp-uniform to the compiler
   if (threadIdx.x == 0) bar.init();
   __syncthreads();
@@ -653,7 +637,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         tma_load(base + L::v + c * kAtomBytes, &tv, c * 64, g, j0, kv_full);
       }
       for (int i = 0; i < n_tiles; ++i) {
-        const int s = bwd_stage(i), h = tile_head(i), qt = tile_q(i);
+        const int s = bwd_stage(i), h = g * group + i / per_head, qt = qt0 + i % per_head;
         mbar_wait(empty(s), bwd_phase(i) ^ 1);
         mbar_expect_tx(full(s), 2 * L::small);
         for (int c = 0; c < D / 64; ++c) {
@@ -683,8 +667,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   uint32_t pf[4][4], dsf[4][4];
   // Column k % 64 of tile i, as loaded: lse (k < 64) or dsum, for this thread's k (past T: masked).
   auto column_raw = [&](int i) {
-    const int k = threadIdx.x % 128, h = tile_head(i);
-    const long at = (long)min(tile_q(i) * kQt + (k % kQt), a.T - 1) * a.H + h;
+    const int k = threadIdx.x % 128, h = g * group + i / per_head;
+    const long at = (long)min((qt0 + i % per_head) * kQt + (k % kQt), a.T - 1) * a.H + h;
     return k < kQt ? a.lse[at] : a.dsum[at];
   };
   // Tile i's 64 columns of lse·log2e and dsum into this warpgroup's buffer (one value a thread,
@@ -731,7 +715,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   mbar_wait(kv_full, 0);
   float col_next = column_raw(0);
   for (int i = 0; i < n_tiles; ++i) {
-    const int st = bwd_stage(i), q0 = tile_q(i) * kQt;
+    const int st = bwd_stage(i), q0 = (qt0 + i % per_head) * kQt;
     const uint32_t qb = base + L::q + st * L::small, dob = base + L::dout + st * L::small;
     issue_scores(i);
     store_columns(i, col_next);

@@ -28,17 +28,6 @@ Status gemm_bind_stream(cublasHandle_t handle, cudaStream_t stream);
 // runs our own bandwidth-bound GEMV when K % 8 == 0 and K ≤ 24576, cuBLAS otherwise.
 Status gemm_nt(cublasHandle_t handle, void* C, bool c_is_bf16, const bf16* A, const bf16* B,
                long M, int N, int K, float beta, cudaStream_t stream);
-// gemm_nt of act = swiglu_stacked(gu) (M, F) bf16 (activation.h): C (M, N) = act · Bᵀ + beta · C.
-// One row (the decode step's down projection) applies the activation as the GEMV loads its x
-// (the same bits; act is not written); more rows write act, then multiply.
-Status gemm_nt_swiglu(cublasHandle_t handle, void* C, bool c_is_bf16, bf16* act, const bf16* gu,
-                      const bf16* B, long M, int N, int F, float beta, cudaStream_t stream);
-// gemm_nt of xn = rmsnorm_f32_forward(h; norm_w, eps) (M, K) bf16 (norm.h): C (M, N) = xn · Bᵀ +
-// beta · C; xn is written either way. One row: every GEMV block norms h as it loads it (the same
-// bits as the norm kernel, rms_row.cuh), block 0 writes xn; more rows: the norm, then the product.
-Status gemm_nt_rmsnorm(cublasHandle_t handle, void* C, bool c_is_bf16, bf16* xn, const float* h,
-                       const float* norm_w, float eps, const bf16* B, long M, int N, int K,
-                       float beta, cudaStream_t stream);
 // gemm_nt with beta = 0.
 Status gemm_bf16_nt(cublasHandle_t handle, void* C, bool c_is_bf16, const bf16* A, const bf16* B,
                     int M, int N, int K, cudaStream_t stream);

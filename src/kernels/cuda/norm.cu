@@ -6,7 +6,6 @@
 
 #include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/launch.h"
-#include "kernels/cuda/rms_row.cuh"
 
 namespace golinear::kernels::cuda {
 
@@ -45,14 +44,30 @@ __global__ void rmsnorm_f32_kernel(bf16* out, const float* x, const float* w, in
   bf16* o = out + (long)blockIdx.x * C;
   if constexpr (kVec > 0) {
     const int C4 = C / 4;
-    device::RmsRow<kVec> rr;
-    rr.load_weights(w, C4);
-    device::pdl_wait();
-    rr.load_row(row, C4);
-    const float r = rr.inv_rms(C, eps, scratch);
+    float4 xv[kVec], wv[kVec];
+    float ss = 0.0f;
 #pragma unroll
-    for (int i = 0; i < kVec; ++i)
-      if (rr.at(i) < C4) reinterpret_cast<uint2*>(o)[rr.at(i)] = rr.scaled(i, r);
+    for (int i = 0; i < kVec; ++i) {
+      const int c4 = threadIdx.x + i * blockDim.x;
+      wv[i] = c4 < C4 ? reinterpret_cast<const float4*>(w)[c4] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+    device::pdl_wait();
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) {
+      const int c4 = threadIdx.x + i * blockDim.x;
+      xv[i] = c4 < C4 ? reinterpret_cast<const float4*>(row)[c4] : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) ss += xv[i].x * xv[i].x + xv[i].y * xv[i].y + xv[i].z * xv[i].z + xv[i].w * xv[i].w;
+    const float r = rsqrtf(block_sum(ss, scratch) / C + eps);
+#pragma unroll
+    for (int i = 0; i < kVec; ++i) {
+      const int c4 = threadIdx.x + i * blockDim.x;
+      if (c4 >= C4) continue;
+      __nv_bfloat162* dst = reinterpret_cast<__nv_bfloat162*>(o + 4 * c4);
+      dst[0] = __floats2bfloat162_rn(xv[i].x * r * wv[i].x, xv[i].y * r * wv[i].y);
+      dst[1] = __floats2bfloat162_rn(xv[i].z * r * wv[i].z, xv[i].w * r * wv[i].w);
+    }
   } else {
     device::pdl_wait();
     float ss = 0.0f;

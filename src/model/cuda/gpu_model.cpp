@@ -412,8 +412,8 @@ Status GpuModel::block_input(const GpuLayer& L, const float* h, int n, bf16* xn,
   const int C = c.hidden_size, H = c.num_heads, G = c.num_kv_heads, D = c.head_dim;
   const int HD = H * D, GD = G * D, QKV = HD + 2 * GD;
   const float eps = (float)c.rms_norm_eps;
-  GL_TRY(kc::gemm_nt_rmsnorm(cublas_, qkv32, false, xn, h, L.input_norm, eps, L.w_qkv, n, QKV, C,
-                             0.0f, s));
+  GL_TRY(kc::rmsnorm_f32_forward(xn, h, L.input_norm, n, C, eps, s));
+  GL_TRY(kc::gemm_nt(cublas_, qkv32, false, xn, L.w_qkv, n, QKV, C, 0.0f, s));
   if (lora_u && lora_) GL_TRY(lora_->forward_qkv((int)(&L - layers_.data()), qkv32, xn, lora_u, n, cublas_, s));
   if (!q_raw || !L.q_norm)
     return kc::qkv_split(q, k, v, qkv32, L.b_qkv, L.q_norm, L.k_norm, n, H, G, D, eps, s);
@@ -437,15 +437,16 @@ Status GpuModel::block_output(const GpuLayer& L, float* h, const bf16* y, int n,
   if (L.b_o) GL_TRY(kc::add_bias_rows(h, L.b_o, n, C, s));
   if (h_mid)
     GL_CUDA_CHECK(cudaMemcpyAsync(h_mid, h, (size_t)n * C * 4, cudaMemcpyDeviceToDevice, s));
-  GL_TRY(kc::gemm_nt_rmsnorm(cublas_, gu, true, xn2, h, L.post_norm, eps, L.w_gate_up, n, 2 * F, C,
-                             0.0f, s));
-  return kc::gemm_nt_swiglu(cublas_, h, false, act, gu, L.w_down, n, C, F, 1.0f, s);
+  GL_TRY(kc::rmsnorm_f32_forward(xn2, h, L.post_norm, n, C, eps, s));
+  GL_TRY(kc::gemm_nt(cublas_, gu, true, xn2, L.w_gate_up, n, 2 * F, C, 0.0f, s));
+  GL_TRY(kc::swiglu_stacked(act, gu, n, F, s));
+  return kc::gemm_nt(cublas_, h, false, act, L.w_down, n, C, F, 1.0f, s);
 }
 
 Status GpuModel::head_logits(const float* h, int n, float* logits, bf16* xn2, cudaStream_t s) const {
   const ModelConfig& c = config_;
-  return kc::gemm_nt_rmsnorm(cublas_, logits, false, xn2, h, final_norm_, (float)c.rms_norm_eps,
-                             lm_head_, n, c.vocab_size, c.hidden_size, 0.0f, s);
+  GL_TRY(kc::rmsnorm_f32_forward(xn2, h, final_norm_, n, c.hidden_size, (float)c.rms_norm_eps, s));
+  return kc::gemm_nt(cublas_, logits, false, xn2, lm_head_, n, c.vocab_size, c.hidden_size, 0.0f, s);
 }
 
 Status GpuModel::forward_device(const int32_t* ids, int T, const GpuForwardOptions& o) {
