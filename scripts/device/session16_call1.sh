@@ -14,22 +14,14 @@ cd "$(dirname "$0")/../.."
 source scripts/device/setup.sh
 mkdir -p /tmp/vt && tar xJf carry2/extra.tar.xz -C /tmp/vt
 V=/tmp/vt/vbins
-for t in "test_ops_cuda_all2" "test_model_cuda_all2 --gtest_filter=-*TrainedStudent*"; do
-  set -- $t
-  $T1 timeout 120 $V/$t > /tmp/r/$1.txt 2>&1
-  echo "$1 exit $? at $(el) s: $(grep -E '^\[  (PASSED|FAILED)' /tmp/r/$1.txt | tr '\n' ' ')" >> $R
-  grep -E '^\[  FAILED|Failure' /tmp/r/$1.txt | head -5 >> $R
-done
+BIN_DIR=$V plain_tests test_ops_cuda_all2
+BIN_DIR=$V TEST_ARGS='--gtest_filter=-*TrainedStudent*' plain_tests test_model_cuda_all2
 grep -E "gemv" /tmp/r/test_ops_cuda_all2.txt | head -40 >> $R
 ROUNDS=3 decode_ab 1,4 main:$G early1:$V/golinear_early1 early2:$V/golinear_early2 all0:$V/golinear_all0 all2:$V/golinear_all2
 timeline main $G
 timeline all2 $V/golinear_all2
-KERNEL_TIMELINE_ALL=1 CUDA_INJECTION64_PATH=/tmp/lib/libkernel_timeline.so KERNEL_TIMELINE_OUT=/tmp/r/timeline_mixers.txt \
-  $T1 timeout 150 $G bench --mixers --seq 8192,16384,32768 --contexts 4096 > /tmp/r/mixers_tl.txt 2>&1
-echo "mixers timeline exit $? at $(el) s" >> $R
-grep -E "flash|gdn" /tmp/r/timeline_mixers.txt | head -40 >> $R
+mixers_timeline main $G
 TEST_ARGS='--gtest_filter=-*TrainedStudent*' plain_tests $(cd /tmp/bins && ls test_*_cuda)
 TEST_ARGS=--gtest_repeat=2 plain_tests test_train_cuda
-cp /tmp/r/mixers_tl.txt $OUT/ 2>/dev/null
 tar cJf $OUT/r.tar.xz -C /tmp r
 echo "total $(el) s" >> $R

@@ -52,12 +52,13 @@ mixers_ab() {
     done
   done
 }
-# plain_tests BINARY...: each GPU test binary of /tmp/bins plainly (cores 0-7, extra gtest
-# arguments in $TEST_ARGS), into /tmp/r/BINARY.txt; its summary and failures into $R.
+# plain_tests BINARY...: each GPU test binary of /tmp/bins (or of $BIN_DIR: a variant's) plainly
+# (cores 0-7, extra gtest arguments in $TEST_ARGS), into /tmp/r/BINARY.txt; its summary and
+# failures into $R.
 plain_tests() {
   mkdir -p /tmp/r
   for t in "$@"; do
-    taskset -c 0-7 timeout 200 /tmp/bins/$t ${TEST_ARGS:+"$TEST_ARGS"} > /tmp/r/$t.txt 2>&1
+    taskset -c 0-7 timeout 200 ${BIN_DIR:-/tmp/bins}/$t ${TEST_ARGS:+"$TEST_ARGS"} > /tmp/r/$t.txt 2>&1
     echo "$t exit $? at $(el) s: $(grep -E '^\[  (PASSED|FAILED)' /tmp/r/$t.txt | tr '\n' ' ')" >> $R
     grep -E '^\[  FAILED|Failure' /tmp/r/$t.txt | head -10 >> $R
   done
@@ -95,4 +96,17 @@ timeline() {
     $T1 timeout 120 $2 bench --config $CFG --batches 1 --contexts 4096 --variants hybrid --decode-repeats 20 > /tmp/r/tl_decode_$1.txt 2>&1
   echo "timeline $1 exit $? at $(el) s" >> $R; grep -E "^bench:|error" /tmp/r/tl_decode_$1.txt >> $R
   cat /tmp/r/timeline_$1.txt >> $R
+}
+# mixers_timeline NAME BINARY: every kernel of `bench --mixers` at 8K-32K (kernel_timeline.cpp with
+# KERNEL_TIMELINE_ALL=1) into /tmp/r/timeline_mixers_NAME.txt; the attention and GDN kernels into $R.
+mixers_timeline() {
+  KERNEL_TIMELINE_ALL=1 CUDA_INJECTION64_PATH=/tmp/lib/libkernel_timeline.so KERNEL_TIMELINE_OUT=/tmp/r/timeline_mixers_$1.txt \
+    $T1 timeout 150 $2 bench --mixers --seq 8192,16384,32768 --contexts 4096 > /tmp/r/mixers_tl_$1.txt 2>&1
+  echo "mixers timeline $1 exit $? at $(el) s" >> $R
+  grep -E "flash|gdn" /tmp/r/timeline_mixers_$1.txt | head -40 >> $R
+}
+# sdpa_anchors: anchors_attention.py (PyTorch SDPA at 8K-32K, the machine's own Python) into $R.
+sdpa_anchors() {
+  (unset LD_LIBRARY_PATH; $T1 timeout 90 python3 scripts/device/anchors_attention.py >> $R 2>&1)
+  echo "anchors exit $? at $(el) s" >> $R
 }
