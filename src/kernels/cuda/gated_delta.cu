@@ -33,8 +33,6 @@ struct ForwardWorkspace {
   float* gamma;      // (H, NC, 64)
   float* gexp;       // (H, NC, 2, 64): e^{γ_m}, then e^{γ_last − γ_m}
   float* carry;      // 2 × (H, D, D): the state between the segments of a pipelined forward
-  bf16* S;           // (H, NC, D, D) bf16 Sᵀ entering each chunk (the split forward's states)
-  unsigned* states_done;  // NC counters: state-pass blocks done per chunk group (split forward)
   unsigned* ready;   // kMaxSegments counters, last: prepare blocks done per segment (persistent)
   size_t bytes;
 };
@@ -49,8 +47,6 @@ ForwardWorkspace forward_workspace(void* base, int N, int H, int D) {
   w.gamma = reinterpret_cast<float*>(p + off), off += align_up(H * NC * kChunk * sizeof(float));
   w.gexp = reinterpret_cast<float*>(p + off), off += align_up(H * NC * 2 * kChunk * sizeof(float));
   w.carry = reinterpret_cast<float*>(p + off), off += align_up(2 * (size_t)H * D * D * sizeof(float));
-  w.S = reinterpret_cast<bf16*>(p + off), off += align_up(H * NC * D * D * sizeof(bf16));
-  w.states_done = reinterpret_cast<unsigned*>(p + off), off += align_up(NC * sizeof(unsigned));
   w.ready = reinterpret_cast<unsigned*>(p + off), off += align_up(kMaxSegments * sizeof(unsigned));
   w.bytes = off;
   return w;
@@ -487,15 +483,10 @@ struct StateLayout {
 // What the persistent state pass waits for: segment s (chunks b[s] .. b[s + 1] − 1) is prepared
 // once ready[s] counts blocks_per_chunk · (b[s + 1] − b[s]) prepare blocks (gdn_prepare_kernel's
 // `done`). Passed by value (kernel parameter space); unused without WAIT.
-// SPLIT (the split forward) also: after the last chunk of each group of group_chunks chunks
-// (group j: chunks j·group_chunks ..), every block adds 1 to states_done[j] once its Sᵀ and ũ of
-// those chunks are written (the prepare's release: barrier, fence, atomic).
 struct SegmentWait {
   const unsigned* ready = nullptr;
   int n = 0, blocks_per_chunk = 0;
   int b[kMaxSegments + 1] = {};
-  unsigned* states_done = nullptr;
-  int group_chunks = 1;
 };
 // Spins (one thread) until *p ≥ target; the acquire load orders this thread's later reads after
 // the producers' writes, and the block barrier that follows extends that to the block (the
@@ -526,18 +517,13 @@ __device__ __forceinline__ void wait_at_least(const unsigned* p, unsigned target
 // WAIT (the persistent pass, c_begin = wait.b[0]): before staging the first chunk of segment s,
 // thread 0 waits until the segment's prepares are done (W, U, P and e^γ arrive by cp.async.cg,
 // which reads L2, never a stale L1 line); the arithmetic is the same as without.
-// SPLIT (the split forward; with CK_BF16 and WAIT): the chain alone. No output, no Q or P
-// staged: each chunk's Sᵀ goes to `checkpoints` (bf16) and ũ (bf16, the values the output's P
-// product reads) over the chunk's U slice in place, and wait.states_done counts the chunk groups
-// done for gdn_output_kernel.
-template <int D, int BV, bool CK_BF16 = false, bool WAIT = false, bool SPLIT = false>
+template <int D, int BV, bool CK_BF16 = false, bool WAIT = false>
 __global__ void __launch_bounds__(BV * 2, 1) gdn_state_pass_kernel(
     bf16* __restrict__ o, float* __restrict__ state_final, const float* __restrict__ state_init,
     void* __restrict__ checkpoints, const bf16* __restrict__ q, const bf16* __restrict__ k,
-    const bf16* __restrict__ W, bf16* __restrict__ U, const bf16* __restrict__ P,
+    const bf16* __restrict__ W, const bf16* __restrict__ U, const bf16* __restrict__ P,
     const float* __restrict__ gexp, int N, int H, int G, int c_begin, int c_end,
     const SegmentWait wait) {
-  static_assert(!SPLIT || (CK_BF16 && WAIT), "the split pass writes bf16 states and waits");
   using L = StateLayout<D, BV>;
   constexpr int LDB = L::LDB, LDP = L::LDP, LDU = L::LDU, LDO = L::LDO, NT = L::NW * 32;
   constexpr int VPR = D / 8, ND = D / 8, KD = D / 16, STAGES = L::STAGES;
@@ -572,7 +558,7 @@ __global__ void __launch_bounds__(BV * 2, 1) gdn_state_pass_kernel(
       for (int it = 0; it < 64 / RW; ++it) {
         const int so = (r0 + it * RW) * LDB + v0;
         cp_async16(Ws + so, wp + (size_t)it * RW * D, true);
-        if constexpr (!SPLIT) cp_async16(Qs + so, qp + it * q_step, true);
+        cp_async16(Qs + so, qp + it * q_step, true);
         cp_async16(Ks + so, kp + it * k_step, true);
       }
     } else {  // the ragged last chunk: rows past N zero-filled
@@ -581,11 +567,11 @@ __global__ void __launch_bounds__(BV * 2, 1) gdn_state_pass_kernel(
         const int so = (r0 + it * RW) * LDB + v0;
         const bool valid = c0 + r0 + it * RW < N;
         cp_async16(Ws + so, wp + (size_t)it * RW * D, true);
-        if constexpr (!SPLIT) cp_async16(Qs + so, valid ? qp + it * q_step : q, valid);
+        cp_async16(Qs + so, valid ? qp + it * q_step : q, valid);
         cp_async16(Ks + so, valid ? kp + it * k_step : k, valid);
       }
     }
-    if constexpr (!SPLIT) {
+    {
       constexpr int RP = NT / 8;  // P: 8 vectors per row
       const int rp = tid / 8, vp = (tid % 8) * 8;
       const bf16* pp = P + (chunk_row + rp) * 64 + vp;
@@ -642,12 +628,6 @@ __global__ void __launch_bounds__(BV * 2, 1) gdn_state_pass_kernel(
     cp_async_wait<STAGES - 2>();
     if constexpr (WAIT) wait_through(c + STAGES - 1);  // chunk c + STAGES − 1 is staged below
     __syncthreads();  // chunk c visible to all; every warp is done with chunk c − 1's stage
-    if constexpr (SPLIT) {  // chunk c − 1 ended its group: every thread's writes precede the barrier
-      if (tid == 0 && c > c_begin && c % wait.group_chunks == 0) {
-        __threadfence();
-        atomicAdd(wait.states_done + (c - 1) / wait.group_chunks, 1u);
-      }
-    }
     if (c + STAGES - 1 < c_end) load_stage(c + STAGES - 1, (c - c_begin + STAGES - 1) % STAGES);
     cp_async_commit();
     unsigned char* base = smem + ((c - c_begin) % STAGES) * L::stage_bytes;
@@ -696,13 +676,11 @@ __global__ void __launch_bounds__(BV * 2, 1) gdn_state_pass_kernel(
         const int row = 16 * np + 8 * (mi >> 1) + lr, colk = 16 * kk + 8 * (mi & 1);
         uint32_t bw[4], bq[4];
         ldsm_x4(bw, Ws + row * LDB + colk);
+        ldsm_x4(bq, Qs + row * LDB + colk);
         mma16816(X[2 * np], a, bw[0], bw[1]);
         mma16816(X[2 * np + 1], a, bw[2], bw[3]);
-        if constexpr (!SPLIT) {
-          ldsm_x4(bq, Qs + row * LDB + colk);
-          mma16816(Y[2 * np], a, bq[0], bq[1]);
-          mma16816(Y[2 * np + 1], a, bq[2], bq[3]);
-        }
+        mma16816(Y[2 * np], a, bq[0], bq[1]);
+        mma16816(Y[2 * np + 1], a, bq[2], bq[3]);
       }
     }
     const float decay_last = gs[63];  // gs: e^γ (64), then e^{γL−γ} (64)
@@ -716,10 +694,8 @@ __global__ void __launch_bounds__(BV * 2, 1) gdn_state_pass_kernel(
 #pragma unroll
       for (int hn = 0; hn < 2; ++hn) {
         const int nt = 2 * np + hn, m0 = 8 * nt + 2 * ti;
-        if constexpr (!SPLIT) {
-          const float e0 = gs[m0], e1 = gs[m0 + 1];
-          Y[nt][0] *= e0, Y[nt][1] *= e1, Y[nt][2] *= e0, Y[nt][3] *= e1;
-        }
+        const float e0 = gs[m0], e1 = gs[m0 + 1];
+        Y[nt][0] *= e0, Y[nt][1] *= e1, Y[nt][2] *= e0, Y[nt][3] *= e1;
         const float2 ulo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u4[2 * hn]));
         const float2 uhi =
             __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u4[2 * hn + 1]));
@@ -747,7 +723,7 @@ __global__ void __launch_bounds__(BV * 2, 1) gdn_state_pass_kernel(
     }
     // Oᵀ = Yᵀ + ũᵀ Pᵀ (P lower triangular: m ≤ i).
 #pragma unroll
-    for (int np = 0; np < 4 && !SPLIT; ++np) {
+    for (int np = 0; np < 4; ++np) {
 #pragma unroll
       for (int kk = 0; kk <= np; ++kk) {
         const int row = 16 * np + 8 * (mi >> 1) + lr, colk = 16 * kk + 8 * (mi & 1);
@@ -774,40 +750,25 @@ __global__ void __launch_bounds__(BV * 2, 1) gdn_state_pass_kernel(
         mma16816(S[2 * np + 1], ud[kk], bk[2], bk[3]);
       }
     }
-    // Output: Oᵀ (SPLIT: ũᵀ, as ua holds it) (16 columns × 64 tokens) through this warp's
-    // staging tile to global.
+    // Output: Oᵀ (16 columns × 64 tokens) through this warp's staging tile to global.
 #pragma unroll
     for (int np = 0; np < 4; ++np) {  // transposing stmatrix, matrices as the U loads above
-      if constexpr (SPLIT) {
-        stsm_x4_trans(Os + (16 * np + 8 * (mi >> 1) + lr) * LDO + 8 * (mi & 1), ua[np]);
-      } else {
-        const uint32_t r4[4] = {pack_bf16(Y[2 * np][0], Y[2 * np][1]),
-                                pack_bf16(Y[2 * np][2], Y[2 * np][3]),
-                                pack_bf16(Y[2 * np + 1][0], Y[2 * np + 1][1]),
-                                pack_bf16(Y[2 * np + 1][2], Y[2 * np + 1][3])};
-        stsm_x4_trans(Os + (16 * np + 8 * (mi >> 1) + lr) * LDO + 8 * (mi & 1), r4);
-      }
+      const uint32_t r4[4] = {pack_bf16(Y[2 * np][0], Y[2 * np][1]),
+                              pack_bf16(Y[2 * np][2], Y[2 * np][3]),
+                              pack_bf16(Y[2 * np + 1][0], Y[2 * np + 1][1]),
+                              pack_bf16(Y[2 * np + 1][2], Y[2 * np + 1][3])};
+      stsm_x4_trans(Os + (16 * np + 8 * (mi >> 1) + lr) * LDO + 8 * (mi & 1), r4);
     }
     __syncwarp();
     const int c0 = c * kChunk;
 #pragma unroll
     for (int x = 0; x < 4; ++x) {
       const int idx = lane + 32 * x, r = idx / 2, half = idx % 2, n = c0 + r;
-      if constexpr (SPLIT)  // all 64 rows (those past N are ũ of zero rows)
-        *reinterpret_cast<uint4*>(U + (((size_t)h * NC + c) * 64 + r) * D + col0 + wc + 8 * half) =
-            *reinterpret_cast<const uint4*>(Os + r * LDO + 8 * half);
-      else if (n < N)
+      if (n < N)
         *reinterpret_cast<uint4*>(o + ((size_t)n * H + h) * D + col0 + wc + 8 * half) =
             *reinterpret_cast<const uint4*>(Os + r * LDO + 8 * half);
     }
     __syncwarp();
-  }
-  if constexpr (SPLIT) {  // the last group
-    __syncthreads();
-    if (tid == 0 && c_end > c_begin) {
-      __threadfence();
-      atomicAdd(wait.states_done + (c_end - 1) / wait.group_chunks, 1u);
-    }
   }
   if (state_final) {
 #pragma unroll
@@ -816,126 +777,6 @@ __global__ void __launch_bounds__(BV * 2, 1) gdn_state_pass_kernel(
       for (int r = 0; r < 4; ++r)
         state_final[((size_t)h * D + 8 * nt + 2 * ti + (r & 1)) * D + col0 + wc + gi + 8 * (r >> 1)] =
             S[nt][r];
-  }
-}
-
-// ---- kernel 2b: the split forward's outputs -------------------------------------------------
-//
-// Every chunk's output in parallel from the state the split pass left for it (fla's
-// chunk_fwd_o): O = diag(e^γ) Q S + P ũ, S the state entering the chunk (bf16 Sᵀ) and ũ the
-// corrected values, both written by gdn_state_pass_kernel<…, SPLIT>; the same products the fused
-// pass computes (its Y and its P product), on the same bf16 operands.
-
-template <int D>
-struct OutputLayout {
-  static constexpr int LDB = D + 8, LDP = 64 + 8, NCH = D / 16;  // NCH: 8-column vectors a warp
-  static constexpr size_t s = 0;                                 // Sᵀ (D value rows × D)
-  static constexpr size_t q = s + D * LDB * 2;                   // Q (64 × D)
-  static constexpr size_t u = q + 64 * LDB * 2;                  // ũ (64 × D)
-  static constexpr size_t p = u + 64 * LDB * 2;                  // P (64 × 64)
-  static constexpr size_t gm = p + 64 * LDP * 2;                 // e^γ (64)
-  static constexpr size_t stage = gm + 64 * 4;                   // 8 warps' (16 × D/2) tiles
-  static constexpr size_t total = stage + 8 * 16 * (D / 2) * 2;
-};
-constexpr int kOutputThreads = 256;
-
-// grid (H, NC) (chunk-major launch order), 256 threads: warp w computes tokens 16·(w % 4) .. of
-// the chunk, value columns (w / 4)·D/2 ... Q, P and e^γ are loaded first (the prepares precede
-// this kernel on its stream); then thread 0 waits until states_done[c / group_chunks] counts
-// `target` state-pass blocks (skipped when states_done is null: the pass already finished).
-template <int D>
-__global__ void __launch_bounds__(kOutputThreads, 2) gdn_output_kernel(
-    bf16* __restrict__ o, const bf16* __restrict__ q, const bf16* __restrict__ St,
-    const bf16* __restrict__ Ut, const bf16* __restrict__ P, const float* __restrict__ gexp,
-    const unsigned* __restrict__ states_done, unsigned target, int group_chunks, int N, int H) {
-  using L = OutputLayout<D>;
-  constexpr int LDB = L::LDB, LDP = L::LDP, NCH = L::NCH, VPR = D / 8, NT = kOutputThreads;
-  extern __shared__ __align__(128) unsigned char smem[];
-  bf16* Ss = reinterpret_cast<bf16*>(smem + L::s);
-  bf16* Qs = reinterpret_cast<bf16*>(smem + L::q);
-  bf16* Us = reinterpret_cast<bf16*>(smem + L::u);
-  bf16* Ps = reinterpret_cast<bf16*>(smem + L::p);
-  float* gs = reinterpret_cast<float*>(smem + L::gm);
-  const int h = blockIdx.x, c = blockIdx.y, NC = gridDim.y, c0 = c * kChunk;
-  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  const int gi = lane / 4, mi = lane / 8, lr = lane % 8;
-  const size_t chunk = (size_t)h * NC + c;
-
-  for (int i = tid; i < 64 * VPR; i += NT) {  // Q rows past N zero-filled
-    const int r = i / VPR, v = (i % VPR) * 8;
-    const bool valid = c0 + r < N;
-    cp_async16(Qs + r * LDB + v, valid ? q + ((size_t)(c0 + r) * H + h) * D + v : q, valid);
-  }
-  for (int i = tid; i < 64 * 8; i += NT) {
-    const int r = i / 8, v = (i % 8) * 8;
-    cp_async16(Ps + r * LDP + v, P + (chunk * 64 + r) * 64 + v, true);
-  }
-  if (tid < 16) cp_async16(gs + tid * 4, gexp + chunk * 128 + tid * 4, true);
-  cp_async_commit();
-  if (states_done) {
-    if (tid == 0) wait_at_least(states_done + c / group_chunks, target);
-    __syncthreads();
-  }
-  for (int i = tid; i < D * VPR; i += NT) {
-    const int r = i / VPR, v = (i % VPR) * 8;
-    cp_async16(Ss + r * LDB + v, St + (chunk * D + r) * D + v, true);
-  }
-  for (int i = tid; i < 64 * VPR; i += NT) {
-    const int r = i / VPR, v = (i % VPR) * 8;
-    cp_async16(Us + r * LDB + v, Ut + (chunk * 64 + r) * D + v, true);
-  }
-  cp_async_commit();
-  cp_async_wait<0>();
-  __syncthreads();
-
-  const int rt = warp % 4, cb = (warp / 4) * (D / 2);
-  float acc[NCH][4];
-#pragma unroll
-  for (int nt = 0; nt < NCH; ++nt)
-#pragma unroll
-    for (int r = 0; r < 4; ++r) acc[nt][r] = 0.0f;
-  // Q S: k over the D key columns; B from Sᵀ rows (value column, key).
-#pragma unroll
-  for (int kk = 0; kk < D / 16; ++kk) {
-    uint32_t a[4];
-    ldsm_x4(a, Qs + (16 * rt + (lane & 15)) * LDB + 16 * kk + 8 * (lane >> 4));
-#pragma unroll
-    for (int np = 0; np < NCH / 2; ++np) {
-      uint32_t b[4];
-      ldsm_x4(b, Ss + (cb + 16 * np + 8 * (mi >> 1) + lr) * LDB + 16 * kk + 8 * (mi & 1));
-      mma16816(acc[2 * np], a, b[0], b[1]);
-      mma16816(acc[2 * np + 1], a, b[2], b[3]);
-    }
-  }
-  const float e0 = gs[16 * rt + gi], e8 = gs[16 * rt + gi + 8];
-#pragma unroll
-  for (int nt = 0; nt < NCH; ++nt) acc[nt][0] *= e0, acc[nt][1] *= e0, acc[nt][2] *= e8, acc[nt][3] *= e8;
-  // + P ũ, k over the tokens m ≤ this warp's rows (P lower triangular).
-  for (int kk = 0; kk <= rt; ++kk) {
-    uint32_t a[4];
-    ldsm_x4(a, Ps + (16 * rt + (lane & 15)) * LDP + 16 * kk + 8 * (lane >> 4));
-#pragma unroll
-    for (int np = 0; np < NCH / 2; ++np) {
-      uint32_t b[4];
-      ldsm_x4_trans(b, Us + (16 * kk + 8 * (mi & 1) + lr) * LDB + cb + 16 * np + 8 * (mi >> 1));
-      mma16816(acc[2 * np], a, b[0], b[1]);
-      mma16816(acc[2 * np + 1], a, b[2], b[3]);
-    }
-  }
-  bf16* stg = reinterpret_cast<bf16*>(smem + L::stage) + warp * 16 * (D / 2);
-#pragma unroll
-  for (int jp = 0; jp < NCH / 2; ++jp)
-    stage_put<NCH>(stg, jp, pack_bf16(acc[2 * jp][0], acc[2 * jp][1]),
-                   pack_bf16(acc[2 * jp][2], acc[2 * jp][3]),
-                   pack_bf16(acc[2 * jp + 1][0], acc[2 * jp + 1][1]),
-                   pack_bf16(acc[2 * jp + 1][2], acc[2 * jp + 1][3]), lane);
-  __syncwarp();
-#pragma unroll
-  for (int x = 0; x < 16 * NCH / 32; ++x) {
-    const int u = lane + 32 * x, row = u / NCH, vec = u % NCH, n = c0 + 16 * rt + row;
-    if (n < N)
-      *reinterpret_cast<uint4*>(o + ((size_t)n * H + h) * D + cb + 8 * vec) =
-          *reinterpret_cast<const uint4*>(stage_at<NCH>(stg, row, vec));
   }
 }
 
@@ -952,14 +793,12 @@ Status launch_state_pass(bf16* o, float* state_final, const float* state_init, v
   using L = StateLayout<D, BV>;
   if (wait) {
     if constexpr (BV == 32 || BV == 64) {
-      const bool split = wait->states_done != nullptr;  // Sᵀ to ws.S, ũ over ws.U, no output
-      auto kernel = split ? gdn_state_pass_kernel<D, BV, true, true, true>
-                          : gdn_state_pass_kernel<D, BV, false, true>;
+      auto kernel = gdn_state_pass_kernel<D, BV, false, true>;
       GL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          (int)L::total));
       kernel<<<dim3(D / BV, H), L::NW * 32, L::total, stream>>>(
-          o, state_final, state_init, split ? ws.S : nullptr, q, k, ws.W, ws.U, ws.P, ws.gexp, N,
-          H, G, c_begin, c_end, *wait);
+          o, state_final, state_init, nullptr, q, k, ws.W, ws.U, ws.P, ws.gexp, N, H, G, c_begin,
+          c_end, *wait);
       GL_CUDA_CHECK_LAUNCH();
       return ok_status();
     }
@@ -1175,7 +1014,6 @@ Status persistent_forward(bf16* o, float* state_final, const float* state_init, 
   wait.blocks_per_chunk = H;
   for (int s = 0; s <= NS; ++s) wait.b[s] = bounds[s];
   GL_CUDA_CHECK(cudaMemsetAsync(ws.ready, 0, NS * sizeof(unsigned), stream));
-  GL_CUDA_CHECK(cudaMemsetAsync(ws.states_done, 0, NC * sizeof(unsigned), stream));
   GL_CUDA_CHECK(cudaEventRecord(side.fork, stream));
   GL_CUDA_CHECK(cudaStreamWaitEvent(side.stream, side.fork, 0));
   GL_ASSIGN_OR_RETURN(auto prepare, (prepare_kernel<D, true>(staged_prepare)));
@@ -1186,25 +1024,8 @@ Status persistent_forward(bf16* o, float* state_final, const float* state_init, 
         NS);
     GL_CUDA_CHECK_LAUNCH();
   }
-#ifndef GL_GDN_SPLIT
-#define GL_GDN_SPLIT 8
-#endif
-  if (GL_GDN_SPLIT > 0) {
-    wait.states_done = ws.states_done;
-    wait.group_chunks = GL_GDN_SPLIT;
-  }
   GL_TRY(state_pass<D>(value_block, o, state_final, state_init, nullptr, false, q, k, ws, N, H, G,
                        0, NC, side.stream, &wait));
-  if (wait.states_done) {
-    using OL = OutputLayout<D>;
-    GL_CUDA_CHECK(cudaFuncSetAttribute(gdn_output_kernel<D>,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize, (int)OL::total));
-    const int vb = resolved_value_block<D>(value_block);
-    gdn_output_kernel<D><<<dim3(H, NC), kOutputThreads, OL::total, stream>>>(
-        o, q, ws.S, ws.U, ws.P, ws.gexp, ws.states_done, (unsigned)((D / vb) * H),
-        wait.group_chunks, N, H);
-    GL_CUDA_CHECK_LAUNCH();
-  }
   GL_CUDA_CHECK(cudaEventRecord(side.join, side.stream));
   GL_CUDA_CHECK(cudaStreamWaitEvent(stream, side.join, 0));
   return ok_status();
