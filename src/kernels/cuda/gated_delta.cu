@@ -142,74 +142,6 @@ struct PrepareLayout {
   static_assert(2 * 64 * LDT * 2 <= 64 * LDA * 4, "Tw and Tu must fit in A's buffer");
 };
 
-// e^x as ex2.approx of x·log2 e (two instructions; expf is about ten without fast math).
-__device__ __forceinline__ float exp_fast(float x) {
-#ifdef GL_PREP_EXPF
-  return expf(x);
-#else
-  return device::fast_exp2(x * 1.4426950408889634f);
-#endif
-}
-// Step 1's unit of work: rows 16·I.. of X Kᵀ for the key blocks NP0 ≤ np < NP1 (16 keys each, all
-// at or below the diagonal block I), scaled and masked: X = Q gives P = lower(e^{γi−γm} Q Kᵀ)
-// (bf16, straight to global), X = K gives A = strict-lower(β_i e^{γi−γm} K Kᵀ) (fp32, shared).
-// Template bounds: the loops unroll into straight-line code (a bound from the warp index made
-// them branches that kept the ldmatrix loads from being issued ahead).
-template <int D, bool IS_Q, int I, int NP0, int NP1>
-__device__ __forceinline__ void prepare_unit(const bf16* X, const bf16* Ks, const float* gam,
-                                             const float* bet, float* As, bf16* P_chunk,
-                                             int lane) {
-  using L = PrepareLayout<D>;
-  constexpr int LDB = L::LDB, LDA = L::LDA, NJ = 2 * (NP1 - NP0);
-  const int gi = lane / 4, ti = lane % 4, mi = lane / 8, lr = lane % 8;
-  float acc[NJ][4];
-#pragma unroll
-  for (int j = 0; j < NJ; ++j)
-#pragma unroll
-    for (int r = 0; r < 4; ++r) acc[j][r] = 0.0f;
-#pragma unroll
-  for (int kk = 0; kk < D / 16; ++kk) {
-    uint32_t a[4];
-    ldsm_x4(a, X + (16 * I + (lane & 15)) * LDB + 16 * kk + 8 * (lane >> 4));
-#pragma unroll
-    for (int np = NP0; np < NP1; ++np) {
-      uint32_t b[4];
-      ldsm_x4(b, Ks + (16 * np + 8 * (mi >> 1) + lr) * LDB + 16 * kk + 8 * (mi & 1));
-      mma16816(acc[2 * (np - NP0)], a, b[0], b[1]);
-      mma16816(acc[2 * (np - NP0) + 1], a, b[2], b[3]);
-    }
-  }
-#pragma unroll
-  for (int jj = 0; jj < NJ; ++jj) {
-#pragma unroll
-    for (int hr = 0; hr < 2; ++hr) {
-      const int row = 16 * I + gi + 8 * hr, m = 16 * NP0 + 8 * jj + 2 * ti;
-      const float gr = gam[row];
-      float v0 = 0.0f, v1 = 0.0f;
-      if constexpr (IS_Q) {
-        if (m <= row) v0 = exp_fast(gr - gam[m]) * acc[jj][2 * hr];
-        if (m + 1 <= row) v1 = exp_fast(gr - gam[m + 1]) * acc[jj][2 * hr + 1];
-        *reinterpret_cast<uint32_t*>(P_chunk + row * 64 + m) = pack_bf16(v0, v1);
-      } else {
-        const float br = bet[row];
-        if (m < row) v0 = br * exp_fast(gr - gam[m]) * acc[jj][2 * hr];
-        if (m + 1 < row) v1 = br * exp_fast(gr - gam[m + 1]) * acc[jj][2 * hr + 1];
-        *reinterpret_cast<float2*>(As + row * LDA + m) = make_float2(v0, v1);
-      }
-    }
-  }
-}
-// P's zero blocks above the diagonal: rows 16·I.., key blocks NP0 ≤ np < 4 (one warp).
-template <int I, int NP0>
-__device__ __forceinline__ void prepare_zero_p(bf16* P_chunk, int lane) {
-  constexpr int V = 2 * (4 - NP0);  // 16-byte vectors a row
-#pragma unroll
-  for (int x = 0; x < V / 2; ++x) {
-    const int u = lane + 32 * x, row = 16 * I + u / V, vec = u % V;
-    *reinterpret_cast<uint4*>(P_chunk + row * 64 + 16 * NP0 + 8 * vec) = make_uint4(0, 0, 0, 0);
-  }
-}
-
 // grid (H, chunks), kPrepareThreads threads; chunk c = c_begin + blockIdx.y (chunk-major launch
 // order). Writes W, U (64, D), P (64, 64), γ (64), e^γ and e^{γL−γ} (2 × 64) of chunk c, head h,
 // and with T_out, T = (I + A)⁻¹ (bf16 64 × 64). SIGNAL (the persistent state pass: the chunks in
@@ -284,56 +216,72 @@ __global__ void __launch_bounds__(kPrepareThreads, 3) gdn_prepare_kernel(
   cp_async_wait<0>();
   __syncthreads();
 
-  // 1: A's ten 16 × 16 blocks at and below the diagonal over five warps, two blocks each.
-  switch (warp) {
-    case 0: prepare_unit<D, false, 3, 0, 2>(Ks, Ks, gam, bet, As, nullptr, lane); break;
-    case 1: prepare_unit<D, false, 3, 2, 4>(Ks, Ks, gam, bet, As, nullptr, lane); break;
-    case 2: prepare_unit<D, false, 2, 0, 2>(Ks, Ks, gam, bet, As, nullptr, lane); break;
-    case 3:
-      prepare_unit<D, false, 2, 2, 3>(Ks, Ks, gam, bet, As, nullptr, lane);
-      prepare_unit<D, false, 0, 0, 1>(Ks, Ks, gam, bet, As, nullptr, lane);
-      break;
-    case 4: prepare_unit<D, false, 1, 0, 2>(Ks, Ks, gam, bet, As, nullptr, lane); break;
-    default: break;
-  }
-  __syncthreads();  // A complete
-
-  // 2: T = (I + A)⁻¹, first its diagonal blocks: warp w < 4 inverts block w, lane j < 16 one
-  // column (zeros above the diagonal inside the block). Meanwhile warps 4–7 compute P (its ten
-  // blocks, at most three a warp) and write its zero blocks above the diagonal.
-  if (warp < 4) {
-    if (lane < 16) {
-      const int b0 = 16 * warp, j = lane;
-      float col[16];
+  // 1: rows 16i.. of X Kᵀ, X = K (warps 0–3) or Q (4–7); n-tiles of 8 keys up to the diagonal.
+  {
+    const int i = warp & 3;
+    const bool is_q = warp >= 4;
+    const bf16* X = is_q ? QVs : Ks;
+    float acc[8][4];
 #pragma unroll
-      for (int r = 0; r < 16; ++r) {
-        float s = r == j ? 1.0f : 0.0f;
+    for (int j = 0; j < 8; ++j)
 #pragma unroll
-        for (int m = 0; m < r; ++m) s -= As[(b0 + r) * LDA + b0 + m] * col[m];
-        col[r] = r < j ? 0.0f : s;
+      for (int r = 0; r < 4; ++r) acc[j][r] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      uint32_t a[4];
+      ldsm_x4(a, X + (16 * i + (lane & 15)) * LDB + 16 * kk + 8 * (lane >> 4));
+#pragma unroll
+      for (int np = 0; np < 4; ++np) {
+        if (np <= i) {
+          uint32_t b[4];
+          ldsm_x4(b, Ks + (16 * np + 8 * (mi >> 1) + lr) * LDB + 16 * kk + 8 * (mi & 1));
+          mma16816(acc[2 * np], a, b[0], b[1]);
+          mma16816(acc[2 * np + 1], a, b[2], b[3]);
+        }
       }
-#pragma unroll
-      for (int r = 0; r < 16; ++r) Ts[(b0 + r) * LDF + b0 + j] = col[r];
     }
-  } else {
     bf16* P_chunk = P_out + chunk * 64 * 64;
-    switch (warp) {
-      case 4: prepare_unit<D, true, 3, 0, 2>(QVs, Ks, gam, bet, nullptr, P_chunk, lane); break;
-      case 5: prepare_unit<D, true, 3, 2, 4>(QVs, Ks, gam, bet, nullptr, P_chunk, lane); break;
-      case 6:
-        prepare_unit<D, true, 2, 0, 3>(QVs, Ks, gam, bet, nullptr, P_chunk, lane);
-        prepare_zero_p<2, 3>(P_chunk, lane);
-        break;
-      default:
-        prepare_unit<D, true, 1, 0, 2>(QVs, Ks, gam, bet, nullptr, P_chunk, lane);
-        prepare_unit<D, true, 0, 0, 1>(QVs, Ks, gam, bet, nullptr, P_chunk, lane);
-        prepare_zero_p<1, 2>(P_chunk, lane);
-        prepare_zero_p<0, 1>(P_chunk, lane);
-        break;
+    uint32_t pk[8][2];  // STAGED: P's packed values
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+#pragma unroll
+      for (int hr = 0; hr < 2; ++hr) {
+        const int row = 16 * i + gi + 8 * hr, m = 8 * j + 2 * ti;
+        float v0 = 0.0f, v1 = 0.0f;
+        if (j <= 2 * i + 1) {
+          const float gr = gam[row];
+          if (is_q) {
+            if (m <= row) v0 = expf(gr - gam[m]) * acc[j][2 * hr];
+            if (m + 1 <= row) v1 = expf(gr - gam[m + 1]) * acc[j][2 * hr + 1];
+          } else {
+            const float br = bet[row];
+            if (m < row) v0 = br * expf(gr - gam[m]) * acc[j][2 * hr];
+            if (m + 1 < row) v1 = br * expf(gr - gam[m + 1]) * acc[j][2 * hr + 1];
+          }
+        }
+        if (is_q) {
+          if constexpr (STAGED)
+            pk[j][hr] = pack_bf16(v0, v1);
+          else
+            *reinterpret_cast<uint32_t*>(P_chunk + row * 64 + m) = pack_bf16(v0, v1);
+        } else if (j <= 2 * i + 1) {
+          *reinterpret_cast<float2*>(As + row * LDA + m) = make_float2(v0, v1);
+        }
+      }
+    }
+    if constexpr (STAGED) {
+      if (is_q) {  // T's buffer is untouched until the inverse: 4 tiles of 16 × 64
+        bf16* stg = reinterpret_cast<bf16*>(smem + L::t) + i * 16 * 64;
+#pragma unroll
+        for (int jp = 0; jp < 4; ++jp)
+          stage_put<8>(stg, jp, pk[2 * jp][0], pk[2 * jp][1], pk[2 * jp + 1][0], pk[2 * jp + 1][1],
+                       lane);
+        stage_out<8>(P_chunk + 16 * i * 64, 64, stg, lane);
+      }
     }
   }
-  __syncthreads();  // T's diagonal blocks done; Q no longer read
-  // V into Q's buffer, behind the rest of the inverse.
+  __syncthreads();  // A complete; Q no longer read
+  // V into Q's buffer, behind the inverse.
 #pragma unroll
   for (int it = 0; it < 64 * VPR / kPrepareThreads; ++it) {
     const int idx = tid + it * kPrepareThreads;
@@ -342,6 +290,23 @@ __global__ void __launch_bounds__(kPrepareThreads, 3) gdn_prepare_kernel(
     cp_async16(QVs + r * LDB + cv * 8, valid ? v + ((size_t)n * G + hk) * D + cv * 8 : v, valid);
   }
   cp_async_commit();
+
+  // 2: T = (I + A)⁻¹. Diagonal blocks: warp w < 4 inverts block w, lane j < 16 one column
+  // (zeros above the diagonal inside the block).
+  if (warp < 4 && lane < 16) {
+    const int b0 = 16 * warp, j = lane;
+    float col[16];
+#pragma unroll
+    for (int r = 0; r < 16; ++r) {
+      float s = r == j ? 1.0f : 0.0f;
+#pragma unroll
+      for (int m = 0; m < r; ++m) s -= As[(b0 + r) * LDA + b0 + m] * col[m];
+      col[r] = r < j ? 0.0f : s;
+    }
+#pragma unroll
+    for (int r = 0; r < 16; ++r) Ts[(b0 + r) * LDF + b0 + j] = col[r];
+  }
+  __syncthreads();
   // Level 1: T₁₀ = −T₁₁ (A₁₀ T₀₀), T₃₂ = −T₃₃ (A₃₂ T₂₂); the products Y in T's unused upper blocks
   // (rows 0–15 × columns 16–31, rows 32–47 × columns 48–63). Thread: block warp / 4, row
   // 4 (warp % 4) + lane / 8, columns s, s + 1 (the 8 lanes of a row share its A loads).
