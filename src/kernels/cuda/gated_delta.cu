@@ -792,7 +792,7 @@ Status launch_state_pass(bf16* o, float* state_final, const float* state_init, v
                          const SegmentWait* wait = nullptr) {
   using L = StateLayout<D, BV>;
   if (wait) {
-    if constexpr (BV == 32 || BV == 64 || BV == 128) {
+    if constexpr (BV == 32 || BV == 64) {
       auto kernel = gdn_state_pass_kernel<D, BV, false, true>;
       GL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          (int)L::total));
@@ -994,7 +994,7 @@ template <int D>
 Result<bool> persistent_usable(const SideStream& side, int H, int value_block,
                                cudaStream_t stream) {
   const int vb = resolved_value_block<D>(value_block);
-  if (vb != 32 && vb != 64 && vb != 128) return false;
+  if (vb != 32 && vb != 64) return false;
   if ((long)(D / vb) * H > side.sms - kPersistentFreeSms) return false;
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   GL_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
