@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "kernels/cuda/device_utils.cuh"
-#include "kernels/cuda/launch.h"
 
 namespace golinear::kernels::cuda {
 
@@ -180,9 +179,6 @@ __global__ void __launch_bounds__(kPrepareThreads, 3) gdn_prepare_kernel(
   const int gi = lane / 4, ti = lane % 4, mi = lane / 8, lr = lane % 8;
   constexpr int VPR = D / 8;  // 16-byte vectors per row
   const size_t chunk = (size_t)h * NC + c;
-  // SIGNAL: the next segment's prepare (a programmatic dependent, persistent_forward) may start
-  // filling the SMs this one's last blocks leave; the two never touch the same memory.
-  if constexpr (SIGNAL) device::pdl_trigger();
 
   // Q and K (one group), zero-filled past the end of the sequence.
 #pragma unroll
@@ -982,9 +978,6 @@ Result<SideStream*> side_stream(cudaStream_t stream) {
 // (Measured slower and removed: queueing the state pass after the first prepare launch, and
 // fewer, larger prepare launches.)
 constexpr int kPersistentFreeSms = 8;
-#ifndef GL_PREP_PDL
-#define GL_PREP_PDL 1
-#endif
 // Measured on the H200 (H = 32, G = 8, D = 128; mixer bench, GDN forward, 15:37 UTC): 8K 0.385
 // → 0.392 ms (slower: a single segment's prepare hides less), 16K 0.718 → 0.703, 32K 1.399 →
 // 1.343; hence the default threshold.
@@ -1024,25 +1017,11 @@ Status persistent_forward(bf16* o, float* state_final, const float* state_init, 
   GL_CUDA_CHECK(cudaEventRecord(side.fork, stream));
   GL_CUDA_CHECK(cudaStreamWaitEvent(side.stream, side.fork, 0));
   GL_ASSIGN_OR_RETURN(auto prepare, (prepare_kernel<D, true>(staged_prepare)));
-  // Segment s ≥ 1's prepare is a programmatic dependent of segment s − 1's (which triggers at its
-  // start): its blocks take the SMs as the previous launch drains instead of after its last
-  // block. Safe without a wait: the prepares write disjoint chunks, every one starts after the
-  // first, an ordinary launch behind the counters' memset and the inputs' producers, and what
-  // follows on `stream` waits for the state pass, which has consumed every prepare block's
-  // counted writes.
   for (int s = 0; s < NS; ++s) {
     const int cb = bounds[s], ce = bounds[s + 1];
-    const dim3 grid(H, ce - cb);
-    if (s == 0 || GL_PREP_PDL == 0) {
-      prepare<<<grid, kPrepareThreads, PrepareLayout<D>::total, stream>>>(
-          ws.W, ws.U, ws.P, ws.gamma, ws.gexp, q, k, v, g, beta, N, H, G, cb, nullptr, ws.ready,
-          NS);
-    } else {
-      GL_CUDA_CHECK(launch_dependent(prepare, grid, dim3(kPrepareThreads),
-                                     PrepareLayout<D>::total, stream, ws.W, ws.U, ws.P, ws.gamma,
-                                     ws.gexp, q, k, v, g, beta, N, H, G, cb,
-                                     static_cast<bf16*>(nullptr), ws.ready, NS));
-    }
+    prepare<<<dim3(H, ce - cb), kPrepareThreads, PrepareLayout<D>::total, stream>>>(
+        ws.W, ws.U, ws.P, ws.gamma, ws.gexp, q, k, v, g, beta, N, H, G, cb, nullptr, ws.ready,
+        NS);
     GL_CUDA_CHECK_LAUNCH();
   }
   GL_TRY(state_pass<D>(value_block, o, state_final, state_init, nullptr, false, q, k, ws, N, H, G,
