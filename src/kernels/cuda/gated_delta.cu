@@ -217,6 +217,9 @@ __global__ void __launch_bounds__(kPrepareThreads, 3) gdn_prepare_kernel(
   __syncthreads();
 
   // 1: rows 16i.. of X Kᵀ, X = K (warps 0–3) or Q (4–7); n-tiles of 8 keys up to the diagonal.
+  // (Measured without gain, session 17: this step template-unrolled and balanced over the warps,
+  // P computed beside the diagonal inverse — 19% fewer instructions, the same time: the kernel
+  // follows its shared-memory wavefronts, see docs/NOTES.md.)
   {
     const int i = warp & 3;
     const bool is_q = warp >= 4;
@@ -784,6 +787,10 @@ __global__ void __launch_bounds__(BV * 2, 1) gdn_state_pass_kernel(
 // was removed; its numbers are in docs/BENCHMARKS.md.)
 // (A two-stage state pass for D = 128, 64 value columns, 151 KB of shared memory so that one
 // prepare block fits beside it, was slower pipelined: H200, 32K 1.41 → 1.55 ms.)
+// (Measured slower and removed, session 17, docs/BENCHMARKS.md: fla's split — the persistent
+// pass writing each chunk's bf16 Sᵀ and ũ, a chunk-parallel kernel computing the outputs — 16K
+// 0.83 → 0.99 ms, 32K 1.62 → 1.97: the outputs land on the SMs the prepares already bind; and
+// the persistent pass at value block 128, whose 8 warps an SM take twice as long a chunk.)
 // wait: the persistent pass (value_block 32 or 64, no checkpoints).
 template <int D, int BV>
 Status launch_state_pass(bf16* o, float* state_final, const float* state_init, void* checkpoints,
@@ -1017,6 +1024,8 @@ Status persistent_forward(bf16* o, float* state_final, const float* state_init, 
   GL_CUDA_CHECK(cudaEventRecord(side.fork, stream));
   GL_CUDA_CHECK(cudaStreamWaitEvent(side.stream, side.fork, 0));
   GL_ASSIGN_OR_RETURN(auto prepare, (prepare_kernel<D, true>(staged_prepare)));
+  // (Measured without gain, session 17: each segment's prepare as a programmatic dependent of
+  // the one before, filling the SMs the previous launch drains.)
   for (int s = 0; s < NS; ++s) {
     const int cb = bounds[s], ce = bounds[s + 1];
     prepare<<<dim3(H, ce - cb), kPrepareThreads, PrepareLayout<D>::total, stream>>>(
