@@ -7,13 +7,7 @@
 # SM clock and power during a `bench --mixers` run at 8K-32K (nvidia-smi, where it exists).
 cd "$(dirname "$0")/../.."
 source scripts/device/setup.sh
-for m in seg1 default; do
-  opt=""; [ $m = seg1 ] && opt="--gdn-segments 1"
-  KERNEL_TIMELINE_ALL=1 CUDA_INJECTION64_PATH=/tmp/lib/libkernel_timeline.so KERNEL_TIMELINE_OUT=/tmp/r/tl_$m.txt \
-    $T1 timeout 100 $G bench --mixers --seq 16384,32768 --contexts 4096 --no-backward $opt > /tmp/r/m_$m.txt 2>&1
-  echo "timeline $m exit $? at $(el) s" >> $R
-  grep -E "gdn" /tmp/r/tl_$m.txt >> $R; grep -E "gated deltanet|hybrid \(gdn" /tmp/r/m_$m.txt | cut -c1-100 >> $R
-done
+gdn_timelines main $G
 SMI=$(command -v nvidia-smi); echo "nvidia-smi: $SMI" >> $R
 if [ -n "$SMI" ]; then
   $SMI --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_event_reasons.active --format=csv -lms 50 > /tmp/r/smi.txt 2>&1 &
@@ -23,13 +17,7 @@ if [ -n "$SMI" ]; then
   sleep 1; kill $SP
   awk -F, 'NR > 1 {print $2, $4}' /tmp/r/smi.txt | sort | uniq -c | sort -rn | head -12 >> $R
 fi
-NCU=/usr/local/cuda/bin/ncu
-FULL="--section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats --section Occupancy --section LaunchStats --section InstructionStats --section SourceCounters"
-$T1 timeout 120 $NCU --clock-control none $FULL -k "regex:gdn_prepare_kernel|gdn_state_pass_kernel" -c 2 -f -o /tmp/r/gdn $G bench --mixers --seq 16384 --contexts 4096 --repeats 1 --warmups 0 --no-backward --gdn-segments 1 > /tmp/r/ncu_run.txt 2>&1
-echo "ncu gdn exit $? at $(el) s" >> $R
-$NCU --import /tmp/r/gdn.ncu-rep --page details --print-units base > /tmp/r/det_gdn.txt 2>&1
-$NCU --import /tmp/r/gdn.ncu-rep --page source --csv --print-units base > /tmp/r/src_gdn.csv 2>&1
-grep -E "gdn_|Duration|Throughput|Issued Ipc|Eligible Warps|Achieved Occupancy|Registers" /tmp/r/det_gdn.txt | head -40 >> $R
-rm -f /tmp/r/*.ncu-rep
+ncu_profile gdn "gdn_prepare_kernel|gdn_state_pass_kernel" 2 \
+  $G bench --mixers --seq 16384 --contexts 4096 --repeats 1 --warmups 0 --no-backward --gdn-segments 1
 tar cJf $OUT/r.tar.xz -C /tmp r
 echo "total $(el) s" >> $R

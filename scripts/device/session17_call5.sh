@@ -20,7 +20,6 @@ smi_during ours $T1 $G bench --mixers --seq 32768 --contexts 4096
 grep -E "full attention \(ours" /tmp/r/run_ours.txt | cut -c1-100 >> $R
 smi_during sdpa env -u LD_LIBRARY_PATH $T1 python3 scripts/device/anchors_attention.py
 grep -E "^\{" /tmp/r/run_sdpa.txt >> $R
-NCU=/usr/local/cuda/bin/ncu
 MET="--section SpeedOfLight --section InstructionStats --metrics sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active,sm__cycles_elapsed.avg.per_second"
 (unset LD_LIBRARY_PATH; $T1 timeout 120 $NCU --clock-control none $MET -k "regex:cudnn|flash|fmha" -c 2 -f -o /tmp/r/sdpa python3 scripts/device/sdpa_once.py 16384 > /tmp/r/ncu_sdpa_run.txt 2>&1; echo "ncu sdpa exit $? at $(el) s" >> $R
  $NCU --import /tmp/r/sdpa.ncu-rep --page details --print-units base > /tmp/r/det_sdpa.txt 2>&1)

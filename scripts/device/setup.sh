@@ -37,17 +37,20 @@ serve_load() {
   curl -s http://127.0.0.1:8090/metrics 2>/dev/null | grep -E "^golinear_prompt_tokens" >> $R
   kill -TERM $sp; wait $sp; echo "serve $m exit $?" >> $R
 }
-# mixers_ab PATTERN NAME:BINARY...: `bench --mixers` at 8K, 16K, 32K of each binary, two rounds
-# alternated (cores 0-7), into /tmp/r/mixers_NAME_ROUND.txt; into $R the values of the rows
-# matching PATTERN (an extended regex over the table's lines).
+# mixers_ab PATTERN NAME:BINARY[:ARGS]...: `bench --mixers` at 8K, 16K, 32K of each binary (with
+# its ARGS, then $MIXERS_ARGS), rounds $FIRST_ROUND (default 1) to $ROUNDS (default 2) alternated
+# (cores 0-7), into /tmp/r/mixers_NAME_ROUND.txt; into $R the values of the rows matching PATTERN
+# (an extended regex over the table's lines).
 mixers_ab() {
   local pattern=$1; shift
   mkdir -p /tmp/r
-  for rep in 1 2; do
+  for rep in $(seq ${FIRST_ROUND:-1} ${ROUNDS:-2}); do
     for b in "$@"; do
-      local out=/tmp/r/mixers_${b%%:*}_$rep.txt
-      taskset -c 0-7 timeout 100 ${b#*:} bench --mixers --seq 8192,16384,32768 --contexts 4096 > $out 2>&1
-      echo "${b%%:*} rep $rep exit $? at $(el) s: $(grep -E "$pattern" $out |
+      local name=${b%%:*} rest=${b#*:} args=""
+      [ "${rest#*:}" != "$rest" ] && args=${rest#*:}
+      local out=/tmp/r/mixers_${name}_$rep.txt
+      taskset -c 0-7 timeout 100 ${rest%%:*} bench --mixers --seq 8192,16384,32768 --contexts 4096 $args $MIXERS_ARGS > $out 2>&1
+      echo "$name rep $rep exit $? at $(el) s: $(grep -E "$pattern" $out |
         awk '{for (i = 1; i < NF; ++i) if ($i == "ms") { print $(i + 2); break }}' | tr '\n' ' ')" >> $R
     done
   done
@@ -109,4 +112,48 @@ mixers_timeline() {
 sdpa_anchors() {
   (unset LD_LIBRARY_PATH; $T1 timeout 90 python3 scripts/device/anchors_attention.py >> $R 2>&1)
   echo "anchors exit $? at $(el) s" >> $R
+}
+# unpack_extra [fla]: carry2/extra.tar.xz (a call's variant binaries, as vbins/) into /tmp/vt, V its
+# vbins folder; with `fla`, also carry2/fla.tar.xz (../shared/anchors' flash-linear-attention
+# snapshot) into /tmp/fla.
+unpack_extra() {
+  mkdir -p /tmp/vt && tar xJf carry2/extra.tar.xz -C /tmp/vt && V=/tmp/vt/vbins
+  if [ "$1" = fla ]; then mkdir -p /tmp/fla && tar -xJf carry2/fla.tar.xz -C /tmp/fla --strip-components=1; fi
+}
+# fla_anchor: anchors_gdn.py (fla's GDN forward at 8K-32K, the machine's own Python; unpack_extra
+# fla first) into $R.
+fla_anchor() {
+  (unset LD_LIBRARY_PATH; FLA_DIR=/tmp/fla $T1 timeout 150 python3 scripts/device/anchors_gdn.py >> $R 2>&1)
+  echo "fla exit $? at $(el) s" >> $R
+}
+# gdn_timelines NAME BINARY [ARGS...]: every kernel of `bench --mixers --no-backward` at 16K and 32K
+# (kernel_timeline.cpp, KERNEL_TIMELINE_ALL=1) with ARGS, once per mode of $GDN_MODES (default
+# "seg1 default": the GDN pipeline off, --gdn-segments 1, so that the prepares and the state pass
+# run alone; then the default persistent forward), into /tmp/r/tl_NAME_MODE.txt; the GDN kernels
+# and rows into $R.
+gdn_timelines() {
+  local n=$1 bin=$2; shift 2
+  for m in ${GDN_MODES:-seg1 default}; do
+    local opt=""; [ $m = seg1 ] && opt="--gdn-segments 1"
+    KERNEL_TIMELINE_ALL=1 CUDA_INJECTION64_PATH=/tmp/lib/libkernel_timeline.so KERNEL_TIMELINE_OUT=/tmp/r/tl_${n}_$m.txt \
+      $T1 timeout 100 $bin bench --mixers --seq 16384,32768 --contexts 4096 --no-backward "$@" $opt > /tmp/r/m_${n}_$m.txt 2>&1
+    echo "timeline $n $m exit $? at $(el) s" >> $R
+    grep -E "gdn" /tmp/r/tl_${n}_$m.txt >> $R; grep -E "gated deltanet|hybrid \(gdn" /tmp/r/m_${n}_$m.txt | cut -c1-100 >> $R
+  done
+}
+# ncu_profile NAME REGEX COUNT COMMAND...: Nsight Compute (boost clocks; the sections of
+# $NCU_SECTIONS, default $NCU_FULL: with per-instruction counters) of the first COUNT kernels
+# matching REGEX that COMMAND launches; the details page into /tmp/r/det_NAME.txt, the source page
+# as CSV into /tmp/r/src_NAME.csv, the summary lines into $R (the report itself is removed: only
+# few files come back from a call).
+NCU=/usr/local/cuda/bin/ncu
+NCU_FULL="--section SpeedOfLight --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats --section Occupancy --section LaunchStats --section InstructionStats --section SourceCounters"
+ncu_profile() {
+  local n=$1 re=$2 c=$3; shift 3
+  $T1 timeout 120 $NCU --clock-control none ${NCU_SECTIONS:-$NCU_FULL} -k "regex:$re" -c $c -f -o /tmp/r/$n "$@" > /tmp/r/ncu_run_$n.txt 2>&1
+  echo "ncu $n exit $? at $(el) s" >> $R
+  $NCU --import /tmp/r/$n.ncu-rep --page details --print-units base > /tmp/r/det_$n.txt 2>&1
+  $NCU --import /tmp/r/$n.ncu-rep --page source --csv --print-units base > /tmp/r/src_$n.csv 2>&1
+  grep -E "^  [a-zA-Z_].*\(|Duration|Throughput|Issued Ipc|Eligible Warps|Achieved Occupancy|Registers|wavefronts" /tmp/r/det_$n.txt | cut -c1-160 | head -40 >> $R
+  rm -f /tmp/r/$n.ncu-rep
 }
