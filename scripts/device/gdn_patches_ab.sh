@@ -2,8 +2,8 @@
 # Written in session 17, not yet run: the A/B of the two GDN patches of scripts/device/experiments/
 # — gdn_swizzle.patch (the prepare, state-pass and reverse-pass tiles in a dense XOR-swizzled
 # shared layout; branch gdn-swizzle) and gdn_merges_tf32.patch (the prepare's inverse merges on
-# mma.sync m16n8k8 in 3×tf32; branch gdn-merges-tf32); gdn_merges_tf32_on_swizzle.patch is the
-# second on top of the first (branch gdn-both). Carry: bins.tar.xz = main's binaries;
+# mma.sync m16n8k8 in 3×tf32; branch gdn-merges-tf32); they apply in either order, both = main
+# with the two applied. Carry: bins.tar.xz = main's binaries;
 # extra.tar.xz as vbins/: golinear_swz, golinear_mrg, golinear_both (each build's CLI) and the
 # both build's test_gated_delta_cuda, test_train_cuda, test_mixers_cuda; fla.tar.xz =
 # ../shared/anchors' snapshot. Runs the both build's GDN, trainer and mixer tests, fla's forward,
