@@ -1,7 +1,8 @@
 // Gated DeltaNet on the GPU (see gated_delta.h for the math and the two-kernel chunked scheme).
 // Tensor-core tiles are mma.sync m16n8k16 (bf16 operands, fp32 accumulators) on ldmatrix
-// fragments from shared memory; every shared-memory row is padded by 16 bytes against bank
-// conflicts.
+// fragments from shared memory. The forward's and the reverse pass's bf16 tiles are dense and
+// XOR-swizzled (tile_at); the backward's chunk kernel pads its rows by 16 bytes against bank
+// conflicts. The prepare's triangular inverse merges on m16n8k8 in 3×tf32.
 #include "kernels/cuda/gated_delta.h"
 
 #include <algorithm>
@@ -74,6 +75,17 @@ __device__ __forceinline__ void ldsm_x4_trans(uint32_t (&r)[4], const void* p) {
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(addr));
 }
+// The same from a shared-space address (the state pass steps its swizzled tiles by XOR).
+__device__ __forceinline__ void ldsm_x4_at(uint32_t (&r)[4], unsigned addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+__device__ __forceinline__ void ldsm_x4_trans_at(uint32_t (&r)[4], unsigned addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
 __device__ __forceinline__ void stsm_x4_trans(void* p, const uint32_t (&r)[4]) {
   const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(p));
   asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1,%2,%3,%4};\n"
@@ -113,6 +125,34 @@ __device__ __forceinline__ void stage_out(bf16* dst, int ld, bf16* stg, int lane
 }
 using device::pack_bf16;
 
+// Where row r, 8-column chunk c of a (64 or D) × COLS bf16 tile sits in shared memory, in
+// elements: dense rows, each 128-byte half row's 16-byte chunks permuted by c ^ (r & 7). cp.async's
+// 16-byte writes keep the 32-byte alignment of the global sectors they come from, and ldmatrix's
+// 8 rows of a matrix (r & 7 = 0..7) still hit 8 distinct bank groups. (Rows padded by 16 bytes,
+// the layout until session 18, left every odd row's sectors straddling two: Nsight Compute
+// counted 2.6× the ideal shared-memory wavefronts for the loads, and the GDN forward was 2–4%
+// slower at 16K–32K; BENCHMARKS.md session 18.) COLS is a multiple of 64.
+//
+// The state pass's ldmatrix addresses: a lane's matrix rows are
+// base_row + (lane % 8), so r & 7 is the lane's own; its address for chunk c0 + 2j (c0 < 2, j a
+// compile-time step) is lane_at(c0) ^ 32 (j & 3), plus 128 (j >> 2) for the second half row and
+// any multiple of 8 rows as a constant — one XOR per load on one register, where per-(row, chunk)
+// offsets kept ptxas at 255 registers. `tile` is 128-byte aligned (shared-space address); rows of
+// ROWB bytes.
+template <int ROWB>
+__device__ __forceinline__ unsigned swizzled_lane_at(unsigned tile, int row, int c0) {
+  return tile + row * ROWB + 16 * ((c0 ^ row) & 7);
+}
+template <int ROWB>
+__device__ __forceinline__ unsigned swizzled_step(unsigned lane_at, int j, int rows8) {
+  return (lane_at ^ (32u * (j & 3))) + 128u * (j >> 2) + rows8 * 8 * ROWB;
+}
+template <int COLS>
+__device__ __forceinline__ int tile_at(int r, int c) {
+  static_assert(COLS % 64 == 0, "tile rows of whole 128-byte halves");
+  return r * COLS + 8 * ((c & ~7) | ((c ^ r) & 7));
+}
+
 // ---- kernel 1: chunk-local preparation ------------------------------------------------------
 //
 // One block of 8 warps per (chunk, head), ~70 KB of shared memory for D = 128 (3 blocks per SM),
@@ -127,13 +167,12 @@ using device::pack_bf16;
 
 template <int D>
 struct PrepareLayout {
-  static constexpr int LDB = D + 8;   // bf16 rows of D
   static constexpr int LDA = 64 + 8;  // fp32 rows of A (the buffer later holds Tw, Tu)
   static constexpr int LDF = 64 + 4;  // fp32 rows of T
   static constexpr int LDT = 64 + 8;  // bf16 rows of Tw, Tu
   static constexpr size_t k = 0;
-  static constexpr size_t qv = k + 64 * LDB * 2;
-  static constexpr size_t a = qv + 64 * LDB * 2;
+  static constexpr size_t qv = k + 64 * D * 2;  // K, then Q or V: swizzled dense (64, D) bf16
+  static constexpr size_t a = qv + 64 * D * 2;
   static constexpr size_t t = a + 64 * LDA * 4;
   static constexpr size_t gam = t + 64 * LDF * 4;
   static constexpr size_t bet = gam + 64 * 4;
@@ -150,6 +189,51 @@ struct PrepareLayout {
 // atomic: the release half of cooperative groups' grid barrier).
 constexpr int kPrepareThreads = 256;
 
+// mma.sync m16n8k8 tf32 for the prepare's inverse (levels 1 and 2 below).
+__device__ __forceinline__ uint32_t to_tf32(float x) {
+  uint32_t r;
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+  return r;
+}
+__device__ __forceinline__ void mma1688_tf32(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                             uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+// acc += A B over the k-steps K0 ≤ ks < K1 (8 each): A a 16-row fp32 tile (rows lda apart, k along
+// a row), B an fp32 tile of 8 columns (k rows ldb apart), both in shared memory; 3×tf32 (x = big +
+// small, each tf32; acc += a_small b_big + a_big b_small + a_big b_big).
+template <int K0, int K1>
+__device__ __forceinline__ void mma_3xtf32(float (&acc)[4], const float* A, int lda, const float* B,
+                                           int ldb, int lane) {
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int ks = K0; ks < K1; ++ks) {
+    const int k = 8 * ks;
+    const float af[4] = {A[g * lda + k + t], A[(g + 8) * lda + k + t], A[g * lda + k + t + 4],
+                         A[(g + 8) * lda + k + t + 4]};
+    const float bf[2] = {B[(k + t) * ldb + g], B[(k + t + 4) * ldb + g]};
+    uint32_t ab[4], as[4], bb[2], bs[2];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) ab[i] = to_tf32(af[i]), as[i] = to_tf32(af[i] - __uint_as_float(ab[i]));
+#pragma unroll
+    for (int i = 0; i < 2; ++i) bb[i] = to_tf32(bf[i]), bs[i] = to_tf32(bf[i] - __uint_as_float(bb[i]));
+    mma1688_tf32(acc, as, bb[0], bb[1]);
+    mma1688_tf32(acc, ab, bs[0], bs[1]);
+    mma1688_tf32(acc, ab, bb[0], bb[1]);
+  }
+}
+// An m16n8 accumulator fragment, times s, to the fp32 tile D (rows ld apart).
+__device__ __forceinline__ void store_frag(float* D, int ld, const float (&acc)[4], float s,
+                                           int lane) {
+  const int g = lane >> 2, t = lane & 3;
+  *reinterpret_cast<float2*>(D + g * ld + 2 * t) = make_float2(s * acc[0], s * acc[1]);
+  *reinterpret_cast<float2*>(D + (g + 8) * ld + 2 * t) = make_float2(s * acc[2], s * acc[3]);
+}
+
 // STAGED: W, U and P leave through per-warp shared staging tiles (in T's buffer, free then) as
 // 16-byte row vectors instead of 4-byte fragment stores (fewer L1 store wavefronts).
 template <int D, bool STAGED = false, bool SIGNAL = false>
@@ -160,7 +244,7 @@ __global__ void __launch_bounds__(kPrepareThreads, 3) gdn_prepare_kernel(
     const float* __restrict__ beta, int N, int H, int G, int c_begin, bf16* __restrict__ T_out,
     unsigned* done, int done_groups) {
   using L = PrepareLayout<D>;
-  constexpr int LDB = L::LDB, LDA = L::LDA, LDF = L::LDF, LDT = L::LDT;
+  constexpr int LDA = L::LDA, LDF = L::LDF, LDT = L::LDT;
   extern __shared__ __align__(128) unsigned char smem[];
   bf16* Ks = reinterpret_cast<bf16*>(smem + L::k);
   bf16* QVs = reinterpret_cast<bf16*>(smem + L::qv);
@@ -186,8 +270,10 @@ __global__ void __launch_bounds__(kPrepareThreads, 3) gdn_prepare_kernel(
     const int idx = tid + it * kPrepareThreads;
     const int r = idx / VPR, cv = idx % VPR, n = c0 + r;
     const bool valid = n < N;
-    cp_async16(QVs + r * LDB + cv * 8, valid ? q + ((size_t)n * H + h) * D + cv * 8 : q, valid);
-    cp_async16(Ks + r * LDB + cv * 8, valid ? k + ((size_t)n * G + hk) * D + cv * 8 : k, valid);
+    cp_async16(QVs + tile_at<D>(r, cv), valid ? q + ((size_t)n * H + h) * D + cv * 8 : q,
+               valid);
+    cp_async16(Ks + tile_at<D>(r, cv), valid ? k + ((size_t)n * G + hk) * D + cv * 8 : k,
+               valid);
   }
   cp_async_commit();
   if (warp == 0) {  // γ = inclusive cumulative sum of g (padded rows: no decay, no update)
@@ -232,12 +318,12 @@ __global__ void __launch_bounds__(kPrepareThreads, 3) gdn_prepare_kernel(
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
       uint32_t a[4];
-      ldsm_x4(a, X + (16 * i + (lane & 15)) * LDB + 16 * kk + 8 * (lane >> 4));
+      ldsm_x4(a, X + tile_at<D>(16 * i + (lane & 15), 2 * kk + (lane >> 4)));
 #pragma unroll
       for (int np = 0; np < 4; ++np) {
         if (np <= i) {
           uint32_t b[4];
-          ldsm_x4(b, Ks + (16 * np + 8 * (mi >> 1) + lr) * LDB + 16 * kk + 8 * (mi & 1));
+          ldsm_x4(b, Ks + tile_at<D>(16 * np + 8 * (mi >> 1) + lr, 2 * kk + (mi & 1)));
           mma16816(acc[2 * np], a, b[0], b[1]);
           mma16816(acc[2 * np + 1], a, b[2], b[3]);
         }
@@ -290,7 +376,8 @@ __global__ void __launch_bounds__(kPrepareThreads, 3) gdn_prepare_kernel(
     const int idx = tid + it * kPrepareThreads;
     const int r = idx / VPR, cv = idx % VPR, n = c0 + r;
     const bool valid = n < N;
-    cp_async16(QVs + r * LDB + cv * 8, valid ? v + ((size_t)n * G + hk) * D + cv * 8 : v, valid);
+    cp_async16(QVs + tile_at<D>(r, cv), valid ? v + ((size_t)n * G + hk) * D + cv * 8 : v,
+               valid);
   }
   cp_async_commit();
 
@@ -310,75 +397,45 @@ __global__ void __launch_bounds__(kPrepareThreads, 3) gdn_prepare_kernel(
     for (int r = 0; r < 16; ++r) Ts[(b0 + r) * LDF + b0 + j] = col[r];
   }
   __syncthreads();
-  // Level 1: T₁₀ = −T₁₁ (A₁₀ T₀₀), T₃₂ = −T₃₃ (A₃₂ T₂₂); the products Y in T's unused upper blocks
-  // (rows 0–15 × columns 16–31, rows 32–47 × columns 48–63). Thread: block warp / 4, row
-  // 4 (warp % 4) + lane / 8, columns s, s + 1 (the 8 lanes of a row share its A loads).
-  const int rq = 4 * (warp & 3) + lane / 8, sp = 2 * (lane % 8);
+  // Levels 1 and 2 on tensor cores: mma.sync m16n8k8 in 3×tf32 (each fp32 operand split into a
+  // tf32 part and its tf32 remainder; the small × small product dropped: fp32-level accuracy, as
+  // fla's solve_tril 'tf32x3'), a warp per 16 × 8 tile of each product. The scalar form these
+  // replace read its operands from shared memory once per output column pair.
+  // Level 1: T₁₀ = −T₁₁ (A₁₀ T₀₀), T₃₂ = −T₃₃ (A₃₂ T₂₂): warp w < 4 takes block pair w / 2 and
+  // column tile w % 2 of both products; Y in T's unused upper blocks (rows 0–15 × columns 16–31,
+  // rows 32–47 × columns 48–63), read back by the same warp.
+  if (warp < 4) {
+    const int blk = warp >> 1, nt = warp & 1, cb = 32 * blk, rb = 16 + 32 * blk;
+    float y[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    mma_3xtf32<0, 2>(y, As + rb * LDA + cb, LDA, Ts + cb * LDF + cb + 8 * nt, LDF, lane);
+    store_frag(Ts + cb * LDF + rb + 8 * nt, LDF, y, 1.0f, lane);
+    __syncwarp();
+    float t[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    mma_3xtf32<0, 2>(t, Ts + rb * LDF + rb, LDF, Ts + cb * LDF + rb + 8 * nt, LDF, lane);
+    store_frag(Ts + rb * LDF + cb + 8 * nt, LDF, t, -1.0f, lane);
+  }
+  __syncthreads();
+  // Level 2: T_hl = −T_hh (A_hl T_ll) over 32 × 32 halves; warp w: rows 16 (w / 4) of the half,
+  // columns 8 (w % 4). Y in rows 0–31 × columns 32–63. T_ll's block (0, 1) and T_hh's block
+  // (2, 3) hold level 1's scratch: their k-steps are skipped (T is lower triangular).
   {
-    const int blk = warp >> 2, cb = 32 * blk, rb = 16 + 32 * blk;  // A rows rb.., T columns cb..
-    float2 y = make_float2(0.0f, 0.0f);
-#pragma unroll
-    for (int m = 0; m < 16; ++m) {
-      const float a = As[(rb + rq) * LDA + cb + m];
-      const float2 t = *reinterpret_cast<const float2*>(Ts + (cb + m) * LDF + cb + sp);
-      y.x += a * t.x, y.y += a * t.y;
-    }
-    *reinterpret_cast<float2*>(Ts + (cb + rq) * LDF + rb + sp) = y;
+    const int mt = warp >> 2, nt = warp & 3;
+    float y[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    if (nt < 2)
+      mma_3xtf32<0, 4>(y, As + (32 + 16 * mt) * LDA, LDA, Ts + 8 * nt, LDF, lane);
+    else
+      mma_3xtf32<2, 4>(y, As + (32 + 16 * mt) * LDA, LDA, Ts + 8 * nt, LDF, lane);
+    store_frag(Ts + 16 * mt * LDF + 32 + 8 * nt, LDF, y, 1.0f, lane);
   }
   __syncthreads();
   {
-    const int blk = warp >> 2, cb = 32 * blk, rb = 16 + 32 * blk;
-    float2 t = make_float2(0.0f, 0.0f);
-#pragma unroll
-    for (int x = 0; x < 16; ++x) {
-      const float a = Ts[(rb + rq) * LDF + rb + x];
-      const float2 y = *reinterpret_cast<const float2*>(Ts + (cb + x) * LDF + rb + sp);
-      t.x -= a * y.x, t.y -= a * y.y;
-    }
-    *reinterpret_cast<float2*>(Ts + (rb + rq) * LDF + cb + sp) = t;
-  }
-  __syncthreads();
-  // Level 2: T_hl = −T_hh (A_hl T_ll) over 32 × 32 halves; Y in rows 0–31 × columns 32–63.
-  // Thread: rows rq, rq + 16, columns s, s + 1 with s = 16 (warp / 4) + sp. T_ll's block (0, 1)
-  // holds level 1's scratch: skipped (T is lower triangular).
-  {
-    const int s = 16 * (warp >> 2) + sp;
-    float2 y0 = make_float2(0.0f, 0.0f), y1 = make_float2(0.0f, 0.0f);
-#pragma unroll
-    for (int m = 16; m < 32; ++m) {
-      const float a0 = As[(32 + rq) * LDA + m], a1 = As[(48 + rq) * LDA + m];
-      const float2 t = *reinterpret_cast<const float2*>(Ts + m * LDF + s);
-      y0.x += a0 * t.x, y0.y += a0 * t.y, y1.x += a1 * t.x, y1.y += a1 * t.y;
-    }
-    if (warp < 4) {
-#pragma unroll
-      for (int m = 0; m < 16; ++m) {
-        const float a0 = As[(32 + rq) * LDA + m], a1 = As[(48 + rq) * LDA + m];
-        const float2 t = *reinterpret_cast<const float2*>(Ts + m * LDF + s);
-        y0.x += a0 * t.x, y0.y += a0 * t.y, y1.x += a1 * t.x, y1.y += a1 * t.y;
-      }
-    }
-    *reinterpret_cast<float2*>(Ts + rq * LDF + 32 + s) = y0;
-    *reinterpret_cast<float2*>(Ts + (16 + rq) * LDF + 32 + s) = y1;
-  }
-  __syncthreads();
-  {  // T_hh's block (2, 3) holds level 1's scratch: row rq (< 16) takes x < 16 only
-    const int s = 16 * (warp >> 2) + sp;
-    float2 t0 = make_float2(0.0f, 0.0f), t1 = make_float2(0.0f, 0.0f);
-#pragma unroll
-    for (int x = 0; x < 16; ++x) {
-      const float a0 = Ts[(32 + rq) * LDF + 32 + x], a1 = Ts[(48 + rq) * LDF + 32 + x];
-      const float2 y = *reinterpret_cast<const float2*>(Ts + x * LDF + 32 + s);
-      t0.x -= a0 * y.x, t0.y -= a0 * y.y, t1.x -= a1 * y.x, t1.y -= a1 * y.y;
-    }
-#pragma unroll
-    for (int x = 16; x < 32; ++x) {
-      const float a1 = Ts[(48 + rq) * LDF + 32 + x];
-      const float2 y = *reinterpret_cast<const float2*>(Ts + x * LDF + 32 + s);
-      t1.x -= a1 * y.x, t1.y -= a1 * y.y;
-    }
-    *reinterpret_cast<float2*>(Ts + (32 + rq) * LDF + s) = t0;
-    *reinterpret_cast<float2*>(Ts + (48 + rq) * LDF + s) = t1;
+    const int mt = warp >> 2, nt = warp & 3;
+    float t[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    if (mt == 0)
+      mma_3xtf32<0, 2>(t, Ts + 32 * LDF + 32, LDF, Ts + 32 + 8 * nt, LDF, lane);
+    else
+      mma_3xtf32<0, 4>(t, Ts + 48 * LDF + 32, LDF, Ts + 32 + 8 * nt, LDF, lane);
+    store_frag(Ts + (32 + 16 * mt) * LDF + 8 * nt, LDF, t, -1.0f, lane);
   }
   __syncthreads();
   // 3: Tw = T diag(βe^γ), Tu = T diag(β) (bf16, zero above the diagonal) into A's buffer.
@@ -419,7 +476,8 @@ __global__ void __launch_bounds__(kPrepareThreads, 3) gdn_prepare_kernel(
 #pragma unroll
           for (int np = 0; np < NT8 / 2; ++np) {
             uint32_t b[4];
-            ldsm_x4_trans(b, B + (16 * kk + 8 * (mi & 1) + lr) * LDB + cb + 16 * np + 8 * (mi >> 1));
+            ldsm_x4_trans(b, B + tile_at<D>(16 * kk + 8 * (mi & 1) + lr,
+                                                 cb / 8 + 2 * np + (mi >> 1)));
             mma16816(acc[2 * np], a, b[0], b[1]);
             mma16816(acc[2 * np + 1], a, b[2], b[3]);
           }
@@ -471,12 +529,12 @@ template <int D, int BV>
 struct StateLayout {
   static constexpr int NW = BV / 16;              // warps, 16 value columns each
   static constexpr int STAGES = BV <= 64 ? 3 : 2;
-  static constexpr int LDB = D + 8, LDP = 64 + 8, LDU = BV + 8, LDO = 16 + 8;
-  static constexpr size_t w = 0;
-  static constexpr size_t q = w + 64 * LDB * 2;
-  static constexpr size_t k = q + 64 * LDB * 2;
-  static constexpr size_t p = k + 64 * LDB * 2;
-  static constexpr size_t u = p + 64 * LDP * 2;
+  static constexpr int LDU = BV + 8, LDO = 16 + 8;
+  static constexpr size_t w = 0;  // W, Q, K (64, D) and P (64, 64): swizzled dense bf16 tiles
+  static constexpr size_t q = w + 64 * D * 2;
+  static constexpr size_t k = q + 64 * D * 2;
+  static constexpr size_t p = k + 64 * D * 2;
+  static constexpr size_t u = p + 64 * 64 * 2;
   static constexpr size_t gm = u + 64 * LDU * 2;
   static constexpr size_t stage_bytes = (gm + 128 * 4 + 127) / 128 * 128;  // gm: 128 floats
   static constexpr size_t ostage = STAGES * stage_bytes;  // per warp (64, 16) bf16
@@ -528,7 +586,7 @@ __global__ void __launch_bounds__(BV * 2, 1) gdn_state_pass_kernel(
     const float* __restrict__ gexp, int N, int H, int G, int c_begin, int c_end,
     const SegmentWait wait) {
   using L = StateLayout<D, BV>;
-  constexpr int LDB = L::LDB, LDP = L::LDP, LDU = L::LDU, LDO = L::LDO, NT = L::NW * 32;
+  constexpr int LDU = L::LDU, LDO = L::LDO, NT = L::NW * 32;
   constexpr int VPR = D / 8, ND = D / 8, KD = D / 16, STAGES = L::STAGES;
   extern __shared__ __align__(128) unsigned char smem[];
 
@@ -559,7 +617,7 @@ __global__ void __launch_bounds__(BV * 2, 1) gdn_state_pass_kernel(
     if (c0 + 64 <= N) {
 #pragma unroll
       for (int it = 0; it < 64 / RW; ++it) {
-        const int so = (r0 + it * RW) * LDB + v0;
+        const int so = tile_at<D>(r0 + it * RW, v0 / 8);
         cp_async16(Ws + so, wp + (size_t)it * RW * D, true);
         cp_async16(Qs + so, qp + it * q_step, true);
         cp_async16(Ks + so, kp + it * k_step, true);
@@ -567,7 +625,7 @@ __global__ void __launch_bounds__(BV * 2, 1) gdn_state_pass_kernel(
     } else {  // the ragged last chunk: rows past N zero-filled
 #pragma unroll
       for (int it = 0; it < 64 / RW; ++it) {
-        const int so = (r0 + it * RW) * LDB + v0;
+        const int so = tile_at<D>(r0 + it * RW, v0 / 8);
         const bool valid = c0 + r0 + it * RW < N;
         cp_async16(Ws + so, wp + (size_t)it * RW * D, true);
         cp_async16(Qs + so, valid ? qp + it * q_step : q, valid);
@@ -580,7 +638,7 @@ __global__ void __launch_bounds__(BV * 2, 1) gdn_state_pass_kernel(
       const bf16* pp = P + (chunk_row + rp) * 64 + vp;
 #pragma unroll
       for (int it = 0; it < 64 / RP; ++it)
-        cp_async16(Ps + (rp + it * RP) * LDP + vp, pp + it * RP * 64, true);
+        cp_async16(Ps + tile_at<64>(rp + it * RP, vp / 8), pp + it * RP * 64, true);
     }
     {
       constexpr int VU = BV / 8, RU = NT / VU;  // U slice: BV / 8 vectors per row
@@ -640,6 +698,12 @@ __global__ void __launch_bounds__(BV * 2, 1) gdn_state_pass_kernel(
     const bf16* Ps = reinterpret_cast<const bf16*>(base + L::p);
     const bf16* Us = reinterpret_cast<const bf16*>(base + L::u);
     const float* gs = reinterpret_cast<const float*>(base + L::gm);
+    // The lanes' ldmatrix bases in the swizzled W, Q, K, P tiles (unused with the padded rows).
+    const unsigned sbase = static_cast<unsigned>(__cvta_generic_to_shared(base));
+    const unsigned w_lane = swizzled_lane_at<2 * D>(sbase + L::w, 8 * (mi >> 1) + lr, mi & 1);
+    const unsigned q_lane = swizzled_lane_at<2 * D>(sbase + L::q, 8 * (mi >> 1) + lr, mi & 1);
+    const unsigned k_lane = swizzled_lane_at<2 * D>(sbase + L::k, 8 * (mi & 1) + lr, mi >> 1);
+    const unsigned p_lane = swizzled_lane_at<128>(sbase + L::p, 8 * (mi >> 1) + lr, mi & 1);
 
     if (checkpoints) {
       if constexpr (CK_BF16) {  // Sᵀ: row = value column, pairs of key rows packed
@@ -676,10 +740,10 @@ __global__ void __launch_bounds__(BV * 2, 1) gdn_state_pass_kernel(
 #pragma unroll
       for (int np = 0; np < 4; ++np) {
         // matrices: (n-tile 2np, d lo), (2np, d hi), (2np + 1, lo), (2np + 1, hi)
-        const int row = 16 * np + 8 * (mi >> 1) + lr, colk = 16 * kk + 8 * (mi & 1);
         uint32_t bw[4], bq[4];
-        ldsm_x4(bw, Ws + row * LDB + colk);
-        ldsm_x4(bq, Qs + row * LDB + colk);
+        // row = 8 (2np + (mi >> 1)) + lr, chunk (mi & 1) + 2kk
+        ldsm_x4_at(bw, swizzled_step<2 * D>(w_lane, kk, 2 * np));
+        ldsm_x4_at(bq, swizzled_step<2 * D>(q_lane, kk, 2 * np));
         mma16816(X[2 * np], a, bw[0], bw[1]);
         mma16816(X[2 * np + 1], a, bw[2], bw[3]);
         mma16816(Y[2 * np], a, bq[0], bq[1]);
@@ -729,9 +793,9 @@ __global__ void __launch_bounds__(BV * 2, 1) gdn_state_pass_kernel(
     for (int np = 0; np < 4; ++np) {
 #pragma unroll
       for (int kk = 0; kk <= np; ++kk) {
-        const int row = 16 * np + 8 * (mi >> 1) + lr, colk = 16 * kk + 8 * (mi & 1);
         uint32_t bp[4];
-        ldsm_x4(bp, Ps + row * LDP + colk);
+        // row = 8 (2np + (mi >> 1)) + lr, chunk (mi & 1) + 2kk
+        ldsm_x4_at(bp, swizzled_step<128>(p_lane, kk, 2 * np));
         mma16816(Y[2 * np], ua[kk], bp[0], bp[1]);
         mma16816(Y[2 * np + 1], ua[kk], bp[2], bp[3]);
       }
@@ -746,9 +810,9 @@ __global__ void __launch_bounds__(BV * 2, 1) gdn_state_pass_kernel(
 #pragma unroll
       for (int np = 0; np < ND / 2; ++np) {
         // trans matrices: (m lo, d-tile 2np), (m hi, 2np), (m lo, 2np + 1), (m hi, 2np + 1)
-        const int row = 16 * kk + 8 * (mi & 1) + lr, cold = 16 * np + 8 * (mi >> 1);
         uint32_t bk[4];
-        ldsm_x4_trans(bk, Ks + row * LDB + cold);
+        // row = 8 (2kk + (mi & 1)) + lr, chunk (mi >> 1) + 2np
+        ldsm_x4_trans_at(bk, swizzled_step<2 * D>(k_lane, np, 2 * kk));
         mma16816(S[2 * np], ud[kk], bk[0], bk[1]);
         mma16816(S[2 * np + 1], ud[kk], bk[2], bk[3]);
       }
@@ -1170,7 +1234,7 @@ __global__ void __launch_bounds__(BV * 2, 1) gdn_reverse_pass_kernel(
     const bf16* __restrict__ q, const bf16* __restrict__ k, const bf16* __restrict__ W,
     const bf16* __restrict__ P, const float* __restrict__ gamma, int N, int H, int G) {
   using L = StateLayout<D, BV>;
-  constexpr int LDB = L::LDB, LDP = L::LDP, LDU = L::LDU, LDO = L::LDO, NT = L::NW * 32;
+  constexpr int LDU = L::LDU, LDO = L::LDO, NT = L::NW * 32;
   constexpr int VPR = D / 8, ND = D / 8, KD = D / 16, STAGES = L::STAGES;
   extern __shared__ __align__(128) unsigned char smem[];
 
@@ -1200,13 +1264,15 @@ __global__ void __launch_bounds__(BV * 2, 1) gdn_reverse_pass_kernel(
     for (int idx = tid; idx < 64 * VPR; idx += NT) {
       const int r = idx / VPR, cv = idx % VPR, n = c0 + r;
       const bool valid = n < N;
-      cp_async16(Ws + r * LDB + cv * 8, W + (chunk_row + r) * D + cv * 8, true);
-      cp_async16(Qs + r * LDB + cv * 8, valid ? q + ((size_t)n * H + h) * D + cv * 8 : q, valid);
-      cp_async16(Ks + r * LDB + cv * 8, valid ? k + ((size_t)n * G + hk) * D + cv * 8 : k, valid);
+      cp_async16(Ws + tile_at<D>(r, cv), W + (chunk_row + r) * D + cv * 8, true);
+      cp_async16(Qs + tile_at<D>(r, cv), valid ? q + ((size_t)n * H + h) * D + cv * 8 : q,
+                 valid);
+      cp_async16(Ks + tile_at<D>(r, cv), valid ? k + ((size_t)n * G + hk) * D + cv * 8 : k,
+                 valid);
     }
     for (int idx = tid; idx < 64 * 8; idx += NT) {
       const int r = idx / 8, cv = idx % 8;
-      cp_async16(Ps + r * LDP + cv * 8, P + (chunk_row + r) * 64 + cv * 8, true);
+      cp_async16(Ps + tile_at<64>(r, cv), P + (chunk_row + r) * 64 + cv * 8, true);
     }
     for (int idx = tid; idx < 64 * (BV / 8); idx += NT) {
       const int r = idx / (BV / 8), cv = idx % (BV / 8), n = c0 + r;
@@ -1236,6 +1302,12 @@ __global__ void __launch_bounds__(BV * 2, 1) gdn_reverse_pass_kernel(
     const bf16* Ps = reinterpret_cast<const bf16*>(base + L::p);
     const bf16* Ds = reinterpret_cast<const bf16*>(base + L::u);
     const float* gs = reinterpret_cast<const float*>(base + L::gm);
+    // The lanes' ldmatrix bases in the swizzled K, P, Q, W tiles (unused with the padded rows).
+    const unsigned sbase = static_cast<unsigned>(__cvta_generic_to_shared(base));
+    const unsigned k_lane = swizzled_lane_at<2 * D>(sbase + L::k, 8 * (mi >> 1) + lr, mi & 1);
+    const unsigned p_lane = swizzled_lane_at<128>(sbase + L::p, 8 * (mi & 1) + lr, mi >> 1);
+    const unsigned q_lane = swizzled_lane_at<2 * D>(sbase + L::q, 8 * (mi & 1) + lr, mi >> 1);
+    const unsigned w_lane = swizzled_lane_at<2 * D>(sbase + L::w, 8 * (mi & 1) + lr, mi >> 1);
 
     {  // dSᵀ of the state leaving chunk c: rows = value columns, pairs of key rows packed.
       bf16* out = dS_out + ((size_t)h * NC + c) * D * D;
@@ -1260,9 +1332,9 @@ __global__ void __launch_bounds__(BV * 2, 1) gdn_reverse_pass_kernel(
                        pack_bf16(S[2 * kk + 1][2], S[2 * kk + 1][3])};
 #pragma unroll
       for (int np = 0; np < 4; ++np) {
-        const int row = 16 * np + 8 * (mi >> 1) + lr, colk = 16 * kk + 8 * (mi & 1);
         uint32_t bk[4];
-        ldsm_x4(bk, Ks + row * LDB + colk);
+        // row = 8 (2np + (mi >> 1)) + lr, chunk (mi & 1) + 2kk
+        ldsm_x4_at(bk, swizzled_step<2 * D>(k_lane, kk, 2 * np));
         mma16816(X[2 * np], a, bk[0], bk[1]);
         mma16816(X[2 * np + 1], a, bk[2], bk[3]);
       }
@@ -1293,7 +1365,8 @@ __global__ void __launch_bounds__(BV * 2, 1) gdn_reverse_pass_kernel(
 #pragma unroll
       for (int kk = np; kk < 4; ++kk) {
         uint32_t bp[4];
-        ldsm_x4_trans(bp, Ps + (16 * kk + 8 * (mi & 1) + lr) * LDP + 16 * np + 8 * (mi >> 1));
+        // row = 8 (2kk + (mi & 1)) + lr, chunk (mi >> 1) + 2np
+        ldsm_x4_trans_at(bp, swizzled_step<128>(p_lane, np, 2 * kk));
         mma16816(X[2 * np], da[kk], bp[0], bp[1]);
         mma16816(X[2 * np + 1], da[kk], bp[2], bp[3]);
       }
@@ -1338,10 +1411,10 @@ __global__ void __launch_bounds__(BV * 2, 1) gdn_reverse_pass_kernel(
     for (int kk = 0; kk < 4; ++kk) {
 #pragma unroll
       for (int np = 0; np < ND / 2; ++np) {
-        const int row = 16 * kk + 8 * (mi & 1) + lr, cold = 16 * np + 8 * (mi >> 1);
         uint32_t bq[4], bw[4];
-        ldsm_x4_trans(bq, Qs + row * LDB + cold);
-        ldsm_x4_trans(bw, Ws + row * LDB + cold);
+        // row = 8 (2kk + (mi & 1)) + lr, chunk (mi >> 1) + 2np
+        ldsm_x4_trans_at(bq, swizzled_step<2 * D>(q_lane, np, 2 * kk));
+        ldsm_x4_trans_at(bw, swizzled_step<2 * D>(w_lane, np, 2 * kk));
         mma16816(S[2 * np], de[kk], bq[0], bq[1]);
         mma16816(S[2 * np + 1], de[kk], bq[2], bq[3]);
         mma16816(S[2 * np], un[kk], bw[0], bw[1]);
