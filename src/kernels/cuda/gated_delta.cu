@@ -155,44 +155,38 @@ __device__ __forceinline__ int tile_at(int r, int c) {
 
 // ---- kernel 1: chunk-local preparation ------------------------------------------------------
 //
-// One block of 8 warps per (chunk, NH heads of one kv group), mma.sync m16n8k16 with fragments in
-// registers; K (and with NH > 1, V) loaded once for the block's heads, K Kᵀ computed once. Per
-// head:
+// One block of 8 warps per (chunk, head), ~70 KB of shared memory for D = 128 (3 blocks per SM),
+// mma.sync m16n8k16 with fragments in registers:
 //   1 warps 0–3: rows 16i.. of K Kᵀ → A = strict-lower(β_i e^{γi−γm} K Kᵀ) (fp32, shared);
 //     warps 4–7: rows 16i.. of Q Kᵀ → P = lower(e^{γi−γm} Q Kᵀ) straight to global (bf16);
-//     then (NH = 1) V streams into Q's buffer behind the inverse, or the next head's Q does;
+//     then V streams into Q's buffer behind the inverse;
 //   2 T = (I + A)⁻¹ in fp32: 16 × 16 diagonal blocks by forward substitution, then 16 → 32 → 64
 //     by T₂₁ = −T₂₂ A₂₁ T₁₁ (two levels, two barriers each);
 //   3 W = (T diag(βe^γ)) K and U = (T diag(β)) V, T's scaled copies in bf16, results straight to
 //     global.
-// Shared memory for D = 128: ~68 KB at NH = 1 (3 blocks per SM), ~84 KB else (2).
 
-template <int D, int NH>
+template <int D>
 struct PrepareLayout {
   static constexpr int LDA = 64 + 8;  // fp32 rows of A (the buffer later holds Tw, Tu)
   static constexpr int LDF = 64 + 4;  // fp32 rows of T
   static constexpr int LDT = 64 + 8;  // bf16 rows of Tw, Tu
-  static constexpr size_t k = 0;      // K, Q, V: swizzled dense (64, D) bf16 tiles
-  static constexpr size_t q = k + 64 * D * 2;
-  static constexpr size_t v = NH == 1 ? q : q + 64 * D * 2;
-  static constexpr size_t a = v + 64 * D * 2;
+  static constexpr size_t k = 0;
+  static constexpr size_t qv = k + 64 * D * 2;  // K, then Q or V: swizzled dense (64, D) bf16
+  static constexpr size_t a = qv + 64 * D * 2;
   static constexpr size_t t = a + 64 * LDA * 4;
   static constexpr size_t gam = t + 64 * LDF * 4;
   static constexpr size_t bet = gam + 64 * 4;
   static constexpr size_t eb = bet + 64 * 4;  // β e^γ
-  // NH > 1: warps 0–3's K Kᵀ fragments (32 fp32 a thread, thread-major: conflict-free)
-  static constexpr size_t kkt = eb + 64 * 4;
-  static constexpr size_t total = kkt + (NH == 1 ? 0 : 32 * 128 * 4);
+  static constexpr size_t total = eb + 64 * 4;
   static_assert(2 * 64 * LDT * 2 <= 64 * LDA * 4, "Tw and Tu must fit in A's buffer");
 };
 
-// grid (H / NH, chunks), kPrepareThreads threads; chunk c = c_begin + blockIdx.y (chunk-major
-// launch order), heads NH·blockIdx.x .. (NH divides H / G). Writes W, U (64, D), P (64, 64), γ
-// (64), e^γ and e^{γL−γ} (2 × 64) of chunk c and each of its heads h, and with T_out, T = (I +
-// A)⁻¹ (bf16 64 × 64). SIGNAL (the persistent state pass: the chunks in done_groups even groups,
-// group j = chunks ⌊NC·j/done_groups⌋ ..): each block then adds 1 to its chunk's group counter
-// done[j], its writes made visible at gpu scope first (barrier, fence, atomic: the release half
-// of cooperative groups' grid barrier).
+// grid (H, chunks), kPrepareThreads threads; chunk c = c_begin + blockIdx.y (chunk-major launch
+// order). Writes W, U (64, D), P (64, 64), γ (64), e^γ and e^{γL−γ} (2 × 64) of chunk c, head h,
+// and with T_out, T = (I + A)⁻¹ (bf16 64 × 64). SIGNAL (the persistent state pass: the chunks in
+// done_groups even groups, group j = chunks ⌊NC·j/done_groups⌋ ..): each block then adds 1 to its
+// chunk's group counter done[j], its writes made visible at gpu scope first (barrier, fence,
+// atomic: the release half of cooperative groups' grid barrier).
 constexpr int kPrepareThreads = 256;
 
 // mma.sync m16n8k8 tf32 for the prepare's inverse (levels 1 and 2 below).
@@ -242,19 +236,18 @@ __device__ __forceinline__ void store_frag(float* D, int ld, const float (&acc)[
 
 // STAGED: W, U and P leave through per-warp shared staging tiles (in T's buffer, free then) as
 // 16-byte row vectors instead of 4-byte fragment stores (fewer L1 store wavefronts).
-template <int D, int NH, bool STAGED = false, bool SIGNAL = false>
-__global__ void __launch_bounds__(kPrepareThreads, NH == 1 ? 3 : 2) gdn_prepare_kernel(
+template <int D, bool STAGED = false, bool SIGNAL = false>
+__global__ void __launch_bounds__(kPrepareThreads, 3) gdn_prepare_kernel(
     bf16* __restrict__ W_out, bf16* __restrict__ U_out, bf16* __restrict__ P_out,
     float* __restrict__ gamma_out, float* __restrict__ gexp_out, const bf16* __restrict__ q,
     const bf16* __restrict__ k, const bf16* __restrict__ v, const float* __restrict__ g,
     const float* __restrict__ beta, int N, int H, int G, int c_begin, bf16* __restrict__ T_out,
     unsigned* done, int done_groups) {
-  using L = PrepareLayout<D, NH>;
+  using L = PrepareLayout<D>;
   constexpr int LDA = L::LDA, LDF = L::LDF, LDT = L::LDT;
   extern __shared__ __align__(128) unsigned char smem[];
   bf16* Ks = reinterpret_cast<bf16*>(smem + L::k);
-  bf16* Qs = reinterpret_cast<bf16*>(smem + L::q);
-  bf16* Vs = reinterpret_cast<bf16*>(smem + L::v);  // NH = 1: Q's buffer
+  bf16* QVs = reinterpret_cast<bf16*>(smem + L::qv);
   float* As = reinterpret_cast<float*>(smem + L::a);
   bf16* Tw = reinterpret_cast<bf16*>(smem + L::a);  // after the inverse
   bf16* Tu = Tw + 64 * LDT;
@@ -263,271 +256,250 @@ __global__ void __launch_bounds__(kPrepareThreads, NH == 1 ? 3 : 2) gdn_prepare_
   float* bet = reinterpret_cast<float*>(smem + L::bet);
   float* ebs = reinterpret_cast<float*>(smem + L::eb);
 
-  const int h0 = blockIdx.x * NH, c = c_begin + blockIdx.y;
+  const int h = blockIdx.x, c = c_begin + blockIdx.y;
   const int NC = (N + kChunk - 1) / kChunk;
-  const int c0 = c * kChunk, hk = h0 / (H / G);
+  const int c0 = c * kChunk, hk = h / (H / G);
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
   const int gi = lane / 4, ti = lane % 4, mi = lane / 8, lr = lane % 8;
   constexpr int VPR = D / 8;  // 16-byte vectors per row
-  // One (64, D) bf16 tile of x (rows of `heads` heads, head `head`) into `dst`, zero-filled past
-  // the end of the sequence.
-  auto load_tile = [&](bf16* dst, const bf16* x, int heads, int head) {
-#pragma unroll
-    for (int it = 0; it < 64 * VPR / kPrepareThreads; ++it) {
-      const int idx = tid + it * kPrepareThreads;
-      const int r = idx / VPR, cv = idx % VPR, n = c0 + r;
-      const bool valid = n < N;
-      cp_async16(dst + tile_at<D>(r, cv), valid ? x + ((size_t)n * heads + head) * D + cv * 8 : x,
-                 valid);
-    }
-  };
-  // K (and, with NH > 1, V: the block's heads share them) and the first head's Q.
-  load_tile(Qs, q, H, h0);
-  load_tile(Ks, k, G, hk);
-  if constexpr (NH > 1) load_tile(Vs, v, G, hk);
-  cp_async_commit();
-#pragma unroll 1
-  for (int j = 0; j < NH; ++j) {
-    const int h = h0 + j;
-    const size_t chunk = (size_t)h * NC + c;
-    if (j > 0) __syncthreads();  // the previous head's W, U products done with A's and T's buffers
-    if (warp == 0) {  // γ = inclusive cumulative sum of g (padded rows: no decay, no update)
-      const int n0 = c0 + 2 * lane;
-      const float a = n0 < N ? g[(size_t)n0 * H + h] : 0.0f;
-      const float b = n0 + 1 < N ? g[(size_t)(n0 + 1) * H + h] : 0.0f;
-      const float ba = n0 < N ? beta[(size_t)n0 * H + h] : 0.0f;
-      const float bb = n0 + 1 < N ? beta[(size_t)(n0 + 1) * H + h] : 0.0f;
-      float s = a + b;
-#pragma unroll
-      for (int off = 1; off < 32; off <<= 1) {
-        const float t = __shfl_up_sync(0xffffffffu, s, off);
-        if (lane >= off) s += t;
-      }
-      const float last = __shfl_sync(0xffffffffu, s, 31);
-      const float ga = s - b, gb = s;
-      gam[2 * lane] = ga, gam[2 * lane + 1] = gb;
-      bet[2 * lane] = ba, bet[2 * lane + 1] = bb;
-      const float ea = expf(ga), eb = expf(gb);
-      ebs[2 * lane] = ba * ea, ebs[2 * lane + 1] = bb * eb;
-      *reinterpret_cast<float2*>(gamma_out + chunk * 64 + 2 * lane) = make_float2(ga, gb);
-      *reinterpret_cast<float2*>(gexp_out + chunk * 128 + 2 * lane) = make_float2(ea, eb);
-      *reinterpret_cast<float2*>(gexp_out + chunk * 128 + 64 + 2 * lane) =
-          make_float2(expf(last - ga), expf(last - gb));
-    }
-    cp_async_wait<0>();
-    __syncthreads();
+  const size_t chunk = (size_t)h * NC + c;
 
-    // 1: A = strict-lower(β_i e^{γi−γm} K Kᵀ) into shared memory (warps 0–3), P = lower(e^{γi−γm}
-    // Q Kᵀ) to global (warps 4–7). (Measured without gain, session 17: this step template-unrolled
-    // and balanced over the warps, P computed beside the diagonal inverse — 19% fewer
-    // instructions, the same time: the kernel follows its shared-memory wavefronts, see
-    // docs/NOTES.md.)
-    {
-      const int i = warp & 3;
-      const bool is_q = warp >= 4;
-      // Rows 16i.. of K Kᵀ (warps 0–3; the first head computes it, the others read it back) or
-      // of Q Kᵀ (warps 4–7); n-tiles of 8 keys up to the diagonal.
-      float acc[8][4];
-      float* kkt = reinterpret_cast<float*>(smem + L::kkt) + tid;  // warps 0–3, NH > 1
-      if (is_q || j == 0) {
-        const bf16* X = is_q ? Qs : Ks;
+  // Q and K (one group), zero-filled past the end of the sequence.
 #pragma unroll
-        for (int jj = 0; jj < 8; ++jj)
+  for (int it = 0; it < 64 * VPR / kPrepareThreads; ++it) {
+    const int idx = tid + it * kPrepareThreads;
+    const int r = idx / VPR, cv = idx % VPR, n = c0 + r;
+    const bool valid = n < N;
+    cp_async16(QVs + tile_at<D>(r, cv), valid ? q + ((size_t)n * H + h) * D + cv * 8 : q,
+               valid);
+    cp_async16(Ks + tile_at<D>(r, cv), valid ? k + ((size_t)n * G + hk) * D + cv * 8 : k,
+               valid);
+  }
+  cp_async_commit();
+  if (warp == 0) {  // γ = inclusive cumulative sum of g (padded rows: no decay, no update)
+    const int n0 = c0 + 2 * lane;
+    const float a = n0 < N ? g[(size_t)n0 * H + h] : 0.0f;
+    const float b = n0 + 1 < N ? g[(size_t)(n0 + 1) * H + h] : 0.0f;
+    const float ba = n0 < N ? beta[(size_t)n0 * H + h] : 0.0f;
+    const float bb = n0 + 1 < N ? beta[(size_t)(n0 + 1) * H + h] : 0.0f;
+    float s = a + b;
 #pragma unroll
-          for (int r = 0; r < 4; ++r) acc[jj][r] = 0.0f;
+    for (int off = 1; off < 32; off <<= 1) {
+      const float t = __shfl_up_sync(0xffffffffu, s, off);
+      if (lane >= off) s += t;
+    }
+    const float last = __shfl_sync(0xffffffffu, s, 31);
+    const float ga = s - b, gb = s;
+    gam[2 * lane] = ga, gam[2 * lane + 1] = gb;
+    bet[2 * lane] = ba, bet[2 * lane + 1] = bb;
+    const float ea = expf(ga), eb = expf(gb);
+    ebs[2 * lane] = ba * ea, ebs[2 * lane + 1] = bb * eb;
+    *reinterpret_cast<float2*>(gamma_out + chunk * 64 + 2 * lane) = make_float2(ga, gb);
+    *reinterpret_cast<float2*>(gexp_out + chunk * 128 + 2 * lane) = make_float2(ea, eb);
+    *reinterpret_cast<float2*>(gexp_out + chunk * 128 + 64 + 2 * lane) =
+        make_float2(expf(last - ga), expf(last - gb));
+  }
+  cp_async_wait<0>();
+  __syncthreads();
+
+  // 1: rows 16i.. of X Kᵀ, X = K (warps 0–3) or Q (4–7); n-tiles of 8 keys up to the diagonal.
+  // (Measured without gain, session 17: this step template-unrolled and balanced over the warps,
+  // P computed beside the diagonal inverse — 19% fewer instructions, the same time: the kernel
+  // follows its shared-memory wavefronts, see docs/NOTES.md.)
+  {
+    const int i = warp & 3;
+    const bool is_q = warp >= 4;
+    const bf16* X = is_q ? QVs : Ks;
+    float acc[8][4];
 #pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk) {
-          uint32_t a[4];
-          ldsm_x4(a, X + tile_at<D>(16 * i + (lane & 15), 2 * kk + (lane >> 4)));
+    for (int j = 0; j < 8; ++j)
 #pragma unroll
-          for (int np = 0; np < 4; ++np) {
-            if (np <= i) {
-              uint32_t b[4];
-              ldsm_x4(b, Ks + tile_at<D>(16 * np + 8 * (mi >> 1) + lr, 2 * kk + (mi & 1)));
-              mma16816(acc[2 * np], a, b[0], b[1]);
-              mma16816(acc[2 * np + 1], a, b[2], b[3]);
-            }
+      for (int r = 0; r < 4; ++r) acc[j][r] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      uint32_t a[4];
+      ldsm_x4(a, X + tile_at<D>(16 * i + (lane & 15), 2 * kk + (lane >> 4)));
+#pragma unroll
+      for (int np = 0; np < 4; ++np) {
+        if (np <= i) {
+          uint32_t b[4];
+          ldsm_x4(b, Ks + tile_at<D>(16 * np + 8 * (mi >> 1) + lr, 2 * kk + (mi & 1)));
+          mma16816(acc[2 * np], a, b[0], b[1]);
+          mma16816(acc[2 * np + 1], a, b[2], b[3]);
+        }
+      }
+    }
+    bf16* P_chunk = P_out + chunk * 64 * 64;
+    uint32_t pk[8][2];  // STAGED: P's packed values
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+#pragma unroll
+      for (int hr = 0; hr < 2; ++hr) {
+        const int row = 16 * i + gi + 8 * hr, m = 8 * j + 2 * ti;
+        float v0 = 0.0f, v1 = 0.0f;
+        if (j <= 2 * i + 1) {
+          const float gr = gam[row];
+          if (is_q) {
+            if (m <= row) v0 = expf(gr - gam[m]) * acc[j][2 * hr];
+            if (m + 1 <= row) v1 = expf(gr - gam[m + 1]) * acc[j][2 * hr + 1];
+          } else {
+            const float br = bet[row];
+            if (m < row) v0 = br * expf(gr - gam[m]) * acc[j][2 * hr];
+            if (m + 1 < row) v1 = br * expf(gr - gam[m + 1]) * acc[j][2 * hr + 1];
           }
         }
-        if (NH > 1 && !is_q) {
-#pragma unroll
-          for (int x = 0; x < 32; ++x) kkt[128 * x] = acc[x / 4][x % 4];
+        if (is_q) {
+          if constexpr (STAGED)
+            pk[j][hr] = pack_bf16(v0, v1);
+          else
+            *reinterpret_cast<uint32_t*>(P_chunk + row * 64 + m) = pack_bf16(v0, v1);
+        } else if (j <= 2 * i + 1) {
+          *reinterpret_cast<float2*>(As + row * LDA + m) = make_float2(v0, v1);
         }
+      }
+    }
+    if constexpr (STAGED) {
+      if (is_q) {  // T's buffer is untouched until the inverse: 4 tiles of 16 × 64
+        bf16* stg = reinterpret_cast<bf16*>(smem + L::t) + i * 16 * 64;
+#pragma unroll
+        for (int jp = 0; jp < 4; ++jp)
+          stage_put<8>(stg, jp, pk[2 * jp][0], pk[2 * jp][1], pk[2 * jp + 1][0], pk[2 * jp + 1][1],
+                       lane);
+        stage_out<8>(P_chunk + 16 * i * 64, 64, stg, lane);
+      }
+    }
+  }
+  __syncthreads();  // A complete; Q no longer read
+  // V into Q's buffer, behind the inverse.
+#pragma unroll
+  for (int it = 0; it < 64 * VPR / kPrepareThreads; ++it) {
+    const int idx = tid + it * kPrepareThreads;
+    const int r = idx / VPR, cv = idx % VPR, n = c0 + r;
+    const bool valid = n < N;
+    cp_async16(QVs + tile_at<D>(r, cv), valid ? v + ((size_t)n * G + hk) * D + cv * 8 : v,
+               valid);
+  }
+  cp_async_commit();
+
+  // 2: T = (I + A)⁻¹. Diagonal blocks: warp w < 4 inverts block w, lane j < 16 one column
+  // (zeros above the diagonal inside the block).
+  if (warp < 4 && lane < 16) {
+    const int b0 = 16 * warp, j = lane;
+    float col[16];
+#pragma unroll
+    for (int r = 0; r < 16; ++r) {
+      float s = r == j ? 1.0f : 0.0f;
+#pragma unroll
+      for (int m = 0; m < r; ++m) s -= As[(b0 + r) * LDA + b0 + m] * col[m];
+      col[r] = r < j ? 0.0f : s;
+    }
+#pragma unroll
+    for (int r = 0; r < 16; ++r) Ts[(b0 + r) * LDF + b0 + j] = col[r];
+  }
+  __syncthreads();
+  // Levels 1 and 2 on tensor cores: mma.sync m16n8k8 in 3×tf32 (each fp32 operand split into a
+  // tf32 part and its tf32 remainder; the small × small product dropped: fp32-level accuracy, as
+  // fla's solve_tril 'tf32x3'), a warp per 16 × 8 tile of each product. The scalar form these
+  // replace read its operands from shared memory once per output column pair.
+  // Level 1: T₁₀ = −T₁₁ (A₁₀ T₀₀), T₃₂ = −T₃₃ (A₃₂ T₂₂): warp w < 4 takes block pair w / 2 and
+  // column tile w % 2 of both products; Y in T's unused upper blocks (rows 0–15 × columns 16–31,
+  // rows 32–47 × columns 48–63), read back by the same warp.
+  if (warp < 4) {
+    const int blk = warp >> 1, nt = warp & 1, cb = 32 * blk, rb = 16 + 32 * blk;
+    float y[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    mma_3xtf32<0, 2>(y, As + rb * LDA + cb, LDA, Ts + cb * LDF + cb + 8 * nt, LDF, lane);
+    store_frag(Ts + cb * LDF + rb + 8 * nt, LDF, y, 1.0f, lane);
+    __syncwarp();
+    float t[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    mma_3xtf32<0, 2>(t, Ts + rb * LDF + rb, LDF, Ts + cb * LDF + rb + 8 * nt, LDF, lane);
+    store_frag(Ts + rb * LDF + cb + 8 * nt, LDF, t, -1.0f, lane);
+  }
+  __syncthreads();
+  // Level 2: T_hl = −T_hh (A_hl T_ll) over 32 × 32 halves; warp w: rows 16 (w / 4) of the half,
+  // columns 8 (w % 4). Y in rows 0–31 × columns 32–63. T_ll's block (0, 1) and T_hh's block
+  // (2, 3) hold level 1's scratch: their k-steps are skipped (T is lower triangular).
+  {
+    const int mt = warp >> 2, nt = warp & 3;
+    float y[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    if (nt < 2)
+      mma_3xtf32<0, 4>(y, As + (32 + 16 * mt) * LDA, LDA, Ts + 8 * nt, LDF, lane);
+    else
+      mma_3xtf32<2, 4>(y, As + (32 + 16 * mt) * LDA, LDA, Ts + 8 * nt, LDF, lane);
+    store_frag(Ts + 16 * mt * LDF + 32 + 8 * nt, LDF, y, 1.0f, lane);
+  }
+  __syncthreads();
+  {
+    const int mt = warp >> 2, nt = warp & 3;
+    float t[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    if (mt == 0)
+      mma_3xtf32<0, 2>(t, Ts + 32 * LDF + 32, LDF, Ts + 32 + 8 * nt, LDF, lane);
+    else
+      mma_3xtf32<0, 4>(t, Ts + 48 * LDF + 32, LDF, Ts + 32 + 8 * nt, LDF, lane);
+    store_frag(Ts + (32 + 16 * mt) * LDF + 8 * nt, LDF, t, -1.0f, lane);
+  }
+  __syncthreads();
+  // 3: Tw = T diag(βe^γ), Tu = T diag(β) (bf16, zero above the diagonal) into A's buffer.
+  bf16* Tg = T_out ? T_out + chunk * 64 * 64 : nullptr;
+  {  // thread: columns m, m + 1 (fixed), rows warp + 8x
+    const int m = 2 * lane;
+    const float2 eb2 = *reinterpret_cast<const float2*>(ebs + m);
+    const float2 be2 = *reinterpret_cast<const float2*>(bet + m);
+#pragma unroll 4
+    for (int i = warp; i < 64; i += kPrepareThreads / 32) {
+      const float2 tt = *reinterpret_cast<const float2*>(Ts + i * LDF + m);
+      const float t0 = m <= i ? tt.x : 0.0f, t1 = m + 1 <= i ? tt.y : 0.0f;
+      *reinterpret_cast<uint32_t*>(Tw + i * LDT + m) = pack_bf16(t0 * eb2.x, t1 * eb2.y);
+      *reinterpret_cast<uint32_t*>(Tu + i * LDT + m) = pack_bf16(t0 * be2.x, t1 * be2.y);
+      if (Tg) *reinterpret_cast<uint32_t*>(Tg + i * 64 + m) = pack_bf16(t0, t1);
+    }
+  }
+  cp_async_wait<0>();
+  __syncthreads();
+  // W = Tw K, U = Tu V: warp → row tile i, column half; T lower triangular: k tiles ≤ i.
+  {
+    const int i = warp & 3, cb = (warp >> 2) * (D / 2);
+    constexpr int NT8 = D / 16;  // n-tiles of 8 per warp
+#pragma unroll
+    for (int which = 0; which < 2; ++which) {
+      const bf16* Tm = which == 0 ? Tw : Tu;
+      const bf16* B = which == 0 ? Ks : QVs;
+      float acc[NT8][4];
+#pragma unroll
+      for (int j = 0; j < NT8; ++j)
+#pragma unroll
+        for (int r = 0; r < 4; ++r) acc[j][r] = 0.0f;
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) {
+        if (kk <= i) {
+          uint32_t a[4];
+          ldsm_x4(a, Tm + (16 * i + (lane & 15)) * LDT + 16 * kk + 8 * (lane >> 4));
+#pragma unroll
+          for (int np = 0; np < NT8 / 2; ++np) {
+            uint32_t b[4];
+            ldsm_x4_trans(b, B + tile_at<D>(16 * kk + 8 * (mi & 1) + lr,
+                                                 cb / 8 + 2 * np + (mi >> 1)));
+            mma16816(acc[2 * np], a, b[0], b[1]);
+            mma16816(acc[2 * np + 1], a, b[2], b[3]);
+          }
+        }
+      }
+      bf16* out = (which == 0 ? W_out : U_out) + chunk * 64 * D;
+      if constexpr (STAGED) {  // T's fp32 buffer is free now: 8 tiles of 16 × D/2
+        bf16* stg = reinterpret_cast<bf16*>(smem + L::t) + warp * 16 * (D / 2);
+#pragma unroll
+        for (int jp = 0; jp < NT8 / 2; ++jp)
+          stage_put<NT8>(stg, jp, pack_bf16(acc[2 * jp][0], acc[2 * jp][1]),
+                         pack_bf16(acc[2 * jp][2], acc[2 * jp][3]),
+                         pack_bf16(acc[2 * jp + 1][0], acc[2 * jp + 1][1]),
+                         pack_bf16(acc[2 * jp + 1][2], acc[2 * jp + 1][3]), lane);
+        stage_out<NT8>(out + 16 * i * D + cb, D, stg, lane);
       } else {
 #pragma unroll
-        for (int x = 0; x < 32; ++x) acc[x / 4][x % 4] = kkt[128 * x];
-      }
-      bf16* P_chunk = P_out + chunk * 64 * 64;
-      uint32_t pk[8][2];  // STAGED: P's packed values
-#pragma unroll
-      for (int jj = 0; jj < 8; ++jj) {
-#pragma unroll
-        for (int hr = 0; hr < 2; ++hr) {
-          const int row = 16 * i + gi + 8 * hr, m = 8 * jj + 2 * ti;
-          float v0 = 0.0f, v1 = 0.0f;
-          if (jj <= 2 * i + 1) {
-            const float gr = gam[row];
-            if (is_q) {
-              if (m <= row) v0 = expf(gr - gam[m]) * acc[jj][2 * hr];
-              if (m + 1 <= row) v1 = expf(gr - gam[m + 1]) * acc[jj][2 * hr + 1];
-            } else {
-              const float br = bet[row];
-              if (m < row) v0 = br * expf(gr - gam[m]) * acc[jj][2 * hr];
-              if (m + 1 < row) v1 = br * expf(gr - gam[m + 1]) * acc[jj][2 * hr + 1];
-            }
-          }
-          if (is_q) {
-            if constexpr (STAGED)
-              pk[jj][hr] = pack_bf16(v0, v1);
-            else
-              *reinterpret_cast<uint32_t*>(P_chunk + row * 64 + m) = pack_bf16(v0, v1);
-          } else if (jj <= 2 * i + 1) {
-            *reinterpret_cast<float2*>(As + row * LDA + m) = make_float2(v0, v1);
-          }
-        }
-      }
-      if constexpr (STAGED) {
-        if (is_q) {  // T's buffer is untouched until the inverse: 4 tiles of 16 × 64
-          bf16* stg = reinterpret_cast<bf16*>(smem + L::t) + i * 16 * 64;
-#pragma unroll
-          for (int jp = 0; jp < 4; ++jp)
-            stage_put<8>(stg, jp, pk[2 * jp][0], pk[2 * jp][1], pk[2 * jp + 1][0],
-                         pk[2 * jp + 1][1], lane);
-          stage_out<8>(P_chunk + 16 * i * 64, 64, stg, lane);
-        }
-      }
-    }
-    __syncthreads();  // A complete; Q no longer read
-    // NH = 1: V into Q's buffer, behind the inverse; else the next head's Q.
-    if constexpr (NH == 1) {
-      load_tile(Vs, v, G, hk);
-      cp_async_commit();
-    } else if (j + 1 < NH) {
-      load_tile(Qs, q, H, h + 1);
-      cp_async_commit();
-    }
-
-    // 2: T = (I + A)⁻¹. Diagonal blocks: warp w < 4 inverts block w, lane j < 16 one column
-    // (zeros above the diagonal inside the block).
-    if (warp < 4 && lane < 16) {
-      const int b0 = 16 * warp, jc = lane;
-      float col[16];
-#pragma unroll
-      for (int r = 0; r < 16; ++r) {
-        float s = r == jc ? 1.0f : 0.0f;
-#pragma unroll
-        for (int m = 0; m < r; ++m) s -= As[(b0 + r) * LDA + b0 + m] * col[m];
-        col[r] = r < jc ? 0.0f : s;
-      }
-#pragma unroll
-      for (int r = 0; r < 16; ++r) Ts[(b0 + r) * LDF + b0 + jc] = col[r];
-    }
-    __syncthreads();
-    // Levels 1 and 2 on tensor cores: mma.sync m16n8k8 in 3×tf32 (each fp32 operand split into a
-    // tf32 part and its tf32 remainder; the small × small product dropped: fp32-level accuracy, as
-    // fla's solve_tril 'tf32x3'), a warp per 16 × 8 tile of each product. The scalar form these
-    // replace read its operands from shared memory once per output column pair.
-    // Level 1: T₁₀ = −T₁₁ (A₁₀ T₀₀), T₃₂ = −T₃₃ (A₃₂ T₂₂): warp w < 4 takes block pair w / 2 and
-    // column tile w % 2 of both products; Y in T's unused upper blocks (rows 0–15 × columns
-    // 16–31, rows 32–47 × columns 48–63), read back by the same warp.
-    if (warp < 4) {
-      const int blk = warp >> 1, nt = warp & 1, cb = 32 * blk, rb = 16 + 32 * blk;
-      float y[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-      mma_3xtf32<0, 2>(y, As + rb * LDA + cb, LDA, Ts + cb * LDF + cb + 8 * nt, LDF, lane);
-      store_frag(Ts + cb * LDF + rb + 8 * nt, LDF, y, 1.0f, lane);
-      __syncwarp();
-      float t[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-      mma_3xtf32<0, 2>(t, Ts + rb * LDF + rb, LDF, Ts + cb * LDF + rb + 8 * nt, LDF, lane);
-      store_frag(Ts + rb * LDF + cb + 8 * nt, LDF, t, -1.0f, lane);
-    }
-    __syncthreads();
-    // Level 2: T_hl = −T_hh (A_hl T_ll) over 32 × 32 halves; warp w: rows 16 (w / 4) of the half,
-    // columns 8 (w % 4). Y in rows 0–31 × columns 32–63. T_ll's block (0, 1) and T_hh's block
-    // (2, 3) hold level 1's scratch: their k-steps are skipped (T is lower triangular).
-    {
-      const int mt = warp >> 2, nt = warp & 3;
-      float y[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-      if (nt < 2)
-        mma_3xtf32<0, 4>(y, As + (32 + 16 * mt) * LDA, LDA, Ts + 8 * nt, LDF, lane);
-      else
-        mma_3xtf32<2, 4>(y, As + (32 + 16 * mt) * LDA, LDA, Ts + 8 * nt, LDF, lane);
-      store_frag(Ts + 16 * mt * LDF + 32 + 8 * nt, LDF, y, 1.0f, lane);
-    }
-    __syncthreads();
-    {
-      const int mt = warp >> 2, nt = warp & 3;
-      float t[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-      if (mt == 0)
-        mma_3xtf32<0, 2>(t, Ts + 32 * LDF + 32, LDF, Ts + 32 + 8 * nt, LDF, lane);
-      else
-        mma_3xtf32<0, 4>(t, Ts + 48 * LDF + 32, LDF, Ts + 32 + 8 * nt, LDF, lane);
-      store_frag(Ts + (32 + 16 * mt) * LDF + 8 * nt, LDF, t, -1.0f, lane);
-    }
-    __syncthreads();
-    // 3: Tw = T diag(βe^γ), Tu = T diag(β) (bf16, zero above the diagonal) into A's buffer.
-    bf16* Tg = T_out ? T_out + chunk * 64 * 64 : nullptr;
-    {  // thread: columns m, m + 1 (fixed), rows warp + 8x
-      const int m = 2 * lane;
-      const float2 eb2 = *reinterpret_cast<const float2*>(ebs + m);
-      const float2 be2 = *reinterpret_cast<const float2*>(bet + m);
-#pragma unroll 4
-      for (int i = warp; i < 64; i += kPrepareThreads / 32) {
-        const float2 tt = *reinterpret_cast<const float2*>(Ts + i * LDF + m);
-        const float t0 = m <= i ? tt.x : 0.0f, t1 = m + 1 <= i ? tt.y : 0.0f;
-        *reinterpret_cast<uint32_t*>(Tw + i * LDT + m) = pack_bf16(t0 * eb2.x, t1 * eb2.y);
-        *reinterpret_cast<uint32_t*>(Tu + i * LDT + m) = pack_bf16(t0 * be2.x, t1 * be2.y);
-        if (Tg) *reinterpret_cast<uint32_t*>(Tg + i * 64 + m) = pack_bf16(t0, t1);
-      }
-    }
-    if constexpr (NH == 1) cp_async_wait<0>();  // V (NH > 1: loaded with K; Q of the next head
-    __syncthreads();                            // may still be in flight)
-    // W = Tw K, U = Tu V: warp → row tile i, column half; T lower triangular: k tiles ≤ i.
-    {
-      const int i = warp & 3, cb = (warp >> 2) * (D / 2);
-      constexpr int NT8 = D / 16;  // n-tiles of 8 per warp
-#pragma unroll
-      for (int which = 0; which < 2; ++which) {
-        const bf16* Tm = which == 0 ? Tw : Tu;
-        const bf16* B = which == 0 ? Ks : Vs;
-        float wacc[NT8][4];
-#pragma unroll
-        for (int jj = 0; jj < NT8; ++jj)
-#pragma unroll
-          for (int r = 0; r < 4; ++r) wacc[jj][r] = 0.0f;
-#pragma unroll
-        for (int kk = 0; kk < 4; ++kk) {
-          if (kk <= i) {
-            uint32_t a[4];
-            ldsm_x4(a, Tm + (16 * i + (lane & 15)) * LDT + 16 * kk + 8 * (lane >> 4));
-#pragma unroll
-            for (int np = 0; np < NT8 / 2; ++np) {
-              uint32_t b[4];
-              ldsm_x4_trans(b, B + tile_at<D>(16 * kk + 8 * (mi & 1) + lr,
-                                              cb / 8 + 2 * np + (mi >> 1)));
-              mma16816(wacc[2 * np], a, b[0], b[1]);
-              mma16816(wacc[2 * np + 1], a, b[2], b[3]);
-            }
-          }
-        }
-        bf16* out = (which == 0 ? W_out : U_out) + chunk * 64 * D;
-        if constexpr (STAGED) {  // T's fp32 buffer is free now: 8 tiles of 16 × D/2
-          bf16* stg = reinterpret_cast<bf16*>(smem + L::t) + warp * 16 * (D / 2);
-#pragma unroll
-          for (int jp = 0; jp < NT8 / 2; ++jp)
-            stage_put<NT8>(stg, jp, pack_bf16(wacc[2 * jp][0], wacc[2 * jp][1]),
-                           pack_bf16(wacc[2 * jp][2], wacc[2 * jp][3]),
-                           pack_bf16(wacc[2 * jp + 1][0], wacc[2 * jp + 1][1]),
-                           pack_bf16(wacc[2 * jp + 1][2], wacc[2 * jp + 1][3]), lane);
-          stage_out<NT8>(out + 16 * i * D + cb, D, stg, lane);
-        } else {
-#pragma unroll
-          for (int jj = 0; jj < NT8; ++jj) {
-            const int row = 16 * i + gi, col = cb + 8 * jj + 2 * ti;
-            *reinterpret_cast<uint32_t*>(out + row * D + col) =
-                pack_bf16(wacc[jj][0], wacc[jj][1]);
-            *reinterpret_cast<uint32_t*>(out + (row + 8) * D + col) =
-                pack_bf16(wacc[jj][2], wacc[jj][3]);
-          }
+        for (int j = 0; j < NT8; ++j) {
+          const int row = 16 * i + gi, col = cb + 8 * j + 2 * ti;
+          *reinterpret_cast<uint32_t*>(out + row * D + col) = pack_bf16(acc[j][0], acc[j][1]);
+          *reinterpret_cast<uint32_t*>(out + (row + 8) * D + col) =
+              pack_bf16(acc[j][2], acc[j][3]);
         }
       }
     }
@@ -944,45 +916,24 @@ Status state_pass(int value_block, bf16* o, float* state_final, const float* sta
   }
 }
 
-// The prepare kernel for H heads in G groups, its shared memory allowed (SIGNAL: the persistent
-// pass's; staged: the staged stores, else the fragment stores): kPrepareHeads heads a block where
-// that divides a group, else one. Launch it on grid (H / heads, chunks) with `smem` bytes.
-#ifndef GL_GDN_PREPARE_HEADS
-#define GL_GDN_PREPARE_HEADS 1
-#endif
-constexpr int kPrepareHeads = GL_GDN_PREPARE_HEADS;
-template <int D, bool SIGNAL>
-struct PrepareKernel {
-  decltype(&gdn_prepare_kernel<D, 1, true, SIGNAL>) fn = nullptr;
-  int heads = 1;
-  size_t smem = 0;
-};
-template <int D, int NH, bool SIGNAL>
-Result<PrepareKernel<D, SIGNAL>> prepare_kernel_nh(bool staged) {
-  using L = PrepareLayout<D, NH>;
-  static_assert(8 * 16 * (D / 2) * 2 <= 64 * L::LDF * 4, "W/U staging tiles must fit in T's buffer");
-  PrepareKernel<D, SIGNAL> made;
-  made.fn = staged ? gdn_prepare_kernel<D, NH, true, SIGNAL>
-                   : gdn_prepare_kernel<D, NH, false, SIGNAL>;
-  made.heads = NH;
-  made.smem = L::total;
-  GL_CUDA_CHECK(cudaFuncSetAttribute(made.fn, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     (int)L::total));
-  return made;
-}
+// The prepare kernel, its shared memory allowed (SIGNAL: the persistent pass's; staged: the
+// staged stores, else the fragment stores).
 template <int D, bool SIGNAL = false>
-Result<PrepareKernel<D, SIGNAL>> prepare_kernel(bool staged, int H, int G) {
-  if constexpr (kPrepareHeads > 1) {
-    if ((H / G) % kPrepareHeads == 0) return prepare_kernel_nh<D, kPrepareHeads, SIGNAL>(staged);
-  }
-  return prepare_kernel_nh<D, 1, SIGNAL>(staged);
+Result<decltype(&gdn_prepare_kernel<D, true, SIGNAL>)> prepare_kernel(bool staged) {
+  using L = PrepareLayout<D>;
+  static_assert(8 * 16 * (D / 2) * 2 <= 64 * L::LDF * 4, "W/U staging tiles must fit in T's buffer");
+  auto prepare =
+      staged ? gdn_prepare_kernel<D, true, SIGNAL> : gdn_prepare_kernel<D, false, SIGNAL>;
+  GL_CUDA_CHECK(cudaFuncSetAttribute(prepare, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     (int)L::total));
+  return prepare;
 }
 template <int D>
 Status launch_prepare(const bf16* q, const bf16* k, const bf16* v, const float* g,
                       const float* beta, int N, int H, int G, const ForwardWorkspace& ws,
                       int c_begin, int c_end, bf16* T_out, cudaStream_t stream, bool staged) {
-  GL_ASSIGN_OR_RETURN(auto prepare, prepare_kernel<D>(staged, H, G));
-  prepare.fn<<<dim3(H / prepare.heads, c_end - c_begin), kPrepareThreads, prepare.smem, stream>>>(
+  GL_ASSIGN_OR_RETURN(auto prepare, prepare_kernel<D>(staged));
+  prepare<<<dim3(H, c_end - c_begin), kPrepareThreads, PrepareLayout<D>::total, stream>>>(
       ws.W, ws.U, ws.P, ws.gamma, ws.gexp, q, k, v, g, beta, N, H, G, c_begin, T_out, nullptr,
       0);
   GL_CUDA_CHECK_LAUNCH();
@@ -1131,17 +1082,17 @@ Status persistent_forward(bf16* o, float* state_final, const float* state_init, 
   SegmentWait wait;
   wait.ready = ws.ready;
   wait.n = NS;
-  GL_ASSIGN_OR_RETURN(auto prepare, (prepare_kernel<D, true>(staged_prepare, H, G)));
-  wait.blocks_per_chunk = H / prepare.heads;
+  wait.blocks_per_chunk = H;
   for (int s = 0; s <= NS; ++s) wait.b[s] = bounds[s];
   GL_CUDA_CHECK(cudaMemsetAsync(ws.ready, 0, NS * sizeof(unsigned), stream));
   GL_CUDA_CHECK(cudaEventRecord(side.fork, stream));
   GL_CUDA_CHECK(cudaStreamWaitEvent(side.stream, side.fork, 0));
+  GL_ASSIGN_OR_RETURN(auto prepare, (prepare_kernel<D, true>(staged_prepare)));
   // (Measured without gain, session 17: each segment's prepare as a programmatic dependent of
   // the one before, filling the SMs the previous launch drains.)
   for (int s = 0; s < NS; ++s) {
     const int cb = bounds[s], ce = bounds[s + 1];
-    prepare.fn<<<dim3(H / prepare.heads, ce - cb), kPrepareThreads, prepare.smem, stream>>>(
+    prepare<<<dim3(H, ce - cb), kPrepareThreads, PrepareLayout<D>::total, stream>>>(
         ws.W, ws.U, ws.P, ws.gamma, ws.gexp, q, k, v, g, beta, N, H, G, cb, nullptr, ws.ready,
         NS);
     GL_CUDA_CHECK_LAUNCH();
