@@ -1,5 +1,6 @@
 #!/bin/bash
-# Written in session 17, not yet run: the A/B of the two GDN patches of scripts/device/experiments/
+# Written in session 17, run as session 18's call 1 (both patches kept: commit 827aa06; the patches
+# are in scripts/device/experiments/ at commit feffbc5): the A/B of the two GDN patches
 # — gdn_swizzle.patch (the prepare, state-pass and reverse-pass tiles in a dense XOR-swizzled
 # shared layout; branch gdn-swizzle) and gdn_merges_tf32.patch (the prepare's inverse merges on
 # mma.sync m16n8k8 in 3×tf32; branch gdn-merges-tf32); they apply in either order, both = main

@@ -164,6 +164,9 @@ __device__ __forceinline__ int tile_at(int r, int c) {
 //     by T₂₁ = −T₂₂ A₂₁ T₁₁ (two levels, two barriers each);
 //   3 W = (T diag(βe^γ)) K and U = (T diag(β)) V, T's scaled copies in bf16, results straight to
 //     global.
+// (Measured slower, session 18, docs/BENCHMARKS.md: a block per chunk and 2 or 4 heads of one kv
+// group, K and V loaded and K Kᵀ computed once for them — 102 KB and 128 registers leave 2 blocks
+// an SM, and the prepare took 15% longer.)
 
 template <int D>
 struct PrepareLayout {
@@ -850,7 +853,9 @@ __global__ void __launch_bounds__(BV * 2, 1) gdn_state_pass_kernel(
 // (A state pass at value_block 64 on Hopper's warpgroup MMA, wgmma, was correct but slower and
 // was removed; its numbers are in docs/BENCHMARKS.md.)
 // (A two-stage state pass for D = 128, 64 value columns, 151 KB of shared memory so that one
-// prepare block fits beside it, was slower pipelined: H200, 32K 1.41 → 1.55 ms.)
+// prepare block fits beside it, was slower pipelined: H200, 32K 1.41 → 1.55 ms; with the
+// swizzled tiles and the persistent pass, 146 KB, session 18: the same time, its segment
+// prepares faster and the pass slower.)
 // (Measured slower and removed, session 17, docs/BENCHMARKS.md: fla's split — the persistent
 // pass writing each chunk's bf16 Sᵀ and ũ, a chunk-parallel kernel computing the outputs — 16K
 // 0.83 → 0.99 ms, 32K 1.62 → 1.97: the outputs land on the SMs the prepares already bind; and
