@@ -7,19 +7,20 @@
 # tests that pass with no hazard go to $OUT/racecheck_passed.txt (append them to the docs file
 # here); any sanitizer report (a hazard, or an error such as a killed process) to $R. Left out:
 # GpuTrainedStudent (it reads the bundled model) and the tests matching SKIP (a gtest negative
-# pattern, e.g. '*PersistentLong*').
+# pattern, e.g. '*PersistentLong*'). PASSED names the list of tests to leave out (default the docs
+# file; PASSED=/dev/null checks again tests whose kernels changed since they passed).
 #   usage (in a call, after setup.sh; export T0 R):
 #     JOBS=12 SKIP=PATTERN scripts/device/racecheck_resume.sh DEADLINE BINARY...
 cd "$(dirname "$0")/../.."
 deadline=${1:?usage: racecheck_resume.sh DEADLINE BINARY...}; shift
 T0=${T0:-$(date +%s)}; R=${R:-$OUT/results.txt}  # setup.sh's, when the caller exports them
-BINS=${BINS:-/tmp/bins}; JOBS=${JOBS:-12}
+BINS=${BINS:-/tmp/bins}; JOBS=${JOBS:-12}; PASSED=${PASSED:-docs/results/racecheck_passed.txt}
 CS=${CS:-/usr/local/cuda/bin/compute-sanitizer}
 mkdir -p /tmp/rc && : > /tmp/rc/queue.txt
 for b in "$@"; do  # BINARY TEST lines: gtest's list, less the passed ones
   $BINS/$b --gtest_list_tests --gtest_filter="-*TrainedStudent*${SKIP:+:$SKIP}" |
     awk -v b=$b '/^[^ ]/ {suite = $1; next} /^  / {print b, suite $1}' |
-    grep -v '\.DISABLED_' | grep -vxF -f <(grep -v '^#' docs/results/racecheck_passed.txt) >> /tmp/rc/queue.txt
+    grep -v '\.DISABLED_' | grep -vxF -f <(grep -v '^#' $PASSED; echo '#') >> /tmp/rc/queue.txt
 done
 # the slowest first (session 12: the 30-step transfer, the persistent GDN pass, the eval tests)
 SLOW=${SLOW:-'FirstStep|Persistent|test_eval|window_1000|odd_hidden|Distillation'}
