@@ -30,28 +30,9 @@ using device::kLog2e;
 
 // ---- tensor-core primitives ---------------------------------------------------------------
 
-__device__ __forceinline__ unsigned smem_addr(const void* p) {
-  return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ void ldsm_x4(unsigned (&r)[4], const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr(p)));
-}
-__device__ __forceinline__ void ldsm_x4_t(unsigned (&r)[4], const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_addr(p)));
-}
-// c (16×8 fp32) += a (16×16 bf16, row) · b (16×8 bf16, col).
-__device__ __forceinline__ void mma(float (&c)[4], const unsigned (&a)[4], unsigned b0,
-                                    unsigned b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
+using device::ldsm_x4;
+using device::ldsm_x4_trans;
+using device::mma16816;
 using device::pack_bf16;
 // Fragment addresses inside a tile of pitch LD (bf16): the A operand (or the .trans B operand)
 // at (row0, col0) covers rows row0..+15 and cols col0..+15; the non-transposed B operand of two
@@ -162,8 +143,8 @@ __device__ __forceinline__ void forward_step(const bf16* Kb, const bf16* Vb, int
     for (int kk = 0; kk < NK; ++kk) {
       unsigned b[4];
       ldsm_x4(b, frag_b<LD>(Kb, (kk0 + kk) * 16, ks * 16, lane));
-      mma(s[2 * kk], qf[ks], b[0], b[1]);
-      mma(s[2 * kk + 1], qf[ks], b[2], b[3]);
+      mma16816(s[2 * kk], qf[ks], b[0], b[1]);
+      mma16816(s[2 * kk + 1], qf[ks], b[2], b[3]);
     }
   const int jb = j0 + kk0 * 16;
 #pragma unroll
@@ -204,9 +185,9 @@ __device__ __forceinline__ void forward_step(const bf16* Kb, const bf16* Vb, int
 #pragma unroll
     for (int dn = 0; dn < D / 16; ++dn) {
       unsigned b[4];
-      ldsm_x4_t(b, frag_a<LD>(Vb, (kk0 + kk) * 16, dn * 16, lane));
-      mma(o[2 * dn], pa, b[0], b[1]);
-      mma(o[2 * dn + 1], pa, b[2], b[3]);
+      ldsm_x4_trans(b, frag_a<LD>(Vb, (kk0 + kk) * 16, dn * 16, lane));
+      mma16816(o[2 * dn], pa, b[0], b[1]);
+      mma16816(o[2 * dn + 1], pa, b[2], b[3]);
     }
   }
 }
@@ -423,11 +404,11 @@ __device__ __forceinline__ void dkdv_step(const bf16* Ks, const bf16* Vs, const 
     for (int qq = 0; qq < NQ; ++qq) {
       unsigned bq[4], bo[4];
       ldsm_x4(bq, frag_b<LD>(Qb, (qq0 + qq) * 16, ks * 16, lane));
-      mma(st[2 * qq], ka, bq[0], bq[1]);
-      mma(st[2 * qq + 1], ka, bq[2], bq[3]);
+      mma16816(st[2 * qq], ka, bq[0], bq[1]);
+      mma16816(st[2 * qq + 1], ka, bq[2], bq[3]);
       ldsm_x4(bo, frag_b<LD>(Ob, (qq0 + qq) * 16, ks * 16, lane));
-      mma(dp[2 * qq], va, bo[0], bo[1]);
-      mma(dp[2 * qq + 1], va, bo[2], bo[3]);
+      mma16816(dp[2 * qq], va, bo[0], bo[1]);
+      mma16816(dp[2 * qq + 1], va, bo[2], bo[3]);
     }
   }
   // Element x of tile n: key kw0 + gr + 8(x/2), query t0 + tl, tl = 16 qq0 + 8n + gc + x%2.
@@ -453,12 +434,12 @@ __device__ __forceinline__ void dkdv_step(const bf16* Ks, const bf16* Vs, const 
 #pragma unroll
     for (int dn = 0; dn < D / 16; ++dn) {
       unsigned bo[4], bq[4];
-      ldsm_x4_t(bo, frag_a<LD>(Ob, (qq0 + qq) * 16, dn * 16, lane));
-      mma(dv[2 * dn], pa, bo[0], bo[1]);
-      mma(dv[2 * dn + 1], pa, bo[2], bo[3]);
-      ldsm_x4_t(bq, frag_a<LD>(Qb, (qq0 + qq) * 16, dn * 16, lane));
-      mma(dk[2 * dn], sa, bq[0], bq[1]);
-      mma(dk[2 * dn + 1], sa, bq[2], bq[3]);
+      ldsm_x4_trans(bo, frag_a<LD>(Ob, (qq0 + qq) * 16, dn * 16, lane));
+      mma16816(dv[2 * dn], pa, bo[0], bo[1]);
+      mma16816(dv[2 * dn + 1], pa, bo[2], bo[3]);
+      ldsm_x4_trans(bq, frag_a<LD>(Qb, (qq0 + qq) * 16, dn * 16, lane));
+      mma16816(dk[2 * dn], sa, bq[0], bq[1]);
+      mma16816(dk[2 * dn + 1], sa, bq[2], bq[3]);
     }
   }
 }
@@ -485,11 +466,11 @@ __device__ __forceinline__ void dq_step(const bf16* Kb, const bf16* Vb, int kk0,
     for (int kk = 0; kk < NK; ++kk) {
       unsigned bk[4], bv[4];
       ldsm_x4(bk, frag_b<LD>(Kb, (kk0 + kk) * 16, ks * 16, lane));
-      mma(s[2 * kk], qf[ks], bk[0], bk[1]);
-      mma(s[2 * kk + 1], qf[ks], bk[2], bk[3]);
+      mma16816(s[2 * kk], qf[ks], bk[0], bk[1]);
+      mma16816(s[2 * kk + 1], qf[ks], bk[2], bk[3]);
       ldsm_x4(bv, frag_b<LD>(Vb, (kk0 + kk) * 16, ks * 16, lane));
-      mma(dp[2 * kk], of[ks], bv[0], bv[1]);
-      mma(dp[2 * kk + 1], of[ks], bv[2], bv[3]);
+      mma16816(dp[2 * kk], of[ks], bv[0], bv[1]);
+      mma16816(dp[2 * kk + 1], of[ks], bv[2], bv[3]);
     }
 #pragma unroll
   for (int n = 0; n < 2 * NK; ++n)
@@ -508,9 +489,9 @@ __device__ __forceinline__ void dq_step(const bf16* Kb, const bf16* Vb, int kk0,
 #pragma unroll
     for (int dn = 0; dn < D / 16; ++dn) {
       unsigned bk[4];
-      ldsm_x4_t(bk, frag_a<LD>(Kb, (kk0 + kk) * 16, dn * 16, lane));
-      mma(dq[2 * dn], sa, bk[0], bk[1]);
-      mma(dq[2 * dn + 1], sa, bk[2], bk[3]);
+      ldsm_x4_trans(bk, frag_a<LD>(Kb, (kk0 + kk) * 16, dn * 16, lane));
+      mma16816(dq[2 * dn], sa, bk[0], bk[1]);
+      mma16816(dq[2 * dn + 1], sa, bk[2], bk[3]);
     }
   }
 }

@@ -53,39 +53,13 @@ ForwardWorkspace forward_workspace(void* base, int N, int H, int D) {
   return w;
 }
 
-// ---- mma.sync m16n8k16 / ldmatrix helpers ----------------------------------------------------
+// ---- mma.sync m16n8k16 / ldmatrix / stmatrix helpers (device_utils.cuh's, and stmatrix) -------
 
-__device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
-                                         uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], const void* p) {
-  const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(p));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-__device__ __forceinline__ void ldsm_x4_trans(uint32_t (&r)[4], const void* p) {
-  const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(p));
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-// The same from a shared-space address (the state pass steps its swizzled tiles by XOR).
-__device__ __forceinline__ void ldsm_x4_at(uint32_t (&r)[4], unsigned addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-__device__ __forceinline__ void ldsm_x4_trans_at(uint32_t (&r)[4], unsigned addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
+using device::ldsm_x4;
+using device::ldsm_x4_at;
+using device::ldsm_x4_trans;
+using device::ldsm_x4_trans_at;
+using device::mma16816;
 __device__ __forceinline__ void stsm_x4_trans(void* p, const uint32_t (&r)[4]) {
   const unsigned addr = static_cast<unsigned>(__cvta_generic_to_shared(p));
   asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1,%2,%3,%4};\n"
@@ -139,6 +113,13 @@ using device::pack_bf16;
 // any multiple of 8 rows as a constant — one XOR per load on one register, where per-(row, chunk)
 // offsets kept ptxas at 255 registers. `tile` is 128-byte aligned (shared-space address); rows of
 // ROWB bytes.
+template <int COLS>
+__device__ __forceinline__ int tile_at(int r, int c) {
+  static_assert(COLS % 64 == 0, "tile rows of whole 128-byte halves");
+  return r * COLS + 8 * ((c & ~7) | ((c ^ r) & 7));
+}
+// (swizzled_lane_at is tile_at<ROWB / 2>(row, c0) in bytes for c0 < 8, written out: through
+// tile_at, ptxas emits different code for the state pass — 256 bytes more, not measured.)
 template <int ROWB>
 __device__ __forceinline__ unsigned swizzled_lane_at(unsigned tile, int row, int c0) {
   return tile + row * ROWB + 16 * ((c0 ^ row) & 7);
@@ -146,11 +127,6 @@ __device__ __forceinline__ unsigned swizzled_lane_at(unsigned tile, int row, int
 template <int ROWB>
 __device__ __forceinline__ unsigned swizzled_step(unsigned lane_at, int j, int rows8) {
   return (lane_at ^ (32u * (j & 3))) + 128u * (j >> 2) + rows8 * 8 * ROWB;
-}
-template <int COLS>
-__device__ __forceinline__ int tile_at(int r, int c) {
-  static_assert(COLS % 64 == 0, "tile rows of whole 128-byte halves");
-  return r * COLS + 8 * ((c & ~7) | ((c ^ r) & 7));
 }
 
 // ---- kernel 1: chunk-local preparation ------------------------------------------------------
@@ -161,7 +137,8 @@ __device__ __forceinline__ int tile_at(int r, int c) {
 //     warps 4–7: rows 16i.. of Q Kᵀ → P = lower(e^{γi−γm} Q Kᵀ) straight to global (bf16);
 //     then V streams into Q's buffer behind the inverse;
 //   2 T = (I + A)⁻¹ in fp32: 16 × 16 diagonal blocks by forward substitution, then 16 → 32 → 64
-//     by T₂₁ = −T₂₂ A₂₁ T₁₁ (two levels, two barriers each);
+//     by T₂₁ = −T₂₂ A₂₁ T₁₁ (two levels on m16n8k8 in 3×tf32: level 1 a warp per tile, one
+//     barrier; level 2 two barriers);
 //   3 W = (T diag(βe^γ)) K and U = (T diag(β)) V, T's scaled copies in bf16, results straight to
 //     global.
 // (Measured slower, session 18, docs/BENCHMARKS.md: a block per chunk and 2 or 4 heads of one kv
@@ -221,9 +198,11 @@ __device__ __forceinline__ void mma_3xtf32(float (&acc)[4], const float* A, int 
     const float bf[2] = {B[(k + t) * ldb + g], B[(k + t + 4) * ldb + g]};
     uint32_t ab[4], as[4], bb[2], bs[2];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) ab[i] = to_tf32(af[i]), as[i] = to_tf32(af[i] - __uint_as_float(ab[i]));
+    for (int i = 0; i < 4; ++i)
+      ab[i] = to_tf32(af[i]), as[i] = to_tf32(af[i] - __uint_as_float(ab[i]));
 #pragma unroll
-    for (int i = 0; i < 2; ++i) bb[i] = to_tf32(bf[i]), bs[i] = to_tf32(bf[i] - __uint_as_float(bb[i]));
+    for (int i = 0; i < 2; ++i)
+      bb[i] = to_tf32(bf[i]), bs[i] = to_tf32(bf[i] - __uint_as_float(bb[i]));
     mma1688_tf32(acc, as, bb[0], bb[1]);
     mma1688_tf32(acc, ab, bs[0], bs[1]);
     mma1688_tf32(acc, ab, bb[0], bb[1]);
@@ -701,7 +680,7 @@ __global__ void __launch_bounds__(BV * 2, 1) gdn_state_pass_kernel(
     const bf16* Ps = reinterpret_cast<const bf16*>(base + L::p);
     const bf16* Us = reinterpret_cast<const bf16*>(base + L::u);
     const float* gs = reinterpret_cast<const float*>(base + L::gm);
-    // The lanes' ldmatrix bases in the swizzled W, Q, K, P tiles (unused with the padded rows).
+    // The lanes' ldmatrix bases in the swizzled W, Q, K, P tiles.
     const unsigned sbase = static_cast<unsigned>(__cvta_generic_to_shared(base));
     const unsigned w_lane = swizzled_lane_at<2 * D>(sbase + L::w, 8 * (mi >> 1) + lr, mi & 1);
     const unsigned q_lane = swizzled_lane_at<2 * D>(sbase + L::q, 8 * (mi >> 1) + lr, mi & 1);
@@ -1307,7 +1286,7 @@ __global__ void __launch_bounds__(BV * 2, 1) gdn_reverse_pass_kernel(
     const bf16* Ps = reinterpret_cast<const bf16*>(base + L::p);
     const bf16* Ds = reinterpret_cast<const bf16*>(base + L::u);
     const float* gs = reinterpret_cast<const float*>(base + L::gm);
-    // The lanes' ldmatrix bases in the swizzled K, P, Q, W tiles (unused with the padded rows).
+    // The lanes' ldmatrix bases in the swizzled K, P, Q, W tiles.
     const unsigned sbase = static_cast<unsigned>(__cvta_generic_to_shared(base));
     const unsigned k_lane = swizzled_lane_at<2 * D>(sbase + L::k, 8 * (mi >> 1) + lr, mi & 1);
     const unsigned p_lane = swizzled_lane_at<128>(sbase + L::p, 8 * (mi & 1) + lr, mi >> 1);
