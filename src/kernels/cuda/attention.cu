@@ -19,6 +19,7 @@
 #include <cmath>
 
 #include "kernels/cuda/device_utils.cuh"
+#include "kernels/cuda/mma_sync.cuh"
 
 namespace golinear::kernels::cuda {
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/cuda/device_utils.cuh"
+#include "kernels/cuda/mma_sync.cuh"
 
 namespace golinear::kernels::cuda {
 
