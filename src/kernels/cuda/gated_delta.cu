@@ -13,6 +13,7 @@
 
 #include "kernels/cuda/device_utils.cuh"
 #include "kernels/cuda/mma_sync.cuh"
+#include "kernels/cuda/wgmma.cuh"
 
 namespace golinear::kernels::cuda {
 
@@ -830,6 +831,268 @@ __global__ void __launch_bounds__(BV * 2, 1) gdn_state_pass_kernel(
   }
 }
 
+// ---- kernel 2 on Hopper's warpgroup MMA ------------------------------------------------------
+//
+// gdn_state_pass_kernel's chain with its products on wgmma: one warpgroup per 64 value columns
+// (BV = 64 · warpgroups), A = the warps' registers (Sᵀ, ũᵀ as the mma.sync kernel holds them), B
+// read from shared memory by descriptor once per warpgroup instead of once per warp:
+//   Xᵀ = Sᵀ Wᵀ, Yᵀ = Sᵀ Qᵀ (m64n64k16 × D/16 each, W and Q K-major),
+//   Sᵀ ← e^{γL} Sᵀ + (ũ e^{γL−γ})ᵀ K (m64nDk16 × 4, K MN-major),  Oᵀ = Yᵀ + ũᵀ Pᵀ (m64n64k16 × 4).
+// W, Q, K and P are stored in the 128-byte swizzle atoms wgmma reads (64 rows × 128 bytes each,
+// 1024-byte aligned); the U slice in padded rows (ldmatrix.trans), where each warp stages its
+// output columns once ũ is formed. Checkpoints as gdn_state_pass_kernel's.
+template <int D, int BV>
+struct WgStateLayout {
+  static constexpr int NT = BV * 2, STAGES = 3, LDU = BV + 8;
+  static constexpr int atom = 64 * 128;  // one 64-column swizzle atom of a 64-row tile
+  static constexpr size_t w = 0;         // W, Q, K (64, D): D / 64 atoms each
+  static constexpr size_t q = w + 64 * D * 2;
+  static constexpr size_t k = q + 64 * D * 2;
+  static constexpr size_t p = k + 64 * D * 2;     // P (64, 64): one atom
+  static constexpr size_t u = p + 64 * 64 * 2;    // U slice (64, BV), then the output columns
+  static constexpr size_t gm = u + 64 * LDU * 2;  // e^γ (64), e^{γL−γ} (64)
+  static constexpr size_t stage_bytes = (gm + 128 * 4 + 1023) / 1024 * 1024;
+  static constexpr size_t total = STAGES * stage_bytes + 1024;  // + room to align the base
+};
+// Byte offset of row r, 16-byte vector v of a (64, 8·V) bf16 tile in swizzle atoms.
+__device__ __forceinline__ int sw128_at(int r, int v) {
+  return (v >> 3) * (64 * 128) + r * 128 + 16 * ((v ^ r) & 7);
+}
+
+template <int D, int BV, bool CK_BF16 = false, bool WAIT = false>
+__global__ void __launch_bounds__(BV * 2, 1) gdn_state_pass_wg_kernel(
+    bf16* __restrict__ o, float* __restrict__ state_final, const float* __restrict__ state_init,
+    void* __restrict__ checkpoints, const bf16* __restrict__ q, const bf16* __restrict__ k, const bf16* __restrict__ W,
+    const bf16* __restrict__ U, const bf16* __restrict__ P, const float* __restrict__ gexp, int N,
+    int H, int G, int c_begin, int c_end, const SegmentWait wait) {
+  using L = WgStateLayout<D, BV>;
+  constexpr int NT = L::NT, LDU = L::LDU, VPR = D / 8, ND = D / 8, KD = D / 16;
+  constexpr int STAGES = L::STAGES;
+  extern __shared__ unsigned char smem_raw[];
+  const uint32_t raw = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
+  const uint32_t sbase = (raw + 1023u) & ~1023u;
+  unsigned char* smem = smem_raw + (sbase - raw);
+
+  const int slice = blockIdx.x, h = blockIdx.y, col0 = slice * BV;
+  const int NC = (N + kChunk - 1) / kChunk, hk = h / (H / G);
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const int gi = lane / 4, ti = lane % 4;
+  const int wc = warp * 16;  // warpgroup warp / 4: columns 64 (warp / 4) + 16 (warp % 4) ..
+
+  auto load_stage = [&](int c, int st) {
+    unsigned char* base = smem + st * L::stage_bytes;
+    const int c0 = c * kChunk;
+    const size_t chunk_row = ((size_t)h * NC + c) * 64;
+    constexpr int RW = NT / VPR;  // rows per pass (W, Q, K)
+    const int r0 = tid / VPR, v = tid % VPR;
+#pragma unroll
+    for (int it = 0; it < 64 / RW; ++it) {
+      const int r = r0 + it * RW, so = sw128_at(r, v);
+      const bool valid = c0 + r < N;
+      cp_async16(base + L::w + so, W + (chunk_row + r) * D + v * 8, true);
+      cp_async16(base + L::q + so, valid ? q + ((size_t)(c0 + r) * H + h) * D + v * 8 : q, valid);
+      cp_async16(base + L::k + so, valid ? k + ((size_t)(c0 + r) * G + hk) * D + v * 8 : k, valid);
+    }
+    {
+      constexpr int RP = NT / 8;  // P: 8 vectors per row
+      const int rp = tid / 8, vp = tid % 8;
+#pragma unroll
+      for (int it = 0; it < 64 / RP; ++it)
+        cp_async16(base + L::p + sw128_at(rp + it * RP, vp), P + (chunk_row + rp + it * RP) * 64 + vp * 8,
+                   true);
+    }
+    {
+      constexpr int VU = BV / 8, RU = NT / VU;  // U slice: BV / 8 vectors per row
+      const int ru = tid / VU, vu = (tid % VU) * 8;
+      bf16* Us = reinterpret_cast<bf16*>(base + L::u);
+#pragma unroll
+      for (int it = 0; it < 64 / RU; ++it)
+        cp_async16(Us + (ru + it * RU) * LDU + vu, U + (chunk_row + ru + it * RU) * D + col0 + vu,
+                   true);
+    }
+    if (tid < 32)
+      cp_async16(base + L::gm + tid * 16, gexp + chunk_row * 2 + tid * 4, true);
+  };
+
+  int wait_seg = 0, wait_chunk = WAIT ? wait.b[0] : 0;
+  auto wait_through = [&](int c) {
+    while (wait_chunk <= c) {
+      if (tid == 0)
+        wait_at_least(wait.ready + wait_seg, (unsigned)(wait.blocks_per_chunk *
+                                                        (wait.b[wait_seg + 1] - wait.b[wait_seg])));
+      ++wait_seg;
+      wait_chunk = wait_seg < wait.n ? wait.b[wait_seg] : INT_MAX;
+    }
+  };
+  if constexpr (WAIT) {
+    wait_through(c_begin + STAGES - 2);
+    __syncthreads();
+  }
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (c_begin + s < c_end) load_stage(c_begin + s, s);
+    cp_async_commit();
+  }
+  float S[ND][4];  // Sᵀ as in gdn_state_pass_kernel (the m64nD accumulator of the warpgroup)
+#pragma unroll
+  for (int nt = 0; nt < ND; ++nt)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) {
+      const int d = 8 * nt + 2 * ti + (r & 1), e = col0 + wc + gi + 8 * (r >> 1);
+      S[nt][r] = state_init ? state_init[((size_t)h * D + d) * D + e] : 0.0f;
+    }
+  float X[8][4], Y[8][4];
+#pragma unroll
+  for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+    for (int r = 0; r < 4; ++r) X[nt][r] = Y[nt][r] = 0.0f;
+  const int mi = lane / 8, lr = lane % 8;
+  for (int c = c_begin; c < c_end; ++c) {
+    cp_async_wait<STAGES - 2>();
+    if constexpr (WAIT) wait_through(c + STAGES - 1);
+    device::fence_proxy_async_shared();  // this thread's cp.async writes, to wgmma's reads
+    __syncthreads();
+    if (c + STAGES - 1 < c_end) load_stage(c + STAGES - 1, (c - c_begin + STAGES - 1) % STAGES);
+    cp_async_commit();
+    const uint32_t st = sbase + ((c - c_begin) % STAGES) * (uint32_t)L::stage_bytes;
+    unsigned char* base = smem + ((c - c_begin) % STAGES) * L::stage_bytes;
+    bf16* Us = reinterpret_cast<bf16*>(base + L::u);
+    const float* gs = reinterpret_cast<const float*>(base + L::gm);
+    if (checkpoints) {
+      if constexpr (CK_BF16) {  // Sᵀ: row = value column, pairs of key rows packed
+        bf16* cp = static_cast<bf16*>(checkpoints) + ((size_t)h * NC + c) * D * D;
+        const int e = col0 + wc + gi;
+#pragma unroll
+        for (int nt = 0; nt < ND; ++nt) {
+          const int d = 8 * nt + 2 * ti;
+          *reinterpret_cast<uint32_t*>(cp + (size_t)e * D + d) = pack_bf16(S[nt][0], S[nt][1]);
+          *reinterpret_cast<uint32_t*>(cp + (size_t)(e + 8) * D + d) =
+              pack_bf16(S[nt][2], S[nt][3]);
+        }
+      } else {
+        float* cp = static_cast<float*>(checkpoints) + ((size_t)h * NC + c) * D * D;
+#pragma unroll
+        for (int nt = 0; nt < ND; ++nt)
+#pragma unroll
+          for (int r = 0; r < 4; ++r)
+            cp[(size_t)(8 * nt + 2 * ti + (r & 1)) * D + col0 + wc + gi + 8 * (r >> 1)] = S[nt][r];
+      }
+    }
+
+    // Xᵀ, Yᵀ (two groups: ũ needs only X).
+    uint32_t sa[KD][4];
+#pragma unroll
+    for (int kk = 0; kk < KD; ++kk) {
+      sa[kk][0] = pack_bf16(S[2 * kk][0], S[2 * kk][1]);
+      sa[kk][1] = pack_bf16(S[2 * kk][2], S[2 * kk][3]);
+      sa[kk][2] = pack_bf16(S[2 * kk + 1][0], S[2 * kk + 1][1]);
+      sa[kk][3] = pack_bf16(S[2 * kk + 1][2], S[2 * kk + 1][3]);
+    }
+    const uint64_t dw = device::wg_desc_sw128(st + L::w, 16, 1024);
+    const uint64_t dq = device::wg_desc_sw128(st + L::q, 16, 1024);
+    device::wg_fence();
+#pragma unroll
+    for (int ks = 0; ks < KD; ++ks)
+      device::wg_rs_n64<0>(X, sa[ks], device::wg_desc_advance(dw, (ks / 4) * L::atom + (ks % 4) * 32),
+                           ks > 0);
+    device::wg_commit();
+#pragma unroll
+    for (int ks = 0; ks < KD; ++ks)
+      device::wg_rs_n64<0>(Y, sa[ks], device::wg_desc_advance(dq, (ks / 4) * L::atom + (ks % 4) * 32),
+                           ks > 0);
+    device::wg_commit();
+    device::wg_wait<1>();
+    const float decay_last = gs[63];
+    // ũᵀ = Uᵀ − Xᵀ (into X).
+#pragma unroll
+    for (int np = 0; np < 4; ++np) {
+      uint32_t u4[4];
+      ldsm_x4_trans(u4, Us + (16 * np + 8 * (mi >> 1) + lr) * LDU + wc + 8 * (mi & 1));
+#pragma unroll
+      for (int hn = 0; hn < 2; ++hn) {
+        const int nt = 2 * np + hn;
+        const float2 ulo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u4[2 * hn]));
+        const float2 uhi =
+            __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u4[2 * hn + 1]));
+        X[nt][0] = ulo.x - X[nt][0], X[nt][1] = ulo.y - X[nt][1];
+        X[nt][2] = uhi.x - X[nt][2], X[nt][3] = uhi.y - X[nt][3];
+      }
+    }
+    uint32_t ua[4][4], ud[4][4];
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      const int m0 = 16 * kk + 2 * ti;
+      const float d0 = gs[64 + m0], d1 = gs[64 + m0 + 1];
+      const float d8 = gs[64 + m0 + 8], d9 = gs[64 + m0 + 9];
+      const float* x0 = X[2 * kk];
+      const float* x1 = X[2 * kk + 1];
+      ua[kk][0] = pack_bf16(x0[0], x0[1]);
+      ua[kk][1] = pack_bf16(x0[2], x0[3]);
+      ua[kk][2] = pack_bf16(x1[0], x1[1]);
+      ua[kk][3] = pack_bf16(x1[2], x1[3]);
+      ud[kk][0] = pack_bf16(x0[0] * d0, x0[1] * d1);
+      ud[kk][1] = pack_bf16(x0[2] * d0, x0[3] * d1);
+      ud[kk][2] = pack_bf16(x1[0] * d8, x1[1] * d9);
+      ud[kk][3] = pack_bf16(x1[2] * d8, x1[3] * d9);
+    }
+#pragma unroll
+    for (int nt = 0; nt < ND; ++nt)
+#pragma unroll
+      for (int r = 0; r < 4; ++r) S[nt][r] *= decay_last;
+    device::wg_wait<0>();
+    // Yᵀ column i scaled by e^{γ_i}.
+#pragma unroll
+    for (int nt = 0; nt < 8; ++nt) {
+      const int m0 = 8 * nt + 2 * ti;
+      const float e0 = gs[m0], e1 = gs[m0 + 1];
+      Y[nt][0] *= e0, Y[nt][1] *= e1, Y[nt][2] *= e0, Y[nt][3] *= e1;
+    }
+    // Sᵀ += (ũ e^{γL−γ})ᵀ K, then Oᵀ = Yᵀ + ũᵀ Pᵀ.
+    const uint64_t dk = device::wg_desc_sw128(st + L::k, L::atom, 1024);
+    const uint64_t dp = device::wg_desc_sw128(st + L::p, 16, 1024);
+    device::wg_fence();
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) {
+      if constexpr (D == 128)
+        device::wg_rs_n128<1>(S, ud[ks], device::wg_desc_advance(dk, ks * 2048), 1);
+      else
+        device::wg_rs_n64<1>(S, ud[ks], device::wg_desc_advance(dk, ks * 2048), 1);
+    }
+    device::wg_commit();
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks)
+      device::wg_rs_n64<0>(Y, ua[ks], device::wg_desc_advance(dp, ks * 32), 1);
+    device::wg_commit();
+    device::wg_wait<0>();
+    // Output: Oᵀ (16 columns × 64 tokens) over this warp's own U columns, then to global.
+#pragma unroll
+    for (int np = 0; np < 4; ++np) {
+      const uint32_t r4[4] = {pack_bf16(Y[2 * np][0], Y[2 * np][1]),
+                              pack_bf16(Y[2 * np][2], Y[2 * np][3]),
+                              pack_bf16(Y[2 * np + 1][0], Y[2 * np + 1][1]),
+                              pack_bf16(Y[2 * np + 1][2], Y[2 * np + 1][3])};
+      stsm_x4_trans(Us + (16 * np + 8 * (mi >> 1) + lr) * LDU + wc + 8 * (mi & 1), r4);
+    }
+    __syncwarp();
+    const int c0 = c * kChunk;
+#pragma unroll
+    for (int x = 0; x < 4; ++x) {
+      const int idx = lane + 32 * x, r = idx / 2, half = idx % 2, n = c0 + r;
+      if (n < N)
+        *reinterpret_cast<uint4*>(o + ((size_t)n * H + h) * D + col0 + wc + 8 * half) =
+            *reinterpret_cast<const uint4*>(Us + r * LDU + wc + 8 * half);
+    }
+  }
+  if (state_final) {
+#pragma unroll
+    for (int nt = 0; nt < ND; ++nt)
+#pragma unroll
+      for (int r = 0; r < 4; ++r)
+        state_final[((size_t)h * D + 8 * nt + 2 * ti + (r & 1)) * D + col0 + wc + gi + 8 * (r >> 1)] =
+            S[nt][r];
+  }
+}
+
 // (A state pass at value_block 64 on Hopper's warpgroup MMA, wgmma, was correct but slower and
 // was removed; its numbers are in docs/BENCHMARKS.md.)
 // (A two-stage state pass for D = 128, 64 value columns, 151 KB of shared memory so that one
@@ -871,6 +1134,34 @@ Status launch_state_pass(bf16* o, float* state_final, const float* state_init, v
   return ok_status();
 }
 
+// The wgmma state pass for the forward without checkpoints (experiment: GL_GDN_WG 1 → value
+// block 64, 2 → one block per head; 0 off).
+#ifndef GL_GDN_WG
+#define GL_GDN_WG 0
+#endif
+template <int D>
+constexpr int wg_value_block() {
+  return GL_GDN_WG == 0 ? 0 : (GL_GDN_WG == 2 ? D : 64);
+}
+template <int D, int BV>
+Status launch_state_pass_wg(bf16* o, float* state_final, const float* state_init,
+                            void* checkpoints, bool ck_bf16, const bf16* q, const bf16* k,
+                            const ForwardWorkspace& ws, int N, int H, int G, int c_begin,
+                            int c_end, cudaStream_t stream, const SegmentWait* wait) {
+  using L = WgStateLayout<D, BV>;
+  auto kernel = wait      ? gdn_state_pass_wg_kernel<D, BV, false, true>
+                : ck_bf16 ? gdn_state_pass_wg_kernel<D, BV, true, false>
+                          : gdn_state_pass_wg_kernel<D, BV, false, false>;
+  GL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     (int)L::total));
+  kernel<<<dim3(D / BV, H), L::NT, L::total, stream>>>(o, state_final, state_init,
+                                                        wait ? nullptr : checkpoints, q, k, ws.W,
+                                                        ws.U, ws.P, ws.gexp, N, H, G, c_begin,
+                                                        c_end, wait ? *wait : SegmentWait{});
+  GL_CUDA_CHECK_LAUNCH();
+  return ok_status();
+}
+
 template <int D>
 int resolved_value_block(int value_block) {
   return value_block == 0 ? (D == 128 ? 64 : 32) : value_block;
@@ -880,6 +1171,10 @@ Status state_pass(int value_block, bf16* o, float* state_final, const float* sta
                   void* checkpoints, bool ck_bf16, const bf16* q, const bf16* k,
                   const ForwardWorkspace& ws, int N, int H, int G, int c_begin, int c_end,
                   cudaStream_t stream, const SegmentWait* wait = nullptr) {
+  if constexpr (wg_value_block<D>() > 0)
+    return launch_state_pass_wg<D, wg_value_block<D>()>(o, state_final, state_init, checkpoints,
+                                                         ck_bf16, q, k, ws, N, H, G, c_begin,
+                                                         c_end, stream, wait);
   switch (resolved_value_block<D>(value_block)) {
     case 16:
       return launch_state_pass<D, 16>(o, state_final, state_init, checkpoints, ck_bf16, q, k, ws,
@@ -1049,8 +1344,8 @@ bool persistent_wanted(int NC, GatedDeltaPersistent mode) {
 template <int D>
 Result<bool> persistent_usable(const SideStream& side, int H, int value_block,
                                cudaStream_t stream) {
-  const int vb = resolved_value_block<D>(value_block);
-  if (vb != 32 && vb != 64) return false;
+  const int vb = wg_value_block<D>() > 0 ? wg_value_block<D>() : resolved_value_block<D>(value_block);
+  if (wg_value_block<D>() == 0 && vb != 32 && vb != 64) return false;
   if ((long)(D / vb) * H > side.sms - kPersistentFreeSms) return false;
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   GL_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
