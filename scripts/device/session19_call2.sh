@@ -1,18 +1,20 @@
 #!/bin/bash
-# Session 19, call 2 (carry: pack.sh of main at 87cd46e; extra.tar.xz as vbins/: golinear and
-# test_gated_delta_cuda built with gated_delta.cu at -DGL_GDN_WG=1 (wg1: the state pass on wgmma,
-# a warpgroup per 64 value columns, two blocks a head at D = 128) and =2 (wg2: one block of two
-# warpgroups a head; with checkpoints too), test_mixers_cuda and test_train_cuda of wg2; fla.tar.xz;
-# kernel_timeline): wg2's GDN, mixer and trainer tests, then the GDN forward and hybrid prefill of
-# main, wg1, wg2 (forward only, two rounds alternated) with fla's forward in the same call, then
-# wg2's kernel timeline with the pipeline off (the state pass alone).
+# Session 19, call 2 (carry: pack.sh of main at 87cd46e as bins/; extra.tar.xz as vbins/: the
+# tree with the state pass on wgmma (one warpgroup per 64 value columns, one block of D / 64
+# warpgroups per head by default; `--value-block 64` two blocks a head at D = 128): its CLI
+# (golinear_wg) and GPU tests (_wg); fla.tar.xz): the wgmma tree's GDN, kernel, mixer, trainer and
+# model tests (GpuTrainedStudent left out), then the mixer bench (with the backward) of main, wg
+# and wg at value block 64, two rounds alternated, fla's GDN forward and SDPA in the same call,
+# then the 8B attention transfer of main and wg.
 cd "$(dirname "$0")/../.."
 source scripts/device/setup.sh
 unpack_extra fla
-BIN_DIR=$V plain_tests test_gated_delta_cuda_wg2 test_mixers_cuda_wg2 test_train_cuda_wg2
-P='gated deltanet \(chunked\)|hybrid \(gdn.*prefill'
-MIXERS_ARGS=--no-backward mixers_ab "$P" main:$G wg1:$V/golinear_wg1 wg2:$V/golinear_wg2
+BIN_DIR=$V TEST_ARGS='--gtest_filter=-*TrainedStudent*' plain_tests test_gated_delta_cuda_wg test_kernels_cuda_wg test_mixers_cuda_wg test_train_cuda_wg test_model_cuda_wg
+P='full attention \(ours|gated deltanet \(chunked\)|sink\+window|hybrid \(gdn.*prefill'
+mixers_ab "$P" main:$G wg:$V/golinear_wg "wg64:$V/golinear_wg:--value-block 64"
 fla_anchor
-GDN_MODES=seg1 gdn_timelines wg2 $V/golinear_wg2
+sdpa_anchors
+transfer_ab main:$G wg:$V/golinear_wg
+cp /tmp/r/mixers_*_1.txt $OUT/ 2>/dev/null
 tar cJf $OUT/r.tar.xz -C /tmp r
 echo "total $(el) s" >> $R
