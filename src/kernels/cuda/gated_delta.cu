@@ -1877,16 +1877,15 @@ BackwardWorkspace backward_workspace(void* base, int N, int H, int D) {
   return w;
 }
 
-// Step 1: the forward keeping the chunks' entering states and T in the backward's workspace.
-// Defaults (0): 32 value columns per block in both sequential passes, the fastest on H200 at
-// H = 32, D = 128 (fwd+bwd 11.7 ms at T = 32K vs 12.2 with 64; 128 blocks fill the SMs).
+// Step 1: the forward keeping the chunks' entering states and T in the backward's workspace
+// (value_block as the forward's; the reverse pass's default, 32 value columns a block, was the
+// fastest on H200 at H = 32, D = 128 for both passes while they were mma.sync).
 template <int D>
 Status forward_for_backward(bf16* o, const bf16* q, const bf16* k, const bf16* v, const float* g,
                             const float* beta, int N, int H, int G, const BackwardWorkspace& ws,
                             cudaStream_t stream, const GatedDeltaBackwardOptions& opt) {
   return chunked_forward<D>(o, nullptr, nullptr, q, k, v, g, beta, N, H, G, ws.fwd, stream, ws.ckS,
-                            opt.value_block == 0 ? 32 : opt.value_block, ws.T,
-                            opt.bf16_checkpoints);
+                            opt.value_block, ws.T, opt.bf16_checkpoints);
 }
 
 template <int D>
