@@ -15,12 +15,10 @@
 //     U = (T diag(β)) V, P = lower(e^{γi−γm} QKᵀ), e^γ and e^{γ_last−γ} (mma.sync bf16 → fp32,
 //     fragments in registers).
 //   2 state pass (sequential over chunks, parallel over heads × value-column slices: the columns
-//     of S evolve independently). One warpgroup per 64 value columns holds Sᵀ as the fp32
-//     accumulator of Hopper's warpgroup MMA (wgmma, A operands from registers); ũ = U − W S,
-//     o = diag(e^γ) Q S + P ũ, S ← e^{γ_last} S + Kᵀ diag(e^{γ_last−γ}) ũ run without leaving
-//     registers; W, Q, K, P (128-byte swizzle atoms, read by descriptor) and U tiles stream
-//     through shared memory (cp.async, 3 stages, one barrier per chunk). One block per head by
-//     default (value_block 0 = D).
+//     of S evolve independently). One warp per 16 value columns holds Sᵀ in mma.sync registers
+//     (fp32); ũ = U − W S, o = diag(e^γ) Q S + P ũ, S ← e^{γ_last} S + Kᵀ diag(e^{γ_last−γ}) ũ
+//     run without leaving registers; W, Q, K, P, U tiles stream through shared memory (cp.async,
+//     2–3 stages, one barrier per chunk).
 // Without checkpoints the forward is pipelined: the chunks split into segments (one per 32
 // chunks, at most 16; GatedDeltaForwardOptions::segments overrides, 1 turns it off) and the state pass of
 // segment s runs on a high-priority side stream while the prepares of the next segments run on
@@ -31,7 +29,8 @@
 // From T ≥ 16K (256 chunks; GatedDeltaForwardOptions::persistent never / always overrides) a
 // persistent
 // state pass replaces the per-segment state passes by ONE launch that carries the state in
-// registers across all segments: its blocks (at most SMs − 8 of them; else the pipeline runs) wait in the kernel, before each segment, for a counter that every prepare
+// registers across all segments: its blocks (at most SMs − 8 of them: value block 32 or 64; else
+// the pipeline runs) wait in the kernel, before each segment, for a counter that every prepare
 // block of the segment increments when done; the same arithmetic, so the same bits as the
 // pipeline. Not under stream capture. The prepares are queued before it (see gated_delta.cu).
 #pragma once
@@ -70,8 +69,8 @@ struct GatedDeltaForwardOptions {
 
 // o (N, H, D) bf16. state_init (H, D, D) fp32 or null (zero); state_final (H, D, D) fp32 or null.
 // checkpoints (H, ⌈N/64⌉, D, D) fp32 or null: the state entering each chunk.
-// value_block: value columns per state-pass block, 64 per warpgroup (64, or 128 when D = 128; 0
-// picks D: one block per head).
+// value_block: value columns per state-pass block (16, 32, 64, or 128 when D = 128; 0 picks 64
+// for D = 128, 32 for D = 64).
 Status gated_delta_chunked_forward(bf16* o, float* state_final, const float* state_init,
                                    const bf16* q, const bf16* k, const bf16* v, const float* g,
                                    const float* beta, int N, int H, int G, int D, void* workspace,
@@ -105,7 +104,7 @@ size_t gated_delta_backward_workspace_bytes(int N, int H, int D);
 //     query heads in order by the one block that owns those rows — deterministic, no atomics.
 // Dynamic shared memory: kernel 4 takes ~213 KB for D = 128 (one block per SM).
 struct GatedDeltaBackwardOptions {
-  int value_block = 0;          // the forward's state-pass slice (as the forward's; 0: D)
+  int value_block = 0;          // the forward's state-pass slice (0: 32; as the forward's)
   int reverse_value_block = 0;  // value columns per reverse-pass block: 16, 32, 64, 128 ≤ D
                                 // (0: 32)
   bool bf16_checkpoints = true;  // keep the states entering the chunks as bf16 Sᵀ (false: fp32 S)

@@ -174,8 +174,8 @@ TEST(CudaGatedDeltaBackward, GateNearZeroD128Gqa4) {
 // backward.
 TEST(CudaGatedDeltaBackward, AllValueBlocks) {
   REQUIRE_GPU();
-  for (int rvb : {16, 32, 128}) run_backward({200, 4, 1, 128, -0.1f, 0.0f}, 20 + rvb, {64, rvb});
-  for (int rvb : {16, 64}) run_backward({200, 2, 2, 64, -0.1f, 0.0f}, 30 + rvb, {64, rvb});
+  for (int rvb : {16, 32, 128}) run_backward({200, 4, 1, 128, -0.1f, 0.0f}, 20 + rvb, {32, rvb});
+  for (int rvb : {16, 64}) run_backward({200, 2, 2, 64, -0.1f, 0.0f}, 30 + rvb, {16, rvb});
 }
 // The fp32 [d][e] checkpoints (the default keeps bf16 Sᵀ).
 TEST(CudaGatedDeltaBackward, Fp32Checkpoints) {
@@ -235,7 +235,7 @@ ForwardResult run_forward(const Case& cs, int vb, bool with_init, uint64_t seed,
   return r;
 }
 
-// value_block 64 (two warpgroup blocks a head at D = 128, the default at D = 64), D = 128 and 64, a ragged last chunk, an initial
+// value_block 64 (the default at D = 128), D = 128 and 64, a ragged last chunk, an initial
 // state: `segments` pipelined segments (0: automatic) against one segment and the CPU. Both run
 // the same bf16 products accumulated in the same order, the state carried between segments
 // through exact fp32 copies, so the cross-check is tight.
@@ -272,7 +272,7 @@ TEST(CudaGatedDeltaForward, DefaultPipelinedManySegments) {
   REQUIRE_GPU();
   GatedDeltaForwardOptions options;
   options.segments = 16;
-  for (int vb : {0, 64}) run_forward({2100, 4, 1, 128, -0.1f, 0.0f}, vb, true, 56 + vb, options);
+  for (int vb : {0, 32}) run_forward({2100, 4, 1, 128, -0.1f, 0.0f}, vb, true, 56 + vb, options);
 }
 // The pipeline's streams and events belong to the host thread: a thread that runs a pipelined
 // forward and exits releases them (no error left behind).
@@ -415,7 +415,8 @@ void persistent_vs_default(const Case& cs, int vb, bool with_init, int segments,
 }
 
 // 16 segments: 1061 tokens (17 chunks: 16 segments of 1 chunk and one of 2, a ragged last
-// chunk), H = 32, G = 8, D = 128 and 64 (the default value_block, D: 32 blocks); an initial state and a final state throughout. The same at about 8K and 32K
+// chunk), H = 32, G = 8, D = 128 (value_block 64, 64 blocks) and D = 64 (value_block 32,
+// 64 blocks); an initial state and a final state throughout. The same at about 8K and 32K
 // tokens is the `Long` pair below, apart so that compute-sanitizer racecheck (which needs
 // minutes for a 32K-token state pass) can run the short ones: the kernels, their shared-memory
 // ring and their waits are the same, only the number of chunks differs.
@@ -441,7 +442,7 @@ TEST(CudaGatedDeltaForward, PersistentLongD64) {
                         {3, 20, 31});
 }
 // Other segmentations and slices: more segments than chunks (2 chunks: the state pass waits for
-// both before its first chunk), 4 segments, value_block 64 at D = 128 (H = 16: 32 blocks) and 64
+// both before its first chunk), 4 segments, value_block 32 at D = 128 (H = 16: 64 blocks) and 64
 // at D = 64, fewer heads, no initial state. The automatic count (at about 8K tokens) and 16
 // segments of about 4K tokens are PersistentLongSegments: under racecheck a prepare of that size
 // outlasts the state pass's 8.6 s watchdog (a trap, by design; session 13).
@@ -449,7 +450,7 @@ TEST(CudaGatedDeltaForward, PersistentSegmentsAndSlices) {
   REQUIRE_GPU();
   persistent_vs_default({100, 4, 1, 128, -0.1f, 0.0f}, 0, true, 16, 97, true);
   persistent_vs_default({64 * 16 + 37, 8, 2, 128, -0.1f, 0.0f}, 0, true, 4, 98, true);
-  persistent_vs_default({2100, 16, 4, 128, -0.1f, 0.0f}, 64, true, 16, 99, true, {0, 15});
+  persistent_vs_default({2100, 16, 4, 128, -0.1f, 0.0f}, 32, true, 16, 99, true, {0, 15});
   persistent_vs_default({2100, 4, 2, 64, -0.1f, 0.0f}, 64, true, 7, 100, true);
 }
 TEST(CudaGatedDeltaForward, PersistentLongSegments) {
@@ -460,11 +461,12 @@ TEST(CudaGatedDeltaForward, PersistentLongSegments) {
                         {2, 30});
 }
 // Where the persistent pass must not run, the pipeline does (same bits, counters untouched):
-// H = 128 at value_block 64 and D = 128 (256 blocks: more than SMs − 8; the H200 has 132).
+// value_block 16 (256 blocks: more than SMs − 8) and 128.
 TEST(CudaGatedDeltaForward, PersistentFallbacks) {
   REQUIRE_GPU();
-  persistent_vs_default({64 * 4 + 37, 128, 32, 128, -0.1f, 0.0f}, 64, true, 4, 101, false,
-                        {0, 127});
+  persistent_vs_default({64 * 16 + 37, 32, 8, 128, -0.1f, 0.0f}, 16, true, 16, 101, false,
+                        {0, 31});
+  persistent_vs_default({64 * 16 + 37, 4, 1, 128, -0.1f, 0.0f}, 128, true, 16, 102, false);
 }
 // Under stream capture the persistent pass is not used (a graph gives no guarantee that its
 // branches run concurrently): a captured persistent-mode forward replays to the uncaptured
@@ -519,7 +521,7 @@ TEST(CudaGatedDeltaForward, PersistentNotCaptured) {
   cudaFree(ws);
 }
 
-// The backward with the forward's state pass at value_block 64 (the default: one block a head).
+// The backward with the forward's state pass at value_block 64.
 TEST(CudaGatedDeltaBackward, ForwardSlice64) {
   REQUIRE_GPU();
   run_backward({520, 4, 1, 128, -0.02f, 0.0f}, 60, {64, 32});
@@ -583,14 +585,14 @@ TEST(CudaGatedDeltaBackward, DISABLED_Timing) {
   };
   // GDN_TIMING_DEFAULT_ONLY: only the default configurations (for a profiler's per-kernel table).
   const bool default_only = std::getenv("GDN_TIMING_DEFAULT_ONLY") != nullptr;
-  std::vector<int> fwd_blocks = {64, 128};
+  std::vector<int> fwd_blocks = {16, 32, 64, 128};
   std::vector<GatedDeltaBackwardOptions> bwd_options;
   if (default_only) {
     fwd_blocks = {0};
     bwd_options = {GatedDeltaBackwardOptions{}};
   } else {
     for (bool ck : {true, false})
-      for (int vb : {64, 128})
+      for (int vb : {32, 64})
         for (int rvb : {16, 32, 64, 128}) bwd_options.push_back({vb, rvb, ck});
   }
   for (int N : lens) {
