@@ -1,6 +1,6 @@
 #!/bin/bash
 # Session 19, call 2 (carry: pack.sh of main at 87cd46e as bins/; extra.tar.xz as vbins/: the
-# tree with the state pass on wgmma (one warpgroup per 64 value columns, one block of D / 64
+# tree at fd1e062 with the state pass on wgmma (one warpgroup per 64 value columns, one block of D / 64
 # warpgroups per head by default; `--value-block 64` two blocks a head at D = 128): its CLI
 # (golinear_wg) and GPU tests (_wg); fla.tar.xz): the wgmma tree's GDN, kernel, mixer, trainer and
 # model tests (GpuTrainedStudent left out), then the mixer bench (with the backward) of main, wg

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Session 19, call 3 (carry: as call 2; extra.tar.xz: the wgmma tree with the backward's forward
+# Session 19, call 3 (carry: as call 2; extra.tar.xz: the wgmma tree at 66322c8 with the backward's forward
 # at the forward's value_block — call 2's wg build passed 32, no longer a state-pass value block):
 # the wgmma tree's GDN, mixer and trainer tests, the mixer bench of main, wg and wg at value block
 # 64 (one round), fla's GDN forward in the same call, the 8B attention transfer of main and wg.

@@ -54,7 +54,7 @@ ForwardWorkspace forward_workspace(void* base, int N, int H, int D) {
   return w;
 }
 
-// ---- mma.sync m16n8k16 / ldmatrix / stmatrix helpers (device_utils.cuh's, and stmatrix) -------
+// ---- mma.sync m16n8k16 / ldmatrix helpers (mma_sync.cuh's), and stmatrix ----------------------
 
 using device::ldsm_x4;
 using device::ldsm_x4_at;
@@ -830,8 +830,10 @@ __global__ void __launch_bounds__(BV * 2, 1) gdn_state_pass_kernel(
   }
 }
 
-// (A state pass at value_block 64 on Hopper's warpgroup MMA, wgmma, was correct but slower and
-// was removed; its numbers are in docs/BENCHMARKS.md.)
+// (Two state passes on Hopper's warpgroup MMA, wgmma, were correct but not faster and were
+// removed: session 3's (canonical tiles, value block 64) and session 19's (128-byte swizzle atoms,
+// a warpgroup per 64 value columns, one or two blocks a head; commit fd1e062). Reading the B tiles
+// once per warpgroup did not shorten the chain; numbers in docs/BENCHMARKS.md.)
 // (A two-stage state pass for D = 128, 64 value columns, 151 KB of shared memory so that one
 // prepare block fits beside it, was slower pipelined: H200, 32K 1.41 → 1.55 ms; with the
 // swizzled tiles and the persistent pass, 146 KB, session 18: the same time, its segment
