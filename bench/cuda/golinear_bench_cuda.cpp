@@ -24,7 +24,7 @@ std::vector<std::string> split_commas(const std::string& s) {
 }
 
 // `--json --seq 2048,4096 --contexts 4096,32768 --repeats N --warmups N --value-block V
-// --gdn-segments N --gdn-persistent auto|never|always --no-backward --heads H --kv-heads G
+// --gdn-segments N --gdn-wait-groups N --gdn-persistent auto|never|always --no-backward --heads H --kv-heads G
 // --head-dim D --hidden C`.
 Result<MixerBenchOptions> parse(const std::vector<std::string>& argv) {
   MixerBenchOptions o;
@@ -43,6 +43,7 @@ Result<MixerBenchOptions> parse(const std::vector<std::string>& argv) {
       else if (a == "--warmups") { GL_ASSIGN_OR_RETURN(auto v, value()); o.warmups = std::stoi(v); }
       else if (a == "--value-block") { GL_ASSIGN_OR_RETURN(auto v, value()); o.value_block = std::stoi(v); }
       else if (a == "--gdn-segments") { GL_ASSIGN_OR_RETURN(auto v, value()); o.gdn.segments = std::stoi(v); }
+      else if (a == "--gdn-wait-groups") { GL_ASSIGN_OR_RETURN(auto v, value()); o.gdn.wait_groups = std::stoi(v); }
       else if (a == "--gdn-persistent") {
         GL_ASSIGN_OR_RETURN(auto v, value());
         if (v == "auto") o.gdn.persistent = GatedDeltaPersistent::automatic;

@@ -48,7 +48,8 @@ int bench_mixers(const Argv& argv) {
   auto args = Args::parse("bench", argv,
                           {{"mixers", false}, {"json", false}, {"no-backward", false}, {"seq", true},
                            {"contexts", true}, {"repeats", true}, {"warmups", true},
-                           {"value-block", true}, {"gdn-segments", true}, {"gdn-persistent", true},
+                           {"value-block", true}, {"gdn-segments", true}, {"gdn-wait-groups", true},
+                           {"gdn-persistent", true},
                            {"heads", true}, {"kv-heads", true}, {"head-dim", true},
                            {"hidden", true}, {"mix", true}},
                           0, 0);
@@ -68,17 +69,19 @@ int bench_mixers(const Argv& argv) {
   auto warmups = args->get_int("warmups", o.warmups, 0, 1000000);
   auto value_block = args->get_int("value-block", o.value_block, 0, 128);
   auto segments = args->get_int("gdn-segments", o.gdn.segments, 0, 64);
+  auto wait_groups = args->get_int("gdn-wait-groups", o.gdn.wait_groups, 0, 64);
   auto heads = args->get_int("heads", o.H, 1, 1024);
   auto kv_heads = args->get_int("kv-heads", o.G, 1, 1024);
   auto head_dim = args->get_int("head-dim", o.D, 1, 1024);
   auto hidden = args->get_int("hidden", o.C, 1, 1 << 20);
-  for (const auto* r : {&repeats, &warmups, &value_block, &segments, &heads, &kv_heads, &head_dim,
-                        &hidden})
+  for (const auto* r : {&repeats, &warmups, &value_block, &segments, &wait_groups, &heads,
+                        &kv_heads, &head_dim, &hidden})
     if (!r->ok()) return fail(r->error());
   o.repeats = (int)*repeats;
   o.warmups = (int)*warmups;
   o.value_block = (int)*value_block;
   o.gdn.segments = (int)*segments;
+  o.gdn.wait_groups = (int)*wait_groups;
   o.H = (int)*heads;
   o.G = (int)*kv_heads;
   o.D = (int)*head_dim;

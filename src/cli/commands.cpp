@@ -94,12 +94,12 @@ an interruption would; --inject-nan STEP,LAYER makes LAYER's gradient NaN at STE
      R"(
 in detail:
   golinear bench [--mixers] [--json --seq 2048,... --contexts 4096,... --repeats N --warmups N
-                 --value-block V --gdn-segments N --gdn-persistent auto|never|always
-                 --no-backward --heads H --kv-heads G --head-dim D --hidden C --mix M]
+                 --value-block V --gdn-segments N --gdn-wait-groups N
+                 --gdn-persistent auto|never|always --no-backward --heads H --kv-heads G --head-dim D --hidden C --mix M]
       per-layer mixer table: prefill, forward+backward, decode step and cache bytes for full
       attention, Gated DeltaNet and the hybrid mixer (Llama-3.1-8B attention shapes by default);
-      --gdn-segments and --gdn-persistent schedule the Gated DeltaNet row's forward (0 and auto:
-      the default)
+      --gdn-segments, --gdn-wait-groups and --gdn-persistent schedule the Gated DeltaNet row's
+      forward (0 and auto: the default)
   golinear bench --config FILE.json | --model DIR [--contexts 4096,32768,131072,1048576
                  --variants hybrid,full --full-prefill-max 131072 --prefill-max N --repeats N
                  --warmups N --decode-repeats N --sinks S --window W --seed S --json --json-file F]

@@ -524,9 +524,9 @@ struct StateLayout {
   static constexpr size_t total = ostage + NW * 64 * LDO * 2;
 };
 
-// What the persistent state pass waits for: segment s (chunks b[s] .. b[s + 1] − 1) is prepared
-// once ready[s] counts blocks_per_chunk · (b[s + 1] − b[s]) prepare blocks (gdn_prepare_kernel's
-// `done`). Passed by value (kernel parameter space); unused without WAIT.
+// What the persistent state pass waits for: wait group s (chunks b[s] .. b[s + 1] − 1) is
+// prepared once ready[s] counts blocks_per_chunk · (b[s + 1] − b[s]) prepare blocks
+// (gdn_prepare_kernel's `done`). Passed by value (kernel parameter space); unused without WAIT.
 struct SegmentWait {
   const unsigned* ready = nullptr;
   int n = 0, blocks_per_chunk = 0;
@@ -558,8 +558,8 @@ __device__ __forceinline__ void wait_at_least(const unsigned* p, unsigned target
 
 // grid (D / BV, H), 32·BV/16 threads: head h, value columns [slice·BV, slice·BV + BV).
 // checkpoints: fp32 (H, NC, D, D) as S, or with CK_BF16 bf16 (H, NC, D, D) as Sᵀ (backward).
-// WAIT (the persistent pass, c_begin = wait.b[0]): before staging the first chunk of segment s,
-// thread 0 waits until the segment's prepares are done (W, U, P and e^γ arrive by cp.async.cg,
+// WAIT (the persistent pass, c_begin = wait.b[0]): before staging the first chunk of wait group
+// s, thread 0 waits until the group's prepares are done (W, U, P and e^γ arrive by cp.async.cg,
 // which reads L2, never a stale L1 line); the arithmetic is the same as without.
 template <int D, int BV, bool CK_BF16 = false, bool WAIT = false>
 __global__ void __launch_bounds__(BV * 2, 1) gdn_state_pass_kernel(
@@ -646,7 +646,7 @@ __global__ void __launch_bounds__(BV * 2, 1) gdn_state_pass_kernel(
       wait_chunk = wait_seg < wait.n ? wait.b[wait_seg] : INT_MAX;
     }
   };
-  if constexpr (WAIT) {  // the segments of the first STAGES − 1 chunks
+  if constexpr (WAIT) {  // the wait groups of the first STAGES − 1 chunks
     wait_through(c_begin + STAGES - 2);
     __syncthreads();
   }
@@ -1017,14 +1017,23 @@ Result<SideStream*> side_stream(cudaStream_t stream) {
   return &s;
 }
 
-// The persistent state pass (by default from 256 chunks on, T ≥ 16K; options.persistent never or
-// always overrides): ONE state-pass launch on the side stream for all segments, its
-// state in registers throughout. The segments (the pipeline's) only mark where the state pass
-// waits: before staging the first chunk of segment s (gdn_state_pass_kernel's WAIT) until all
-// H·(its chunks) prepare blocks have counted themselves in ws.ready[s] (zeroed on `stream`
-// first). The prepares run on `stream`, one launch per segment as in the pipeline. No relaunch of
-// the state pass, so no state-pass block waits for an SM to drain of prepare blocks except once
-// at the start.
+// The persistent state pass (by default from 128 chunks on, T ≥ 8K; options.persistent never or
+// always overrides): ONE state-pass launch on the side stream for all chunks, its state in
+// registers throughout. The chunks form NG even wait groups (kPersistentWaitGroups, at most the
+// chunks; options.wait_groups overrides): before staging the first chunk of group j
+// (gdn_state_pass_kernel's WAIT) the pass waits until all H·(its chunks) prepare blocks have
+// counted themselves in ws.ready[j] (zeroed on `stream` first). The prepares run on `stream` in
+// NL launches of even chunk ranges (kPersistentLaunches; options.segments overrides), each block
+// counting itself in its chunk's group. No relaunch of the state pass, so no state-pass block
+// waits for an SM to drain of prepare blocks except once at the start.
+// (Measured, session 20, docs/BENCHMARKS.md; GDN forward at 16K / 32K, means of six rounds,
+// two calls: waits and launches per pipeline segment, 8 at 16K and 16 at 32K, the previous
+// default, 0.737–0.745 / 1.425–1.431 ms; 64 groups under those launches 0.686 / 1.420; 64
+// groups and 4 launches 0.645–0.672 / 1.365–1.402; 2, 3 or 8 launches within the rounds' spread
+// of 4; two launches, the first of 15–40% of the chunks to be prepared by the whole GPU before
+// the pass starts, 0.657–0.714 / 1.416–1.434 — the pass took its SMs during the first launch
+// all the same; the prepare at 4 blocks an SM, T in Q's buffer (53 KB, 64 registers), 315 / 634
+// against 331 / 626 µs alone.)
 // Deadlock freedom: the prepares never wait; they are queued before the state pass (so even
 // serialized execution, CUDA_LAUNCH_BLOCKING=1 or streams sharing a hardware queue, runs them
 // first), and the spinning grid leaves at least kPersistentFreeSms multiprocessors free, so the
@@ -1033,13 +1042,14 @@ Result<SideStream*> side_stream(cudaStream_t stream) {
 // guarantee); otherwise the pipeline below runs. Assumes no other spinning work holds the
 // remaining SMs (two persistent forwards at once from different host threads on one device
 // still leave 4 SMs at H = 32; more could starve their prepares).
-// (Measured slower and removed: queueing the state pass after the first prepare launch, and
-// fewer, larger prepare launches.)
+// (Measured slower and removed: queueing the state pass after the first prepare launch; with
+// the waits per segment, fewer, larger prepare launches.)
 constexpr int kPersistentFreeSms = 8;
-// Measured on the H200 (H = 32, G = 8, D = 128; mixer bench, GDN forward, 15:37 UTC): 8K 0.385
-// → 0.392 ms (slower: a single segment's prepare hides less), 16K 0.718 → 0.703, 32K 1.399 →
-// 1.343; hence the default threshold.
-constexpr int kPersistentMinChunks = 256;
+// From 8K (H = 32, G = 8, D = 128; session 20): 0.327 against the pipeline's 0.338 ms. (With the
+// waits per segment, session 7: 0.392 against 0.385 ms, so the threshold was 16K then.)
+constexpr int kPersistentMinChunks = 128;
+constexpr int kPersistentWaitGroups = 64;  // ≤ kMaxSegments (the counters)
+constexpr int kPersistentLaunches = 4;
 bool persistent_wanted(int NC, GatedDeltaPersistent mode) {
   switch (mode) {
     case GatedDeltaPersistent::never: return false;
@@ -1058,30 +1068,35 @@ Result<bool> persistent_usable(const SideStream& side, int H, int value_block,
   GL_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
   return capture == cudaStreamCaptureStatusNone;
 }
-// bounds: the NS segments' chunk boundaries (segment_bounds).
 template <int D>
 Status persistent_forward(bf16* o, float* state_final, const float* state_init, const bf16* q,
                           const bf16* k, const bf16* v, const float* g, const float* beta, int N,
                           int H, int G, const ForwardWorkspace& ws, cudaStream_t stream,
-                          int value_block, int NS, const int (&bounds)[kMaxSegments + 1],
-                          SideStream& side, bool staged_prepare) {
+                          int value_block, SideStream& side,
+                          const GatedDeltaForwardOptions& options) {
   const int NC = (N + kChunk - 1) / kChunk;
+  const int NG = std::min({options.wait_groups > 0 ? options.wait_groups : kPersistentWaitGroups,
+                           NC, kMaxSegments});
+  const int NL = std::min({options.segments > 0 ? options.segments : kPersistentLaunches, NC,
+                           kMaxSegments});
   SegmentWait wait;
   wait.ready = ws.ready;
-  wait.n = NS;
+  wait.n = NG;
   wait.blocks_per_chunk = H;
-  for (int s = 0; s <= NS; ++s) wait.b[s] = bounds[s];
-  GL_CUDA_CHECK(cudaMemsetAsync(ws.ready, 0, NS * sizeof(unsigned), stream));
+  segment_bounds(NC, NG, wait.b);
+  int launches[kMaxSegments + 1];
+  segment_bounds(NC, NL, launches);
+  GL_CUDA_CHECK(cudaMemsetAsync(ws.ready, 0, NG * sizeof(unsigned), stream));
   GL_CUDA_CHECK(cudaEventRecord(side.fork, stream));
   GL_CUDA_CHECK(cudaStreamWaitEvent(side.stream, side.fork, 0));
-  GL_ASSIGN_OR_RETURN(auto prepare, (prepare_kernel<D, true>(staged_prepare)));
-  // (Measured without gain, session 17: each segment's prepare as a programmatic dependent of
-  // the one before, filling the SMs the previous launch drains.)
-  for (int s = 0; s < NS; ++s) {
-    const int cb = bounds[s], ce = bounds[s + 1];
+  GL_ASSIGN_OR_RETURN(auto prepare, (prepare_kernel<D, true>(options.staged_prepare)));
+  // (Measured without gain, session 17: each launch as a programmatic dependent of the one
+  // before, filling the SMs the previous launch drains.)
+  for (int l = 0; l < NL; ++l) {
+    const int cb = launches[l], ce = launches[l + 1];
     prepare<<<dim3(H, ce - cb), kPrepareThreads, PrepareLayout<D>::total, stream>>>(
         ws.W, ws.U, ws.P, ws.gamma, ws.gexp, q, k, v, g, beta, N, H, G, cb, nullptr, ws.ready,
-        NS);
+        NG);
     GL_CUDA_CHECK_LAUNCH();
   }
   GL_TRY(state_pass<D>(value_block, o, state_final, state_init, nullptr, false, q, k, ws, N, H, G,
@@ -1117,7 +1132,7 @@ Status chunked_forward(bf16* o, float* state_final, const float* state_init, con
     GL_ASSIGN_OR_RETURN(const bool usable, persistent_usable<D>(*side, H, value_block, stream));
     if (usable)
       return persistent_forward<D>(o, state_final, state_init, q, k, v, g, beta, N, H, G, ws,
-                                   stream, value_block, NS, bounds, *side, staged);
+                                   stream, value_block, *side, options);
   }
   // Every prepare on `stream`, one after another; segment s's state pass on the side stream.
   float* carry[2] = {ws.carry, ws.carry + (size_t)H * D * D};
@@ -1972,6 +1987,9 @@ Status gated_delta_chunked_forward(bf16* o, float* state_final, const float* sta
   GL_TRY(check_shapes("gated_delta_chunked_forward", N, H, G));
   if (options.segments < 0)
     return make_error("gated_delta_chunked_forward: segments ", options.segments,
+                      " (0: automatic, else ≥ 1)");
+  if (options.wait_groups < 0)
+    return make_error("gated_delta_chunked_forward: wait_groups ", options.wait_groups,
                       " (0: automatic, else ≥ 1)");
   const ForwardWorkspace ws = forward_workspace(workspace, N, H, D);
   if (workspace_bytes < ws.bytes)

@@ -26,13 +26,13 @@
 // joined back into `stream` before returning. The side stream and its 4 events belong to the
 // calling host thread and device: created on first use outside stream capture (until then a
 // captured forward runs unpipelined), destroyed when the thread exits.
-// From T ≥ 16K (256 chunks; GatedDeltaForwardOptions::persistent never / always overrides) a
-// persistent
-// state pass replaces the per-segment state passes by ONE launch that carries the state in
-// registers across all segments: its blocks (at most SMs − 8 of them: value block 32 or 64; else
-// the pipeline runs) wait in the kernel, before each segment, for a counter that every prepare
-// block of the segment increments when done; the same arithmetic, so the same bits as the
-// pipeline. Not under stream capture. The prepares are queued before it (see gated_delta.cu).
+// From T ≥ 8K (128 chunks; GatedDeltaForwardOptions::persistent never / always overrides) a
+// persistent state pass replaces the per-segment state passes by ONE launch that carries the
+// state in registers across all chunks: its blocks (at most SMs − 8 of them: value block 32 or
+// 64; else the pipeline runs) wait in the kernel, before each of 64 even groups of chunks, for a
+// counter that every prepare block of the group increments when done; the prepares run in 4
+// launches beside it. The same arithmetic, so the same bits as the pipeline. Not under stream
+// capture. The prepares are queued before it (see gated_delta.cu).
 #pragma once
 
 #include <cuda_runtime.h>
@@ -47,7 +47,7 @@ inline constexpr int kGatedDeltaChunk = 64;
 
 // Bytes of scratch gated_delta_chunked_forward needs (W, U, P, γ, e^γ per chunk and head, two
 // fp32 states for the pipeline, then 256 bytes that end the size without checkpoints: 64 uint32
-// counters of the persistent state pass, one per segment, each left at H × the segment's chunks
+// counters of the persistent state pass, one per wait group, each left at H × the group's chunks
 // by a persistent forward and untouched otherwise); with `checkpoints`, also the
 // fp32 state entering every chunk (what the backward reads).
 size_t gated_delta_forward_workspace_bytes(int N, int H, int D, bool checkpoints);
@@ -55,14 +55,18 @@ size_t gated_delta_forward_workspace_bytes(int N, int H, int D, bool checkpoints
 // How the chunked forward schedules its kernels; every choice computes the same values (the
 // defaults are the fastest measured; the others are for tests and the mixer bench).
 enum class GatedDeltaPersistent {
-  automatic,  // the persistent state pass from 256 chunks on (T ≥ 16K), where usable
+  automatic,  // the persistent state pass from 128 chunks on (T ≥ 8K), where usable
   never,      // always the per-segment pipeline
   always,     // the persistent state pass at every length, where usable
 };
 struct GatedDeltaForwardOptions {
   int segments = 0;  // pipeline segments without checkpoints: 0 one per 32 chunks (at most 16),
-                     // 1 no pipeline, n > 1 n segments (at most the chunks and 64)
+                     // 1 no pipeline, n > 1 n segments (at most the chunks and 64); under the
+                     // persistent state pass, its prepare launches (0: 4; at most the chunks)
   GatedDeltaPersistent persistent = GatedDeltaPersistent::automatic;
+  int wait_groups = 0;  // the persistent state pass: the even chunk groups it waits for, each
+                        // counted when all its prepares are done (0: 64; at most the chunks and
+                        // 64)
   bool staged_prepare = true;  // the prepare kernel stages W, U through shared memory (false: its
                                // fragment stores, slower)
 };

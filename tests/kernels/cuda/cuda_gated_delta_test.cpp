@@ -13,7 +13,7 @@
 // about 4× the worst measured.
 // The forward tests below (CudaGatedDeltaForward) cover what the ones of cuda_kernels_test.cpp do
 // not reach: the pipelined segments (their streams, per host thread) against one segment, and
-// the persistent state pass (GatedDeltaForwardOptions::persistent; the default from T ≥ 16K) bit
+// the persistent state pass (GatedDeltaForwardOptions::persistent; the default from T ≥ 8K) bit
 // for bit against the pipeline. Against the CPU recurrence they keep the forward tests' NMSE
 // threshold, 5e-3 (measured on H200: at most 1.4e-5).
 #include <cuda_bf16.h>
@@ -287,7 +287,7 @@ TEST(CudaGatedDeltaForward, PipelineStreamsPerThreadReleased) {
   b = run_forward({600, 4, 1, 128, -0.1f, 0.0f}, 0, true, 80, options);
   EXPECT_TRUE(a.o == b.o && a.state == b.state) << "same input, another thread, other result";
 }
-// ---- forward: the persistent state pass (options.persistent; default from 256 chunks) -------
+// ---- forward: the persistent state pass (options.persistent; default from 128 chunks) -------
 
 // The persistent pass's 64 counters: the 256 bytes that end the forward's workspace
 // (gated_delta.h), uint32 each.
@@ -302,21 +302,24 @@ bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
-// Under `segments` (options.segments; 0: auto), value_block vb: the forward with persistent
+// Under `segments` (options.segments; 0: auto: for the persistent pass, its prepare launches)
+// and `wait_groups` (options.wait_groups; 0: 64), value_block vb: the forward with persistent
 // never, then always twice on the same workspace (first on other values of v, so
 // that a counter left over from the previous call, which would let the state pass read that
 // call's stale W and U, shows as a difference). The persistent outputs and final state must
 // equal the default's bit for bit (the same kernels per chunk; the state carried in registers
 // instead of through fp32 workspace copies, which are exact), and match the CPU recurrence on
 // `ref_heads` query heads (all when empty; the forward tests' NMSE tolerance 5e-3). With
-// `persistent`, the counters show that the persistent pass ran (one per even segment, H per
+// `persistent`, the counters show that the persistent pass ran (one per even wait group, H per
 // chunk, H·NC in all); without, that it fell back to the pipeline (counters untouched).
 void persistent_vs_default(const Case& cs, int vb, bool with_init, int segments, uint64_t seed,
-                           bool persistent, std::vector<int> ref_heads = {}) {
+                           bool persistent, std::vector<int> ref_heads = {},
+                           int wait_groups = 0) {
   const int N = cs.N, H = cs.H, G = cs.G, D = cs.D;
   const int NC = (N + kGatedDeltaChunk - 1) / kGatedDeltaChunk;
-  std::printf("persistent N=%d H=%d G=%d D=%d vb=%d init=%d segments=%d (0: auto) expect %s\n",
-              N, H, G, D, vb, (int)with_init, segments,
+  std::printf("persistent N=%d H=%d G=%d D=%d vb=%d init=%d segments=%d (0: auto) wait groups "
+              "%d expect %s\n",
+              N, H, G, D, vb, (int)with_init, segments, wait_groups,
               persistent ? "persistent" : "fallback");
   std::vector<float> q = random_floats((size_t)N * H * D, seed, -1, 1);
   std::vector<float> k = random_floats((size_t)N * G * D, seed + 1, -1, 1);
@@ -341,6 +344,7 @@ void persistent_vs_default(const Case& cs, int vb, bool with_init, int segments,
   auto forward = [&](GatedDeltaPersistent mode) -> ForwardResult {
     GatedDeltaForwardOptions options;
     options.segments = segments;
+    options.wait_groups = wait_groups;
     options.persistent = mode;
     const Status st = gated_delta_chunked_forward(o.ptr, s1.ptr, with_init ? s0.ptr : nullptr,
                                                   dq.ptr, dk.ptr, dv.ptr, dg.ptr, db.ptr, N, H, G,
@@ -366,19 +370,17 @@ void persistent_vs_default(const Case& cs, int vb, bool with_init, int segments,
     int used = 0;
     long total = 0;
     while (used < 64 && ready[used] != 0xFFFFFFFFu) total += ready[used++];
-    EXPECT_GE(used, 2) << "segments counted";
+    EXPECT_GE(used, 2) << "wait groups counted";
     for (int s = 0; s < used; ++s)
-      EXPECT_TRUE(ready[s] > 0 && ready[s] % H == 0) << "segment " << s << ": " << ready[s];
+      EXPECT_TRUE(ready[s] > 0 && ready[s] % H == 0) << "group " << s << ": " << ready[s];
     for (int s = used; s < 64; ++s) EXPECT_EQ(ready[s], 0xFFFFFFFFu) << "counter " << s;
     EXPECT_EQ(total, (long)H * NC) << "prepare blocks counted";
-    if (segments > 0) {  // even segments
-      const int ns = std::min(segments, NC);
-      EXPECT_EQ(used, ns);
-      for (int s = 0; s < std::min(used, ns); ++s)
-        EXPECT_EQ(ready[s], (uint32_t)H * (uint32_t)((long)NC * (s + 1) / ns - (long)NC * s / ns))
-            << "segment " << s;
-    }
-    std::printf("  %d segments, %ld prepare blocks counted\n", used, total);
+    const int ng = std::min(wait_groups > 0 ? wait_groups : 64, NC);  // even groups
+    EXPECT_EQ(used, ng);
+    for (int s = 0; s < std::min(used, ng); ++s)
+      EXPECT_EQ(ready[s], (uint32_t)H * (uint32_t)((long)NC * (s + 1) / ng - (long)NC * s / ng))
+          << "group " << s;
+    std::printf("  %d wait groups, %ld prepare blocks counted\n", used, total);
   } else {
     for (uint32_t c : ready) ASSERT_EQ(c, 0xFFFFFFFFu) << "expected the pipeline (fallback)";
   }
@@ -441,17 +443,28 @@ TEST(CudaGatedDeltaForward, PersistentLongD64) {
   persistent_vs_default({32768 - 29, 32, 8, 64, -0.02f, 0.0f}, 0, true, 16, 95, true,
                         {3, 20, 31});
 }
-// Other segmentations and slices: more segments than chunks (2 chunks: the state pass waits for
-// both before its first chunk), 4 segments, value_block 32 at D = 128 (H = 16: 64 blocks) and 64
-// at D = 64, fewer heads, no initial state. The automatic count (at about 8K tokens) and 16
-// segments of about 4K tokens are PersistentLongSegments: under racecheck a prepare of that size
-// outlasts the state pass's 8.6 s watchdog (a trap, by design; session 13).
+// Other prepare launches and slices: more launches than chunks (2 chunks: the state pass waits
+// for both wait groups before its first chunk), 4 launches, value_block 32 at D = 128 (H = 16: 64
+// blocks) and 64 at D = 64, fewer heads, no initial state. The automatic launches (at about 8K
+// tokens) and 16 launches of about 4K tokens are PersistentLongSegments: under racecheck a
+// prepare of that size outlasts the state pass's 8.6 s watchdog (a trap, by design; session 13).
 TEST(CudaGatedDeltaForward, PersistentSegmentsAndSlices) {
   REQUIRE_GPU();
   persistent_vs_default({100, 4, 1, 128, -0.1f, 0.0f}, 0, true, 16, 97, true);
   persistent_vs_default({64 * 16 + 37, 8, 2, 128, -0.1f, 0.0f}, 0, true, 4, 98, true);
   persistent_vs_default({2100, 16, 4, 128, -0.1f, 0.0f}, 32, true, 16, 99, true, {0, 15});
   persistent_vs_default({2100, 4, 2, 64, -0.1f, 0.0f}, 64, true, 7, 100, true);
+}
+// Wait groups (options.wait_groups) against the prepare launches: 64 groups of 1–2 chunks under
+// 16 launches, 3 groups under 16 launches, more groups than chunks (2 chunks, 64 asked: 2), 64
+// groups under 3 launches.
+TEST(CudaGatedDeltaForward, PersistentWaitGroups) {
+  REQUIRE_GPU();
+  persistent_vs_default({64 * 100 + 37, 32, 8, 128, -0.1f, 0.0f}, 0, true, 16, 120, true,
+                        {0, 31}, 64);
+  persistent_vs_default({64 * 16 + 37, 8, 2, 128, -0.1f, 0.0f}, 0, true, 16, 121, true, {}, 3);
+  persistent_vs_default({100, 4, 1, 128, -0.1f, 0.0f}, 0, true, 16, 122, true, {}, 64);
+  persistent_vs_default({2100, 4, 2, 64, -0.1f, 0.0f}, 64, false, 3, 123, true, {}, 64);
 }
 TEST(CudaGatedDeltaForward, PersistentLongSegments) {
   REQUIRE_GPU();
