@@ -146,11 +146,6 @@ __device__ __forceinline__ unsigned swizzled_step(unsigned lane_at, int j, int r
 // group, K and V loaded and K Kᵀ computed once for them — 102 KB and 128 registers leave 2 blocks
 // an SM, and the prepare took 15% longer.)
 
-#ifndef GL_GDN_WGK
-#define GL_GDN_WGK 0
-#endif
-// Experiment: step 1 (K Kᵀ, Q Kᵀ) on warpgroup MMA, K and Q/V in 128-byte swizzle atoms.
-constexpr bool kPrepareWg = GL_GDN_WGK;
 template <int D>
 struct PrepareLayout {
   static constexpr int LDA = 64 + 8;  // fp32 rows of A (the buffer later holds Tw, Tu)
@@ -163,7 +158,7 @@ struct PrepareLayout {
   static constexpr size_t gam = t + 64 * LDF * 4;
   static constexpr size_t bet = gam + 64 * 4;
   static constexpr size_t eb = bet + 64 * 4;  // β e^γ
-  static constexpr size_t total = eb + 64 * 4 + (kPrepareWg ? 1024 : 0);  // + the atoms' alignment
+  static constexpr size_t total = eb + 64 * 4;
   static_assert(2 * 64 * LDT * 2 <= 64 * LDA * 4, "Tw and Tu must fit in A's buffer");
 };
 
@@ -222,37 +217,6 @@ __device__ __forceinline__ void store_frag(float* D, int ld, const float (&acc)[
   *reinterpret_cast<float2*>(D + (g + 8) * ld + 2 * t) = make_float2(s * acc[2], s * acc[3]);
 }
 
-// Row r, 16-byte chunk c of a 64 × (8·C) bf16 tile as wgmma's 128-byte swizzle atoms (64 rows ×
-// 128 bytes, one per 64 columns), in elements.
-__device__ __forceinline__ int tile_wg(int r, int c) {
-  return (c >> 3) * 64 * 64 + r * 64 + 8 * ((c ^ r) & 7);
-}
-template <int D>
-__device__ __forceinline__ int prep_tile(int r, int c) {
-  if constexpr (kPrepareWg) return tile_wg(r, c);
-  else return tile_at<D>(r, c);
-}
-__device__ __forceinline__ uint64_t pdesc_sw128(uint32_t saddr, uint32_t lbo, uint32_t sbo) {
-  return (uint64_t)((saddr & 0x3FFFF) >> 4) | ((uint64_t)(lbo >> 4) << 16) |
-         ((uint64_t)(sbo >> 4) << 32) | (1ull << 62);
-}
-__device__ __forceinline__ void pwg_ss_n64(float (&d)[8][4], uint64_t da, uint64_t db,
-                                           int scale_d) {
-  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
-               "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
-               "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, "
-               "%18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}"
-               ", %32, %33, p, 1, 1, 0, 0;\n}\n"
-               : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]),
-                 "+f"(d[1][1]), "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]),
-                 "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]),
-                 "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), "+f"(d[4][3]),
-                 "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]),
-                 "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]),
-                 "+f"(d[7][2]), "+f"(d[7][3])
-               : "l"(da), "l"(db), "r"(scale_d));
-}
-
 // STAGED: W, U and P leave through per-warp shared staging tiles (in T's buffer, free then) as
 // 16-byte row vectors instead of 4-byte fragment stores (fewer L1 store wavefronts).
 template <int D, bool STAGED = false, bool SIGNAL = false>
@@ -264,11 +228,7 @@ __global__ void __launch_bounds__(kPrepareThreads, 3) gdn_prepare_kernel(
     unsigned* done, int done_groups) {
   using L = PrepareLayout<D>;
   constexpr int LDA = L::LDA, LDF = L::LDF, LDT = L::LDT;
-  extern __shared__ __align__(128) unsigned char smem_raw[];
-  unsigned char* const smem =
-      kPrepareWg ? smem_raw + ((1024u - (static_cast<unsigned>(__cvta_generic_to_shared(smem_raw)) &
-                                         1023u)) & 1023u)
-                 : smem_raw;
+  extern __shared__ __align__(128) unsigned char smem[];
   bf16* Ks = reinterpret_cast<bf16*>(smem + L::k);
   bf16* QVs = reinterpret_cast<bf16*>(smem + L::qv);
   float* As = reinterpret_cast<float*>(smem + L::a);
@@ -293,9 +253,9 @@ __global__ void __launch_bounds__(kPrepareThreads, 3) gdn_prepare_kernel(
     const int idx = tid + it * kPrepareThreads;
     const int r = idx / VPR, cv = idx % VPR, n = c0 + r;
     const bool valid = n < N;
-    cp_async16(QVs + prep_tile<D>(r, cv), valid ? q + ((size_t)n * H + h) * D + cv * 8 : q,
+    cp_async16(QVs + tile_at<D>(r, cv), valid ? q + ((size_t)n * H + h) * D + cv * 8 : q,
                valid);
-    cp_async16(Ks + prep_tile<D>(r, cv), valid ? k + ((size_t)n * G + hk) * D + cv * 8 : k,
+    cp_async16(Ks + tile_at<D>(r, cv), valid ? k + ((size_t)n * G + hk) * D + cv * 8 : k,
                valid);
   }
   cp_async_commit();
@@ -323,7 +283,6 @@ __global__ void __launch_bounds__(kPrepareThreads, 3) gdn_prepare_kernel(
         make_float2(expf(last - ga), expf(last - gb));
   }
   cp_async_wait<0>();
-  if constexpr (kPrepareWg) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
   __syncthreads();
 
   // 1: rows 16i.. of X Kᵀ, X = K (warps 0–3) or Q (4–7); n-tiles of 8 keys up to the diagonal.
@@ -339,31 +298,17 @@ __global__ void __launch_bounds__(kPrepareThreads, 3) gdn_prepare_kernel(
     for (int j = 0; j < 8; ++j)
 #pragma unroll
       for (int r = 0; r < 4; ++r) acc[j][r] = 0.0f;
-    if constexpr (kPrepareWg) {  // warpgroup 0: K Kᵀ, 1: Q Kᵀ (all 64 × 64; the mask below)
-      const uint32_t xs = static_cast<uint32_t>(__cvta_generic_to_shared(X));
-      const uint32_t ks = static_cast<uint32_t>(__cvta_generic_to_shared(Ks));
-      const uint64_t da = pdesc_sw128(xs, 16, 1024), db = pdesc_sw128(ks, 16, 1024);
-      asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #pragma unroll
-      for (int st = 0; st < D / 16; ++st) {
-        const uint32_t off = ((st / 4) * 8192 + (st % 4) * 32) >> 4;
-        pwg_ss_n64(acc, da + off, db + off, st > 0);
-      }
-      asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-      asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-    } else {
+    for (int kk = 0; kk < D / 16; ++kk) {
+      uint32_t a[4];
+      ldsm_x4(a, X + tile_at<D>(16 * i + (lane & 15), 2 * kk + (lane >> 4)));
 #pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk) {
-        uint32_t a[4];
-        ldsm_x4(a, X + tile_at<D>(16 * i + (lane & 15), 2 * kk + (lane >> 4)));
-#pragma unroll
-        for (int np = 0; np < 4; ++np) {
-          if (np <= i) {
-            uint32_t b[4];
-            ldsm_x4(b, Ks + tile_at<D>(16 * np + 8 * (mi >> 1) + lr, 2 * kk + (mi & 1)));
-            mma16816(acc[2 * np], a, b[0], b[1]);
-            mma16816(acc[2 * np + 1], a, b[2], b[3]);
-          }
+      for (int np = 0; np < 4; ++np) {
+        if (np <= i) {
+          uint32_t b[4];
+          ldsm_x4(b, Ks + tile_at<D>(16 * np + 8 * (mi >> 1) + lr, 2 * kk + (mi & 1)));
+          mma16816(acc[2 * np], a, b[0], b[1]);
+          mma16816(acc[2 * np + 1], a, b[2], b[3]);
         }
       }
     }
@@ -414,7 +359,7 @@ __global__ void __launch_bounds__(kPrepareThreads, 3) gdn_prepare_kernel(
     const int idx = tid + it * kPrepareThreads;
     const int r = idx / VPR, cv = idx % VPR, n = c0 + r;
     const bool valid = n < N;
-    cp_async16(QVs + prep_tile<D>(r, cv), valid ? v + ((size_t)n * G + hk) * D + cv * 8 : v,
+    cp_async16(QVs + tile_at<D>(r, cv), valid ? v + ((size_t)n * G + hk) * D + cv * 8 : v,
                valid);
   }
   cp_async_commit();
@@ -514,8 +459,8 @@ __global__ void __launch_bounds__(kPrepareThreads, 3) gdn_prepare_kernel(
 #pragma unroll
           for (int np = 0; np < NT8 / 2; ++np) {
             uint32_t b[4];
-            ldsm_x4_trans(b, B + prep_tile<D>(16 * kk + 8 * (mi & 1) + lr,
-                                                   cb / 8 + 2 * np + (mi >> 1)));
+            ldsm_x4_trans(b, B + tile_at<D>(16 * kk + 8 * (mi & 1) + lr,
+                                                 cb / 8 + 2 * np + (mi >> 1)));
             mma16816(acc[2 * np], a, b[0], b[1]);
             mma16816(acc[2 * np + 1], a, b[2], b[3]);
           }
