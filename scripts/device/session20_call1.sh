@@ -9,6 +9,8 @@
 # default wait groups (one per segment), 16, 32 and 64, with 4 segments, at 8K with the persistent
 # pass, and of p4 and p4st2 (three rounds alternated), fla's forward in the same call, the prepares alone
 # (timeline, pipeline off) of main and p4, and the 8B attention transfer of main and p4.
+# (A record: the GL_GDN_PREP4 / GL_GDN_ST2 switches are scripts/device/experiments/
+# session20_prepare4_st2.patch now; main's defaults changed in 85ecf3e.)
 cd "$(dirname "$0")/../.."
 source scripts/device/setup.sh
 unpack_extra fla

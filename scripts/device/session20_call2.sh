@@ -6,6 +6,7 @@
 # 40% (two prepare launches, 64 wait groups), and the persistent pass at 8K with a lead of 25%,
 # six rounds alternated; fla's forward in the same call, then fla's forward under the kernel
 # timeline (its kernels' times) and the timeline of the lead-25 forward.
+# (A record: --gdn-lead was removed before 85ecf3e, measured no better; BENCHMARKS.md session 20.)
 cd "$(dirname "$0")/../.."
 source scripts/device/setup.sh
 unpack_extra fla
