@@ -61,8 +61,9 @@ enum class GatedDeltaPersistent {
 };
 struct GatedDeltaForwardOptions {
   int segments = 0;  // pipeline segments without checkpoints: 0 one per 32 chunks (at most 16),
-                     // 1 no pipeline, n > 1 n segments (at most the chunks and 64); under the
-                     // persistent state pass, its prepare launches (0: 4; at most the chunks)
+                     // 1 no pipeline (and no persistent pass), n > 1 n segments (at most the
+                     // chunks and 64); under the persistent state pass, its prepare launches
+                     // (0: 4; at most the chunks)
   GatedDeltaPersistent persistent = GatedDeltaPersistent::automatic;
   int wait_groups = 0;  // the persistent state pass: the even chunk groups it waits for, each
                         // counted when all its prepares are done (0: 64; at most the chunks and
