@@ -24,8 +24,8 @@ std::vector<std::string> split_commas(const std::string& s) {
 }
 
 // `--json --seq 2048,4096 --contexts 4096,32768 --repeats N --warmups N --value-block V
-// --gdn-segments N --gdn-wait-groups N --gdn-persistent auto|never|always --no-backward --heads H --kv-heads G
-// --head-dim D --hidden C`.
+// --gdn-segments N --gdn-wait-groups N --gdn-persistent auto|never|always --no-backward
+// --heads H --kv-heads G --head-dim D --hidden C`.
 Result<MixerBenchOptions> parse(const std::vector<std::string>& argv) {
   MixerBenchOptions o;
   for (size_t i = 0; i < argv.size(); ++i) {

@@ -95,7 +95,8 @@ an interruption would; --inject-nan STEP,LAYER makes LAYER's gradient NaN at STE
 in detail:
   golinear bench [--mixers] [--json --seq 2048,... --contexts 4096,... --repeats N --warmups N
                  --value-block V --gdn-segments N --gdn-wait-groups N
-                 --gdn-persistent auto|never|always --no-backward --heads H --kv-heads G --head-dim D --hidden C --mix M]
+                 --gdn-persistent auto|never|always --no-backward --heads H --kv-heads G
+                 --head-dim D --hidden C --mix M]
       per-layer mixer table: prefill, forward+backward, decode step and cache bytes for full
       attention, Gated DeltaNet and the hybrid mixer (Llama-3.1-8B attention shapes by default);
       --gdn-segments, --gdn-wait-groups and --gdn-persistent schedule the Gated DeltaNet row's
