@@ -66,6 +66,15 @@ plain_tests() {
     grep -E '^\[  FAILED|Failure' /tmp/r/$t.txt | head -10 >> $R
   done
 }
+# ops_first PATTERN: test_ops_cuda of /tmp/bins alone (cut at 60 s) into /tmp/r/ops.txt, its
+# summary and the lines matching PATTERN or a failure into $R; fails unless it passed — a call
+# testing a new kernel runs `ops_first gemv || exit 0` before anything that could hang on it.
+ops_first() {
+  $T1 timeout 60 /tmp/bins/test_ops_cuda > /tmp/r/ops.txt 2>&1
+  echo "test_ops_cuda exit $? at $(el) s: $(grep -E '^\[  (PASSED|FAILED)' /tmp/r/ops.txt | tr '\n' ' ')" >> $R
+  grep -E "$1|FAILED|Failure" /tmp/r/ops.txt | head -24 >> $R
+  grep -q "PASSED" /tmp/r/ops.txt && ! grep -q "FAILED" /tmp/r/ops.txt
+}
 # transfer_ab NAME:BINARY...: the 8B attention transfer (4K tokens, 24 steps) of each binary,
 # two rounds alternated (cores 0-7), into /tmp/r/transfer_NAME_ROUND.txt; tokens/s into $R.
 transfer_ab() {
@@ -80,14 +89,14 @@ transfer_ab() {
   done
 }
 # decode_ab BATCHES NAME:BINARY...: the 8B decode step at 4K context (both variants) for the
-# sequence counts BATCHES of each binary, $ROUNDS rounds (default 2) alternated (cores 0-7), into
-# /tmp/r/decode_NAME_ROUND.txt; its rows into $R.
+# sequence counts BATCHES of each binary, $ROUNDS rounds (default 2) alternated (cores 0-7; each
+# run cut at $DECODE_TIMEOUT s, default 120), into /tmp/r/decode_NAME_ROUND.txt; its rows into $R.
 decode_ab() {
   local batches=$1; shift
   for rep in $(seq 1 ${ROUNDS:-2}); do
     for b in "$@"; do
       local out=/tmp/r/decode_${b%%:*}_$rep.txt
-      $T1 timeout 120 ${b#*:} bench --config $CFG --batches $batches --contexts 4096 --decode-repeats 20 > $out 2>&1
+      $T1 timeout ${DECODE_TIMEOUT:-120} ${b#*:} bench --config $CFG --batches $batches --contexts 4096 --decode-repeats 20 > $out 2>&1
       echo "decode ${b%%:*} rep $rep exit $? at $(el) s" >> $R; grep -E "^bench:|error" $out >> $R
     done
   done
