@@ -21,6 +21,7 @@ using namespace golinear::model::cuda;
 namespace {
 
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+constexpr int kDecodeWarmups = 3;  // untimed decode steps before the timed ones
 
 // Device memory in use now (cudaMemGetInfo: total − free), bytes.
 size_t used_now() {
@@ -91,7 +92,7 @@ Result<std::string> batch_bench_run(const ModelBenchOptions& o, GpuModel& gm,
   std::sort(contexts.begin(), contexts.end());
   std::vector<int> batches = o.batches;
   std::sort(batches.begin(), batches.end());
-  const int steps = 3 + o.decode_repeats;
+  const int steps = kDecodeWarmups + o.decode_repeats;
   std::vector<BatchRow> rows;
   for (const std::string& variant : o.variants) {
     if (variant == "hybrid") {
@@ -144,7 +145,7 @@ Result<std::string> batch_bench_run(const ModelBenchOptions& o, GpuModel& gm,
         auto step = [&]() -> Status {
           return gpu_decode_batch(gm, ptrs.data(), ids.data(), B, nullptr, nullptr);
         };
-        auto ms = time_runs(step, 3, o.decode_repeats, gm.stream());
+        auto ms = time_runs(step, kDecodeWarmups, o.decode_repeats, gm.stream());
         if (ms.ok()) {
           r.step_ms = median(*ms);
           r.note = variant == "full" ? "KV caches of N random keys/values" : "constant-size caches, random states";
@@ -259,7 +260,7 @@ Result<std::string> model_bench_run(const ModelBenchOptions& o) {
       // The decode cache first: the prefill fills it (keys/values, or the hybrid cache).
       std::unique_ptr<GpuSequenceCache> cache;
       {
-        auto created = GpuSequenceCache::create(*gm, N + 1);
+        auto created = GpuSequenceCache::create(*gm, N + 1 + kDecodeWarmups + o.decode_repeats);
         if (created.ok()) {
           cache = std::move(created).value();
           r.cache_bytes = (double)cache->bytes();
@@ -298,7 +299,8 @@ Result<std::string> model_bench_run(const ModelBenchOptions& o) {
         }
         gm->release_scratch();
       }
-      // Decode: one token at position N through a captured CUDA graph of the whole step.
+      // Decode: tokens at positions N, N + 1, ... through gpu_decode_batch (a captured CUDA
+      // graph of the whole step) of this one sequence.
       if (cache) {
         if (cache->position() == N) {
           r.decode_note = variant == "full" ? "KV cache from the prefill"
@@ -308,9 +310,10 @@ Result<std::string> model_bench_run(const ModelBenchOptions& o) {
           r.decode_note = variant == "full" ? "KV cache of N random keys/values (no prefill)"
                                             : "constant-size cache, random state at position N";
         }
-        GL_TRY(cache->capture_step(N));
-        auto step = [&]() -> Status { return cache->launch_step(); };
-        GL_ASSIGN_OR_RETURN(auto ms, time_runs(step, 3, o.decode_repeats, s));
+        GpuSequenceCache* one = cache.get();
+        const int32_t id = (int32_t)(o.seed % (uint64_t)c.vocab_size);
+        auto step = [&]() -> Status { return gpu_decode_batch(*gm, &one, &id, 1, nullptr, nullptr); };
+        GL_ASSIGN_OR_RETURN(auto ms, time_runs(step, kDecodeWarmups, o.decode_repeats, s));
         r.decode_ms = median(ms);
         r.decode_runs = (int)ms.size();
         peak = std::max(peak, used_now());

@@ -1088,6 +1088,12 @@ size_t attention_decode_workspace_bytes(int B, int H, int G, int D, long max_len
   return (size_t)B * H * sp.capacity * (2 + D) * sizeof(float);
 }
 
+AttentionDecodeSplit attention_decode_split(int B, int G, int D, long max_length) {
+  cudaError_t err;
+  const DecodeSplit sp = decode_split(B, G, max_length, decode_resident_blocks(D, &err));
+  return {sp.splits, sp.split_keys};
+}
+
 namespace {
 
 Status launch_decode(bf16* y, DecodeArgs args, int B, long max_length, int D, void* workspace,

@@ -66,6 +66,15 @@ Status attention_backward(float* dq, float* dk, float* dv, const float* dy, cons
 // Bytes of scratch attention_decode(_batch) needs for B sequences of up to max_length keys.
 size_t attention_decode_workspace_bytes(int B, int H, int G, int D, long max_length);
 
+// How attention_decode(_batch) splits the keys of B sequences of up to max_length keys: every
+// launch it makes is a function of B, the heads and this split alone (the lengths are read on the
+// device), so a captured graph of a decode step stays valid while the split does.
+struct AttentionDecodeSplit {
+  int splits = 0, split_keys = 0;
+  bool operator==(const AttentionDecodeSplit&) const = default;
+};
+AttentionDecodeSplit attention_decode_split(int B, int G, int D, long max_length);
+
 // One query per head over a KV cache: y (H, D) bf16 from q (H, D), k, v (context, G, D) bf16.
 // H / G ≤ 8.
 Status attention_decode(bf16* y, const bf16* q, const bf16* k, const bf16* v, long context, int H,

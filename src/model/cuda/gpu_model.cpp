@@ -63,9 +63,22 @@ Result<float*> upload_f32(DeviceArena& arena, const std::vector<float>& x, cudaS
 
 // ---- DeviceArena ------------------------------------------------------------------------------
 
+// What a captured decode step depends on beyond the buffers: the batch size and, with softmax
+// layers, how attention_decode_batch splits the keys (kernels/cuda/attention.h).
+struct DecodeGraphKey {
+  int B = 0;
+  kc::AttentionDecodeSplit split;
+  bool operator==(const DecodeGraphKey&) const = default;
+};
+
 // gpu_decode_batch's buffers for up to `capacity` rows, the per-layer tables of the batch in
-// use (hybrid views, K/V cache rows) and a captured graph per batch size (all-hybrid models).
+// use (hybrid views, K/V cache rows) and the captured graphs of the step: one per batch size for
+// an all-hybrid model; with softmax layers, whose key changes with the context (every 128 to a
+// few thousand tokens), a key is captured the second time it is seen (a batch of changing
+// sizes and lengths would otherwise capture at every step) and the kMaxSplitGraphs most recent
+// are kept.
 struct GpuBatchStep {
+  static constexpr size_t kMaxSplitGraphs = 16;
   int capacity = 0;
   DeviceArena memory;
   int32_t *ids = nullptr, *next = nullptr;
@@ -79,17 +92,39 @@ struct GpuBatchStep {
   void* attn_ws = nullptr;
   size_t attn_ws_bytes = 0;
   std::vector<uint64_t> tables_of;  // the serials of the caches the tables describe, in order
-  std::vector<std::pair<int, cudaGraphExec_t>> graphs;
+  std::vector<std::pair<DecodeGraphKey, cudaGraphExec_t>> graphs;  // oldest first
+  std::vector<DecodeGraphKey> seen;  // softmax keys run once without a graph, oldest first
 
   ~GpuBatchStep() { drop_graphs(); }
   void drop_graphs() {
     for (auto& g : graphs) cudaGraphExecDestroy(g.second);
     graphs.clear();
+    seen.clear();
   }
-  cudaGraphExec_t graph(int B) const {
+  cudaGraphExec_t graph(const DecodeGraphKey& key) const {
     for (const auto& g : graphs)
-      if (g.first == B) return g.second;
+      if (g.first == key) return g.second;
     return nullptr;
+  }
+  // Whether to capture `key` now (else the step is enqueued without a graph): always for an
+  // all-hybrid key, the second time for a softmax one.
+  bool capture(const DecodeGraphKey& key) {
+    if (key.split.splits == 0) return true;
+    if (std::find(seen.begin(), seen.end(), key) != seen.end()) return true;
+    if (seen.size() == kMaxSplitGraphs) seen.erase(seen.begin());
+    seen.push_back(key);
+    return false;
+  }
+  // Called while no graph of this step runs (it may drop the oldest softmax-keyed graph).
+  void add_graph(const DecodeGraphKey& key, cudaGraphExec_t exec) {
+    auto split_keyed = [](const auto& g) { return g.first.split.splits != 0; };
+    if (key.split.splits != 0 &&
+        std::count_if(graphs.begin(), graphs.end(), split_keyed) == (long)kMaxSplitGraphs) {
+      auto oldest = std::find_if(graphs.begin(), graphs.end(), split_keyed);
+      cudaGraphExecDestroy(oldest->second);
+      graphs.erase(oldest);
+    }
+    graphs.emplace_back(key, exec);
   }
 };
 
@@ -745,8 +780,7 @@ Result<std::unique_ptr<GpuSequenceCache>> GpuSequenceCache::create(GpuModel& mod
   cache->serial_ = ++serials;
   cache->max_context_ = max_context;
   const ModelConfig& c = model.config_;
-  const size_t C = c.hidden_size, H = c.num_heads, G = c.num_kv_heads, D = c.head_dim,
-               F = c.intermediate_size, V = c.vocab_size;
+  const size_t G = c.num_kv_heads, D = c.head_dim;
   cudaStream_t s = model.stream_;
   DeviceArena& m = cache->memory_;
   cache->k_.assign(c.num_layers, nullptr);
@@ -767,27 +801,6 @@ Result<std::unique_ptr<GpuSequenceCache>> GpuSequenceCache::create(GpuModel& mod
       cache->cache_bytes_ += (size_t)max_context * G * D * 2 * 2;
     }
   }
-  if (model.has_softmax_layers()) {
-    cache->attn_ws_bytes_ = kc::attention_decode_workspace_bytes(1, (int)H, (int)G, (int)D, max_context);
-    GL_ASSIGN_OR_RETURN(cache->attn_ws_, cache->step_.alloc_bytes(cache->attn_ws_bytes_));
-  }
-  DeviceArena& a = cache->step_;
-  GL_ASSIGN_OR_RETURN(cache->token_, a.alloc<int32_t>(1));
-  GL_ASSIGN_OR_RETURN(cache->next_, a.alloc<int32_t>(1));
-  GL_ASSIGN_OR_RETURN(cache->h_, a.alloc<float>(C));
-  GL_ASSIGN_OR_RETURN(cache->xn_, a.alloc<bf16>(C));
-  GL_ASSIGN_OR_RETURN(cache->q_, a.alloc<bf16>(H * D));
-  GL_ASSIGN_OR_RETURN(cache->qr_, a.alloc<bf16>(H * D));
-  GL_ASSIGN_OR_RETURN(cache->y_, a.alloc<bf16>(H * D));
-  GL_ASSIGN_OR_RETURN(cache->k1_, a.alloc<bf16>(G * D));
-  GL_ASSIGN_OR_RETURN(cache->v1_, a.alloc<bf16>(G * D));
-  GL_ASSIGN_OR_RETURN(cache->xn2_, a.alloc<bf16>(C));
-  GL_ASSIGN_OR_RETURN(cache->gu_, a.alloc<bf16>(2 * F));
-  GL_ASSIGN_OR_RETURN(cache->act_, a.alloc<bf16>(F));
-  GL_ASSIGN_OR_RETURN(cache->qkv32_, a.alloc<float>((H + 2 * G) * D));
-  GL_ASSIGN_OR_RETURN(cache->logits_, a.alloc<float>(V));
-  if (model.lora_) { GL_ASSIGN_OR_RETURN(cache->lora_u_, a.alloc<bf16>(3 * (size_t)model.lora_->rank())); }
-  GL_CUDA_CHECK(cudaMemsetAsync(cache->token_, 0, 4, s));
   GL_TRY(cache->state_ready_.create());
   GL_TRY(cache->copied_.create());
   GL_CUDA_CHECK(cudaStreamSynchronize(s));
@@ -796,7 +809,6 @@ Result<std::unique_ptr<GpuSequenceCache>> GpuSequenceCache::create(GpuModel& mod
 
 GpuSequenceCache::~GpuSequenceCache() {
   if (copy_pending_) cudaEventSynchronize(copied_.get());  // a copy still reading the caches
-  if (graph_) cudaGraphExecDestroy(graph_);
 }
 
 size_t GpuSequenceCache::bytes() const { return cache_bytes_; }
@@ -810,56 +822,6 @@ Status GpuSequenceCache::reset() {
     }
   GL_CUDA_CHECK(cudaStreamSynchronize(model_->stream_));
   position_ = 0;
-  return ok_status();
-}
-
-Status GpuSequenceCache::enqueue_step(long pos) {
-  GpuModel& M = *model_;
-  const ModelConfig& c = M.config_;
-  const int C = c.hidden_size, H = c.num_heads, G = c.num_kv_heads, D = c.head_dim,
-            V = c.vocab_size;
-  const int HD = H * D, GD = G * D;
-  cudaStream_t s = M.stream_;
-  if (M.has_softmax_layers() && pos >= max_context_)
-    return make_error("gpu decode: position ", pos, " beyond the cache's ", max_context_, " tokens");
-  GL_TRY(kc::embed_gather(h_, M.embed_, token_, 1, C, s));
-  for (int l = 0; l < c.num_layers; ++l) {
-    const GpuLayer& L = M.layers_[l];
-    GL_TRY(M.block_input(L, h_, 1, xn_, q_, k1_, v1_, qkv32_, s, nullptr, nullptr, lora_u_));
-    if (L.hybrid) {
-      GL_TRY(L.hybrid->decode_step(y_, hybrid_[l], xn_, q_, k1_, v1_, s));
-    } else {
-      bf16* kslot = k_[l] + (size_t)pos * GD;
-      GL_CUDA_CHECK(cudaMemcpyAsync(kslot, k1_, (size_t)GD * 2, cudaMemcpyDeviceToDevice, s));
-      GL_CUDA_CHECK(cudaMemcpyAsync(v_[l] + (size_t)pos * GD, v1_, (size_t)GD * 2,
-                                    cudaMemcpyDeviceToDevice, s));
-      GL_CUDA_CHECK(cudaMemcpyAsync(qr_, q_, (size_t)HD * 2, cudaMemcpyDeviceToDevice, s));
-      GL_TRY(kc::rope_apply(kslot, M.inv_freq_, 1, G, D, pos, 1, s));
-      GL_TRY(kc::rope_apply(qr_, M.inv_freq_, 1, H, D, pos, 1, s));
-      GL_TRY(kc::attention_decode(y_, qr_, k_[l], v_[l], pos + 1, H, G, D, attn_ws_,
-                                  attn_ws_bytes_, s));
-    }
-    GL_TRY(M.block_output(L, h_, y_, 1, xn2_, gu_, act_, s, nullptr, lora_u_));
-  }
-  GL_TRY(M.head_logits(h_, 1, logits_, xn2_, s));
-  GL_TRY(kc::argmax_rows(next_, logits_, 1, V, s));
-  GL_CUDA_CHECK(cudaMemcpyAsync(token_, next_, 4, cudaMemcpyDeviceToDevice, s));  // greedy feed
-  return ok_status();
-}
-
-Status GpuSequenceCache::capture_step(long pos) {
-  if (graph_) {
-    cudaGraphExecDestroy(graph_);
-    graph_ = nullptr;
-  }
-  GL_ASSIGN_OR_RETURN(graph_, capture_graph(model_->stream_, [&] { return enqueue_step(pos); }));
-  return ok_status();
-}
-
-Status GpuSequenceCache::launch_step() {
-  if (!graph_) return make_error("gpu decode: no captured step");
-  GL_TRY(order_after_copy());
-  GL_CUDA_CHECK(cudaGraphLaunch(graph_, model_->stream_));
   return ok_status();
 }
 
@@ -901,24 +863,8 @@ Status GpuSequenceCache::fill_random(long pos, uint64_t seed) {
 
 Status gpu_decode(GpuModel& model, GpuSequenceCache& cache, int32_t token, float* logits,
                   int32_t* next) {
-  if (!cache.made_for(model))
-    return make_error("gpu decode: the cache belongs to another model or to its mixers before they changed");
-  cudaStream_t s = model.stream_;
-  GL_TRY(cache.order_after_copy());
-  GL_CUDA_CHECK(cudaMemcpyAsync(cache.token_, &token, 4, cudaMemcpyHostToDevice, s));
-  if (!model.has_softmax_layers()) {
-    if (!cache.graph_) GL_TRY(cache.capture_step(0));
-    GL_TRY(cache.launch_step());
-  } else {
-    GL_TRY(cache.enqueue_step(cache.position_));
-  }
-  if (logits)
-    GL_CUDA_CHECK(cudaMemcpyAsync(logits, cache.logits_, (size_t)model.config_.vocab_size * 4,
-                                  cudaMemcpyDeviceToHost, s));
-  if (next) GL_CUDA_CHECK(cudaMemcpyAsync(next, cache.next_, 4, cudaMemcpyDeviceToHost, s));
-  GL_CUDA_CHECK(cudaStreamSynchronize(s));
-  cache.position_ += 1;
-  return ok_status();
+  GpuSequenceCache* one = &cache;
+  return gpu_decode_batch(model, &one, &token, 1, logits, next);
 }
 
 Status gpu_prefill(GpuModel& model, GpuSequenceCache& cache, const int32_t* tokens, int T,
@@ -1055,6 +1001,7 @@ Status gpu_decode_batch(GpuModel& model, GpuSequenceCache* const* caches, const 
   }
   GL_CUDA_CHECK(cudaMemcpyAsync(st.ids, ids, (size_t)B * 4, cudaMemcpyHostToDevice, s));
   long* lengths = st.positions + cap;
+  DecodeGraphKey key{B, {}};
   if (softmax) {
     GL_CUDA_CHECK(cudaMemcpyAsync(st.positions, positions.data(), (size_t)B * sizeof(long),
                                   cudaMemcpyHostToDevice, s));
@@ -1063,10 +1010,12 @@ Status gpu_decode_batch(GpuModel& model, GpuSequenceCache* const* caches, const 
     const size_t ws = kc::attention_decode_workspace_bytes(B, H, G, D, max_length);
     if (ws > st.attn_ws_bytes) {
       GL_CUDA_CHECK(cudaStreamSynchronize(s));  // the old workspace may still be in use
+      st.drop_graphs();                         // and the graphs name it
       st.attn_memory.clear();
       GL_ASSIGN_OR_RETURN(st.attn_ws, st.attn_memory.alloc_bytes(ws));
       st.attn_ws_bytes = ws;
     }
+    key.split = kc::attention_decode_split(B, G, D, max_length);
   }
 
   auto enqueue = [&]() -> Status {
@@ -1093,15 +1042,16 @@ Status gpu_decode_batch(GpuModel& model, GpuSequenceCache* const* caches, const 
     return kc::argmax_rows(st.next, st.logits, B, V, s);
   };
 
-  if (softmax) {
-    GL_TRY(enqueue());  // the lengths are baked into the launches: no graph
-  } else {
-    cudaGraphExec_t exec = st.graph(B);
-    if (!exec) {
-      GL_ASSIGN_OR_RETURN(exec, capture_graph(s, enqueue));
-      st.graphs.emplace_back(B, exec);
-    }
+  cudaGraphExec_t exec = st.graph(key);
+  if (!exec && st.capture(key)) {
+    GL_CUDA_CHECK(cudaStreamSynchronize(s));  // no graph runs while one is dropped (add_graph)
+    GL_ASSIGN_OR_RETURN(exec, capture_graph(s, enqueue));
+    st.add_graph(key, exec);
+  }
+  if (exec) {
     GL_CUDA_CHECK(cudaGraphLaunch(exec, s));
+  } else {
+    GL_TRY(enqueue());
   }
   if (logits)
     GL_CUDA_CHECK(cudaMemcpyAsync(logits, st.logits, (size_t)B * V * 4, cudaMemcpyDeviceToHost, s));

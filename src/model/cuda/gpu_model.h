@@ -214,7 +214,6 @@ class GpuModel {
   friend Status gpu_model_trace(GpuModel&, const int32_t*, int, std::vector<GpuLayerTrace>*);
   friend Status gpu_model_trace_async(GpuModel&, const int32_t*, int, int, cudaEvent_t,
                                       cudaEvent_t, std::vector<GpuLayerTrace>*);
-  friend Status gpu_decode(GpuModel&, GpuSequenceCache&, int32_t, float*, int32_t*);
   friend Status gpu_prefill(GpuModel&, GpuSequenceCache&, const int32_t*, int, float*);
   friend Status gpu_prefill_batch(GpuModel&, GpuSequenceCache* const*, const int32_t* const*,
                                   const int*, int, float* const*);
@@ -295,9 +294,9 @@ class GpuModel {
 // norms 1, biases N(0, 0.02²); RoPE from the config; every layer softmax attention.
 Result<std::unique_ptr<GpuModel>> gpu_model_random(const ModelConfig& config, uint64_t seed);
 
-// The decode state of one sequence: a KV cache of max_context tokens per softmax layer, the
-// constant-size hybrid cache per hybrid layer, and the buffers of a one-token step (so that a
-// captured CUDA graph of the step stays valid).
+// The decode state of one sequence: a KV cache of max_context tokens per softmax layer and the
+// constant-size hybrid cache per hybrid layer (the step's buffers are the model's:
+// gpu_decode_batch).
 class GpuSequenceCache {
  public:
   static Result<std::unique_ptr<GpuSequenceCache>> create(GpuModel& model, long max_context);
@@ -312,16 +311,6 @@ class GpuSequenceCache {
   size_t bytes() const;  // KV caches + hybrid caches (not the step buffers)
   // Back to position 0 (hybrid caches zeroed; KV rows are overwritten by the next tokens).
   Status reset();
-
-  // Enqueues one step for the token in token_device() at position `pos` (softmax layers write
-  // slot pos and attend over pos + 1 keys; hybrid layers use their device position and advance
-  // it); leaves logits_device() (V) and argmax in token_device() (greedy feedback).
-  Status enqueue_step(long pos);
-  int32_t* token_device() const { return token_; }
-  float* logits_device() const { return logits_; }
-  // Captures enqueue_step(pos) into a CUDA graph (replaced on each call) / launches it.
-  Status capture_step(long pos);
-  Status launch_step();
 
   // The state on the host and back (snapshots of a server slot): the hybrid caches whole and the
   // softmax layers' first position() key/value rows, state_bytes(position()) bytes. restore()
@@ -342,7 +331,6 @@ class GpuSequenceCache {
   Status fill_random(long pos, uint64_t seed);
 
  private:
-  friend Status gpu_decode(GpuModel&, GpuSequenceCache&, int32_t, float*, int32_t*);
   friend Status gpu_prefill(GpuModel&, GpuSequenceCache&, const int32_t*, int, float*);
   friend Status gpu_prefill_batch(GpuModel&, GpuSequenceCache* const*, const int32_t* const*,
                                   const int*, int, float* const*);
@@ -361,22 +349,10 @@ class GpuSequenceCache {
   long max_context_ = 0;
   long position_ = 0;
   DeviceArena memory_;   // caches
-  DeviceArena step_;     // one-token buffers
   size_t cache_bytes_ = 0;
   std::vector<bf16*> k_, v_;                  // (max_context, G, D) per softmax layer
   std::vector<HybridCacheView> hybrid_;       // per layer (hybrid layers), host copies
   std::vector<void*> hybrid_memory_;          // per layer (hybrid layers)
-  void* attn_ws_ = nullptr;
-  size_t attn_ws_bytes_ = 0;
-  int32_t* token_ = nullptr;                  // (1)
-  int32_t* next_ = nullptr;                   // (1)
-  float* h_ = nullptr;                        // (C)
-  bf16 *xn_ = nullptr, *q_ = nullptr, *k1_ = nullptr, *v1_ = nullptr, *qr_ = nullptr,
-       *y_ = nullptr, *xn2_ = nullptr, *gu_ = nullptr, *act_ = nullptr;
-  float* qkv32_ = nullptr;
-  bf16* lora_u_ = nullptr;                    // (3r) when the model has LoRA adapters
-  float* logits_ = nullptr;                   // (V)
-  cudaGraphExec_t graph_ = nullptr;
   // save_async: the state's point on the model's stream, the end of its copy on the copy stream,
   // and whether a copy may still read the caches (created with the cache).
   kernels::cuda::CudaEvent state_ready_, copied_;
@@ -399,9 +375,8 @@ Status gpu_prefill_batch(GpuModel& model, GpuSequenceCache* const* caches,
                          const int32_t* const* tokens, const int* lengths, int n,
                          float* const* last_logits);
 
-// One token: logits (V, host) and/or its argmax (host), either may be null. A model whose
-// layers are all hybrid replays one captured CUDA graph per token; otherwise the step is
-// enqueued directly (the KV cache length is baked into launches).
+// One token: logits (V, host) and/or its argmax (host), either may be null: gpu_decode_batch
+// of this one sequence.
 Status gpu_decode(GpuModel& model, GpuSequenceCache& cache, int32_t token, float* logits,
                   int32_t* next);
 
@@ -410,8 +385,10 @@ Status gpu_decode(GpuModel& model, GpuSequenceCache& cache, int32_t token, float
 // either may be null. One pass for the batch: each weight matrix is read once for the B rows
 // (products of B rows), the hybrid layers advance the B caches in one launch, the softmax layers
 // append each sequence's key and value at its own position and attend over its own cache
-// (attention_decode_batch). A model whose layers are all hybrid replays one captured CUDA graph
-// per batch size. Unlike the CPU step, a row is not computed as if alone: the products' kernels
+// (attention_decode_batch). The step is a captured CUDA graph, replayed while the batch size and,
+// with softmax layers, the split of the keys stay the same (kernels/cuda/attention.h:
+// attention_decode_split; it changes every 128 to a few thousand tokens of context; a softmax
+// key is captured the second time it comes). Unlike the CPU step, a row is not computed as if alone: the products' kernels
 // depend on B, so a sequence's logits can differ in the last bits with the batch it runs in.
 Status gpu_decode_batch(GpuModel& model, GpuSequenceCache* const* caches, const int32_t* ids,
                         int B, float* logits, int32_t* next);

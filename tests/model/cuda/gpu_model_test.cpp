@@ -24,6 +24,7 @@
 #include <string>
 
 #include "common/file.h"
+#include "kernels/cuda/attention.h"
 #include "kernels/cuda/cuda_test_util.h"
 #include "mixers/mixer_factory.h"
 #include "mixers/softmax_mixer.h"
@@ -233,6 +234,39 @@ TEST(GpuModel, GreedyDecodeMixed) {
   auto cpu = test::random_model(family_config("random-qwen3"), 17);
   cpu->mixers = test::linearized_stack(*cpu, {0}, 24);
   expect_greedy_matches(*cpu, "qwen3, layer 0 full, layer 1 hybrid");
+}
+
+// The decode step of a model with softmax layers is a captured graph keyed by the split of the
+// keys (attention_decode_split): steps across a change of the split (more keys than the
+// first graph's splits cover) still match the CPU's full forward at every step. A stale graph
+// would attend over the old split's keys only, leaving out the newest ones.
+TEST(GpuModel, SoftmaxDecodeGraphFollowsTheKeySplit) {
+  REQUIRE_GPU();
+  auto cpu = test::random_model(family_config("random-llama"), 19);
+  auto gpu_r = golinear::model::cuda::gpu_model_upload(*cpu);
+  ASSERT_TRUE(gpu_r.ok()) << gpu_r.error();
+  GpuModel& gpu = **gpu_r;
+  const ModelConfig& c = cpu->config;
+  const int V = c.vocab_size, P = 120, steps = 16;
+  namespace kc = golinear::kernels::cuda;
+  ASSERT_NE(kc::attention_decode_split(1, c.num_kv_heads, c.head_dim, P + 1),
+            kc::attention_decode_split(1, c.num_kv_heads, c.head_dim, P + steps))
+      << "the steps must cross a change of the split";
+  auto cache_r = GpuSequenceCache::create(gpu, P + steps);
+  ASSERT_TRUE(cache_r.ok()) << cache_r.error();
+  const std::vector<int32_t> seq = test::test_tokens(P + steps, V, 9);
+  std::vector<float> logits(V), want((size_t)(P + steps) * V);
+  model_forward(*cpu, seq.data(), P + steps, want.data());
+  ASSERT_TRUE(golinear::model::cuda::gpu_prefill(gpu, **cache_r, seq.data(), P, logits.data()).ok());
+  double worst = compare(logits.data(), &want[(size_t)(P - 1) * V], V).nmse;
+  for (int t = P; t < P + steps; ++t) {
+    Status st = golinear::model::cuda::gpu_decode(gpu, **cache_r, seq[t], logits.data(), nullptr);
+    ASSERT_TRUE(st.ok()) << st.error();
+    const double e = compare(logits.data(), &want[(size_t)t * V], V).nmse;
+    worst = std::max(worst, e);
+    EXPECT_LT(e, 3e-3) << "position " << t;
+  }
+  std::printf("  softmax decode across the key split's change: worst nmse vs CPU %.3e\n", worst);
 }
 
 // gpu_decode_batch against gpu_decode of each sequence alone: four sequences at different
