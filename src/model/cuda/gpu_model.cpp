@@ -84,7 +84,7 @@ struct GpuBatchStep {
   int32_t *ids = nullptr, *next = nullptr;
   long* positions = nullptr;  // (capacity) then lengths (capacity) = positions + 1
   float *h = nullptr, *qkv32 = nullptr, *logits = nullptr;
-  bf16 *xn = nullptr, *q = nullptr, *k1 = nullptr, *v1 = nullptr, *qr = nullptr, *y = nullptr,
+  bf16 *xn = nullptr, *qkv = nullptr, *qr = nullptr, *y = nullptr,
        *xn2 = nullptr, *gu = nullptr, *act = nullptr, *lora_u = nullptr;
   HybridCacheView* views = nullptr;  // (layers, capacity)
   bf16** kv_rows = nullptr;          // (layers, 2, capacity): k rows then v rows
@@ -448,6 +448,11 @@ Status GpuModel::block_input(const GpuLayer& L, const float* h, int n, bf16* xn,
   const int HD = H * D, GD = G * D, QKV = HD + 2 * GD;
   const float eps = (float)c.rms_norm_eps;
   GL_TRY(kc::rmsnorm_f32_forward(xn, h, L.input_norm, n, C, eps, s));
+  // One row with q, k, v one after the other and nothing between the product and the split but
+  // the rounding to bf16 (no bias, q/k norm or adapters): the product rounds into them itself
+  // (the split's bits, one launch fewer).
+  if (n == 1 && k == q + HD && v == k + GD && !L.b_qkv && !L.q_norm && !q_raw && !lora_u)
+    return kc::gemm_nt(cublas_, q, true, xn, L.w_qkv, n, QKV, C, 0.0f, s);
   GL_TRY(kc::gemm_nt(cublas_, qkv32, false, xn, L.w_qkv, n, QKV, C, 0.0f, s));
   if (lora_u && lora_) GL_TRY(lora_->forward_qkv((int)(&L - layers_.data()), qkv32, xn, lora_u, n, cublas_, s));
   if (!q_raw || !L.q_norm)
@@ -936,11 +941,9 @@ Status batch_step_reserve(GpuModel& model, std::unique_ptr<GpuBatchStep>& step, 
   GL_ASSIGN_OR_RETURN(b.qkv32, a.alloc<float>(n * (H + 2 * G) * D));
   GL_ASSIGN_OR_RETURN(b.logits, a.alloc<float>(n * V));
   GL_ASSIGN_OR_RETURN(b.xn, a.alloc<bf16>(n * C));
-  GL_ASSIGN_OR_RETURN(b.q, a.alloc<bf16>(n * H * D));
+  GL_ASSIGN_OR_RETURN(b.qkv, a.alloc<bf16>(n * (H + 2 * G) * D));
   GL_ASSIGN_OR_RETURN(b.qr, a.alloc<bf16>(n * H * D));
   GL_ASSIGN_OR_RETURN(b.y, a.alloc<bf16>(n * H * D));
-  GL_ASSIGN_OR_RETURN(b.k1, a.alloc<bf16>(n * G * D));
-  GL_ASSIGN_OR_RETURN(b.v1, a.alloc<bf16>(n * G * D));
   GL_ASSIGN_OR_RETURN(b.xn2, a.alloc<bf16>(n * C));
   GL_ASSIGN_OR_RETURN(b.gu, a.alloc<bf16>(n * 2 * F));
   GL_ASSIGN_OR_RETURN(b.act, a.alloc<bf16>(n * F));
@@ -1018,21 +1021,26 @@ Status gpu_decode_batch(GpuModel& model, GpuSequenceCache* const* caches, const 
     key.split = kc::attention_decode_split(B, G, D, max_length);
   }
 
+  // The mixers' inputs q (B, H·D), k1, v1 (B, G·D) one after the other: at B = 1 the row
+  // [q k v] that block_input's one-row product writes itself.
+  bf16* const q = st.qkv;
+  bf16* const k1 = q + (size_t)B * H * D;
+  bf16* const v1 = k1 + (size_t)B * G * D;
   auto enqueue = [&]() -> Status {
     GL_TRY(kc::embed_gather(st.h, model.embed_, st.ids, B, C, s));
     for (int l = 0; l < L; ++l) {
       const GpuLayer& Ly = model.layers_[l];
-      GL_TRY(model.block_input(Ly, st.h, B, st.xn, st.q, st.k1, st.v1, st.qkv32, s, nullptr,
+      GL_TRY(model.block_input(Ly, st.h, B, st.xn, q, k1, v1, st.qkv32, s, nullptr,
                                nullptr, st.lora_u));
       if (Ly.hybrid) {
-        GL_TRY(Ly.hybrid->decode_step(st.y, st.views + l * cap, B, st.xn, st.q, st.k1, st.v1, s));
+        GL_TRY(Ly.hybrid->decode_step(st.y, st.views + l * cap, B, st.xn, q, k1, v1, s));
       } else {
         bf16* const* k_rows = st.kv_rows + (l * 2) * cap;
         bf16* const* v_rows = st.kv_rows + (l * 2 + 1) * cap;
-        GL_CUDA_CHECK(cudaMemcpyAsync(st.qr, st.q, (size_t)B * H * D * 2, cudaMemcpyDeviceToDevice, s));
+        GL_CUDA_CHECK(cudaMemcpyAsync(st.qr, q, (size_t)B * H * D * 2, cudaMemcpyDeviceToDevice, s));
         GL_TRY(kc::rope_apply_at(st.qr, model.inv_freq_, B, H, D, st.positions, s));
-        GL_TRY(kc::rope_apply_at(st.k1, model.inv_freq_, B, G, D, st.positions, s));
-        GL_TRY(kc::kv_cache_append(k_rows, v_rows, st.k1, st.v1, st.positions, B, G, D, s));
+        GL_TRY(kc::rope_apply_at(k1, model.inv_freq_, B, G, D, st.positions, s));
+        GL_TRY(kc::kv_cache_append(k_rows, v_rows, k1, v1, st.positions, B, G, D, s));
         GL_TRY(kc::attention_decode_batch(st.y, st.qr, k_rows, v_rows, lengths, B, max_length, H,
                                           G, D, st.attn_ws, st.attn_ws_bytes, s));
       }

@@ -236,6 +236,8 @@ class GpuModel {
   // q_raw, k_raw (n, H·D), (n, G·D) or null: q, k before their per-head norm (kept for the
   // backward); h_mid (n, C) or null: h after the attention block.
   // lora_u (n, 3r) or null: working rows of the layer's LoRA adapters, which run when given.
+  // One row (n = 1) with k = q + H·D and v = k + G·D and none of bias, q/k norm, q_raw, lora_u:
+  // the product writes q, k, v in bf16 itself (qkv32 unused).
   Status block_input(const GpuLayer& L, const float* h, int n, bf16* xn, bf16* q, bf16* k,
                      bf16* v, float* qkv32, cudaStream_t s, float* q_raw = nullptr,
                      float* k_raw = nullptr, bf16* lora_u = nullptr) const;
