@@ -16,13 +16,18 @@ namespace {
 using device::warp_sum;
 
 // One-row GEMM (the decode step): out (N) = W (N, K) · x (K) + beta · out; W, x bf16 with
-// K % 8 == 0 (16-byte rows). Persistent blocks keep x in shared memory; a warp streams one
-// weight row at a time with 16-byte loads, several in flight. Launched as a programmatic
+// K % 8 == 0 (16-byte rows). Each block copies x into shared memory; a warp streams one weight
+// row at a time with 16-byte loads, several in flight, rows a grid of warps apart. The grid is up
+// to 16 blocks an SM, of which an SM holds 4 at once (64 registers a thread): blocks that finish
+// early make room for the next, which evens out the end of a product (4 an SM, all resident, was
+// 0.06 ms a batch-1 8B step slower than 8; 16 is 0.02 faster than 8: BENCHMARKS.md session 22).
+// Launched as a programmatic
 // dependent (launch.h): its blocks are resident when the kernel before it (the norm, the mixer,
 // the activation) ends, and wait (pdl_wait) for their x and out; it starts its own dependent at
 // once. Asking weights into L2 meanwhile was slower (4 KiB a warp: +0.14 ms a batch-1 8B step;
-// more, slower still: BENCHMARKS.md session 15); a warp's first loads go out before x is in
-// shared memory instead.
+// more, slower still: BENCHMARKS.md session 15; the o and gate/up weights asked by a kernel
+// beside the mixer, +0.08: session 22); a warp's first loads go out before x is in shared memory
+// instead.
 template <bool kOutBf16>
 __global__ void __launch_bounds__(256) gemv_kernel(void* out, const bf16* __restrict__ W,
                                                    const bf16* __restrict__ x, int N, int K,
@@ -120,7 +125,7 @@ Status gemm_nt(cublasHandle_t handle, void* C, bool c_is_bf16, const bf16* A, co
   if (M > 0x7fffffffL) return make_error("gemm_nt: M = ", M, " does not fit cuBLAS's int");
   if (M == 1 && K % 8 == 0 && K <= 24576 &&  // x in ≤ 48 KiB of shared memory
       ((reinterpret_cast<size_t>(A) | reinterpret_cast<size_t>(B)) & 15) == 0) {
-    const int blocks = (int)std::min<long>((N + 7) / 8, (long)sm_count() * 8);
+    const int blocks = (int)std::min<long>((N + 7) / 8, (long)sm_count() * 16);
     const size_t smem = (size_t)K * sizeof(bf16);
     GL_CUDA_CHECK(launch_dependent(c_is_bf16 ? gemv_kernel<true> : gemv_kernel<false>,
                                    (unsigned)blocks, 256, smem, stream, C, B, A, N, K, beta));
