@@ -67,8 +67,9 @@ Result<float*> upload_f32(DeviceArena& arena, const std::vector<float>& x, cudaS
 // layers, how attention_decode_batch splits the keys (kernels/cuda/attention.h).
 struct DecodeGraphKey {
   int B = 0;
-  kc::AttentionDecodeSplit split;
+  kc::AttentionDecodeSplit split;  // all zero for a model without softmax layers
   bool operator==(const DecodeGraphKey&) const = default;
+  bool softmax() const { return split.splits != 0; }
 };
 
 // gpu_decode_batch's buffers for up to `capacity` rows, the per-layer tables of the batch in
@@ -109,7 +110,7 @@ struct GpuBatchStep {
   // Whether to capture `key` now (else the step is enqueued without a graph): always for an
   // all-hybrid key, the second time for a softmax one.
   bool capture(const DecodeGraphKey& key) {
-    if (key.split.splits == 0) return true;
+    if (!key.softmax()) return true;
     if (std::find(seen.begin(), seen.end(), key) != seen.end()) return true;
     if (seen.size() == kMaxSplitGraphs) seen.erase(seen.begin());
     seen.push_back(key);
@@ -117,10 +118,10 @@ struct GpuBatchStep {
   }
   // Called while no graph of this step runs (it may drop the oldest softmax-keyed graph).
   void add_graph(const DecodeGraphKey& key, cudaGraphExec_t exec) {
-    auto split_keyed = [](const auto& g) { return g.first.split.splits != 0; };
-    if (key.split.splits != 0 &&
-        std::count_if(graphs.begin(), graphs.end(), split_keyed) == (long)kMaxSplitGraphs) {
-      auto oldest = std::find_if(graphs.begin(), graphs.end(), split_keyed);
+    auto softmax = [](const auto& g) { return g.first.softmax(); };
+    if (key.softmax() &&
+        std::count_if(graphs.begin(), graphs.end(), softmax) == (long)kMaxSplitGraphs) {
+      auto oldest = std::find_if(graphs.begin(), graphs.end(), softmax);
       cudaGraphExecDestroy(oldest->second);
       graphs.erase(oldest);
     }

@@ -390,8 +390,9 @@ Status gpu_decode(GpuModel& model, GpuSequenceCache& cache, int32_t token, float
 // (attention_decode_batch). The step is a captured CUDA graph, replayed while the batch size and,
 // with softmax layers, the split of the keys stay the same (kernels/cuda/attention.h:
 // attention_decode_split; it changes every 128 to a few thousand tokens of context; a softmax
-// key is captured the second time it comes). Unlike the CPU step, a row is not computed as if alone: the products' kernels
-// depend on B, so a sequence's logits can differ in the last bits with the batch it runs in.
+// key is captured the second time it comes). Unlike the CPU step, a row is not computed as if
+// alone: the products' kernels depend on B, so a sequence's logits can differ in the last bits
+// with the batch it runs in.
 Status gpu_decode_batch(GpuModel& model, GpuSequenceCache* const* caches, const int32_t* ids,
                         int B, float* logits, int32_t* next);
 
