@@ -15,68 +15,109 @@ namespace {
 
 using device::warp_sum;
 
+// 16 bytes of a weight that is read once a step: not kept in L1, and first out of L2 (a step
+// streams 15 GB of weights through 50 MB of L2; what else it holds — activations, the caches'
+// rows — should stay).
+__device__ __forceinline__ uint64_t evict_first_policy() {
+  uint64_t policy;
+  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  return policy;
+}
+__device__ __forceinline__ uint4 load_streamed(const uint4* p, uint64_t policy) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0,%1,%2,%3}, [%4], %5;"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p), "l"(policy));
+  return v;
+}
+
 // One-row GEMM (the decode step): out (N) = W (N, K) · x (K) + beta · out; W, x bf16 with
-// K % 8 == 0 (16-byte rows). Each block copies x into shared memory; a warp streams one weight
-// row at a time with 16-byte loads, several in flight, rows a grid of warps apart. The grid is up
-// to 16 blocks an SM, of which an SM holds 4 at once (64 registers a thread): blocks that finish
-// early make room for the next, which evens out the end of a product (4 an SM, all resident, was
-// 0.06 ms a batch-1 8B step slower than 8; 16 is 0.02 faster than 8: BENCHMARKS.md session 22).
-// Launched as a programmatic
+// K % 8 == 0 (16-byte rows). Each block copies x into shared memory; a warp takes rows a grid of
+// warps apart and streams them as chunks of kChunk 16-byte loads a lane, software-pipelined: the
+// next chunk's loads (of this row or the warp's next) go out before the current chunk is used,
+// so that a warp has 4 to 8 loads in flight across its row ends; the weights are read past L1
+// and first out of L2. Over the 8B layer's four products alone that reads 3.99 TB/s against the
+// previous kernel's 3.77 (one row at a time, 4 loads in flight, waiting at each row end) and a
+// plain read's 4.09 (scripts/device/gemv_micro.cu; BENCHMARKS.md session 23). A lane adds its
+// columns in ascending order whatever the chunking: the bits are the previous kernel's.
+// __launch_bounds__(256, 4) makes ptxas use 55 registers: 4 blocks (32 warps) an SM. Without the
+// 4 it uses 48, an SM holds 5, and the products are slower (3.89 TB/s; 0.1 ms a batch-1 8B
+// step); holding 5 back by a shared-memory floor and the carveout instead cost 0.1–0.2 ms a step
+// (the carveout differs from the kernels around it). The grid is up to 16 blocks an SM: blocks
+// that finish early make room for the next, which evens out the end of a product (4 an SM, all
+// resident, was 0.06 ms a batch-1 8B step slower than 8: session 22). Launched as a programmatic
 // dependent (launch.h): its blocks are resident when the kernel before it (the norm, the mixer,
 // the activation) ends, and wait (pdl_wait) for their x and out; it starts its own dependent at
 // once. Asking weights into L2 meanwhile was slower (4 KiB a warp: +0.14 ms a batch-1 8B step;
 // more, slower still: BENCHMARKS.md session 15; the o and gate/up weights asked by a kernel
-// beside the mixer, +0.08: session 22); a warp's first loads go out before x is in shared memory
-// instead.
+// beside the mixer, +0.08: session 22); a warp's first chunk goes out before x is in shared
+// memory instead.
 template <bool kOutBf16>
-__global__ void __launch_bounds__(256) gemv_kernel(void* out, const bf16* __restrict__ W,
-                                                   const bf16* __restrict__ x, int N, int K,
-                                                   float beta) {
+__global__ void __launch_bounds__(256, 4) gemv_kernel(void* out, const bf16* __restrict__ W,
+                                                      const bf16* __restrict__ x, int N, int K,
+                                                      float beta) {
   extern __shared__ uint4 xs[];  // K / 8
-  const int K8 = K / 8;
-  const int lane = threadIdx.x % 32;
+  constexpr int kChunk = 4;
+  const int K8 = K / 8, lane = threadIdx.x % 32;
+  const int chunks = (K8 + 32 * kChunk - 1) / (32 * kChunk);  // a row's
   const long warps = (long)gridDim.x * (blockDim.x / 32);
-  const long first = blockIdx.x * (long)(blockDim.x / 32) + threadIdx.x / 32;
-  device::pdl_trigger();
-  device::pdl_wait();
-  // The first row's first kAhead loads, issued before x is in shared memory (they do not need it).
-  constexpr int kAhead = 4;
-  uint4 ahead[kAhead];
+  long r = blockIdx.x * (long)(blockDim.x / 32) + threadIdx.x / 32;
+  const uint64_t policy = evict_first_policy();
+  // Chunk c of row `row` into w (columns past the row's end: zeros, not used).
+  auto load_chunk = [&](uint4 (&w)[kChunk], long row, int c) {
+    const uint4* src = reinterpret_cast<const uint4*>(W + row * K);
 #pragma unroll
-  for (int u = 0; u < kAhead; ++u)
-    if (first < N && lane + 32 * u < K8) ahead[u] = __ldg(reinterpret_cast<const uint4*>(W + first * K) + lane + 32 * u);
-  for (int i = threadIdx.x; i < K8; i += blockDim.x) xs[i] = reinterpret_cast<const uint4*>(x)[i];
-  __syncthreads();
-  auto dot8 = [&](const uint4& w, const uint4& xv, float& acc) {
-    const __nv_bfloat162* pw = reinterpret_cast<const __nv_bfloat162*>(&w);
-    const __nv_bfloat162* px = reinterpret_cast<const __nv_bfloat162*>(&xv);
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const float2 fw = __bfloat1622float2(pw[e]), fx = __bfloat1622float2(px[e]);
-      acc += fw.x * fx.x + fw.y * fx.y;
+    for (int u = 0; u < kChunk; ++u) {
+      const int col = (c * kChunk + u) * 32 + lane;
+      w[u] = col < K8 ? load_streamed(src + col, policy) : make_uint4(0, 0, 0, 0);
     }
   };
-  for (long r = first; r < N; r += warps) {
-    const uint4* row = reinterpret_cast<const uint4*>(W + r * K);
-    float acc = 0.0f;
-    int c0 = lane;
-    if (r == first) {
+  device::pdl_trigger();
+  device::pdl_wait();
+  uint4 cur[kChunk];
+  if (r < N) load_chunk(cur, r, 0);  // before x is in shared memory (it does not need it)
+  for (int i = threadIdx.x; i < K8; i += blockDim.x) xs[i] = reinterpret_cast<const uint4*>(x)[i];
+  __syncthreads();
+  if (r >= N) return;
+  int c = 0;
+  float acc = 0.0f;
+  while (true) {
+    long r_next = r;
+    int c_next = c + 1;
+    if (c_next == chunks) c_next = 0, r_next += warps;
+    const bool more = r_next < N;
+    uint4 next[kChunk];
+    if (more) load_chunk(next, r_next, c_next);
 #pragma unroll
-      for (int u = 0; u < kAhead; ++u, c0 += 32)
-        if (c0 < K8) dot8(ahead[u], xs[c0], acc);
-    }
-#pragma unroll 4
-    for (int c = c0; c < K8; c += 32) dot8(__ldg(row + c), xs[c], acc);
-    acc = warp_sum(acc);
-    if (lane == 0) {
-      if constexpr (kOutBf16) {
-        bf16* o = static_cast<bf16*>(out) + r;
-        *o = __float2bfloat16(beta != 0.0f ? acc + beta * __bfloat162float(*o) : acc);
-      } else {
-        float* o = static_cast<float*>(out) + r;
-        *o = beta != 0.0f ? acc + beta * *o : acc;
+    for (int u = 0; u < kChunk; ++u) {
+      const int col = (c * kChunk + u) * 32 + lane;
+      if (col < K8) {
+        const __nv_bfloat162* pw = reinterpret_cast<const __nv_bfloat162*>(&cur[u]);
+        const __nv_bfloat162* px = reinterpret_cast<const __nv_bfloat162*>(&xs[col]);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float2 fw = __bfloat1622float2(pw[e]), fx = __bfloat1622float2(px[e]);
+          acc += fw.x * fx.x + fw.y * fx.y;
+        }
       }
     }
+    if (c_next == 0) {  // row r done
+      acc = warp_sum(acc);
+      if (lane == 0) {
+        if constexpr (kOutBf16) {
+          bf16* o = static_cast<bf16*>(out) + r;
+          *o = __float2bfloat16(beta != 0.0f ? acc + beta * __bfloat162float(*o) : acc);
+        } else {
+          float* o = static_cast<float*>(out) + r;
+          *o = beta != 0.0f ? acc + beta * *o : acc;
+        }
+      }
+      acc = 0.0f;
+    }
+    if (!more) break;
+#pragma unroll
+    for (int u = 0; u < kChunk; ++u) cur[u] = next[u];
+    r = r_next, c = c_next;
   }
 }
 

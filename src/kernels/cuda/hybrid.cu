@@ -317,7 +317,33 @@ struct DecodeTuning {
   static constexpr int kSmemRows = D >= 128 && CS == 1 ? D / 16 : 0;
   static constexpr int kMinBlocks = D >= 128 ? 4 : 3;
   static constexpr int kKeysPerPass = 4;
+  // Split: the exact branch's key rows and value columns are copied into shared memory at the
+  // start (cp.async, beside the front end's loads), so that the scores and the exact output read
+  // no global memory. Each of those two phases was a chain of round trips, one per pass of
+  // kKeysPerPass keys: 8.6K and 6.1K of the kernel's 32K cycles at one 8B sequence, 3.5K and 1.9K
+  // staged; −0.11 ms a batch-1 8B step (BENCHMARKS.md session 23). The state's columns staged
+  // too (16 KiB more a block) made the step 0.11 ms slower again: they stay in registers, asked
+  // into L2 at the start. Unsplit blocks (4 an SM) have no room for the rows and keep the L2
+  // prefetch of them.
+  static constexpr bool kStaged = CS > 1;
 };
+
+// The decode kernel's dynamic shared memory for `keys` = sinks + window + 1: the state rows held
+// there (8·kSmemRows·DC floats), the scores (keys floats), then, staged, the keys' rows (keys·D
+// bf16) and the values' columns (keys·DC bf16); every section 16-byte aligned.
+template <int D, int CS>
+struct DecodeSmem {
+  using T = DecodeTuning<D, CS>;
+  static constexpr int DC = D / CS;
+  __host__ __device__ static size_t k_rows(int keys) {
+    return (size_t)8 * T::kSmemRows * DC * 4 + ((size_t)keys * 4 + 15) / 16 * 16;
+  }
+  __host__ __device__ static size_t v_rows(int keys) { return k_rows(keys) + (T::kStaged ? (size_t)keys * D * 2 : 0); }
+  __host__ __device__ static size_t bytes(int keys) { return v_rows(keys) + (T::kStaged ? (size_t)keys * DC * 2 : 0); }
+};
+// The most dynamic shared memory a staged block asks for (the static arrays take ≈ 20 KB more);
+// a window whose rows do not fit runs unsplit.
+inline constexpr size_t kDecodeStagedSmemMax = 160 * 1024;
 
 // grid (H, B, CS), 256 threads: block (h, b, z) owns query head h (kv head h / (H / G)) of
 // sequence b and the DC = D / CS columns [z·DC, z·DC + DC) of its state and output: the front end
@@ -346,9 +372,15 @@ __global__ void __launch_bounds__(256, DecodeTuning<D, CS>::kMinBlocks) hybrid_d
   constexpr int KU = DecodeTuning<D, CS>::kKeysPerPass;
   static_assert(D <= 256 && RG > 0 && NC >= 1 && DC % 32 == 0 && (RS == 0 || NC == 4),
                 "one row of D per thread; 16-byte copies");
+  constexpr bool kStaged = DecodeTuning<D, CS>::kStaged;
+  using Smem = DecodeSmem<D, CS>;
   extern __shared__ float4 dynamic_smem[];
-  float* const srows = reinterpret_cast<float*>(dynamic_smem);  // (8, RS, DC)
+  char* const smem_base = reinterpret_cast<char*>(dynamic_smem);
+  float* const srows = reinterpret_cast<float*>(smem_base);  // (8, RS, DC)
   float* const scores = srows + 8 * RS * DC;
+  const int keys_max = sinks + window + 1;
+  bf16* const kstage = reinterpret_cast<bf16*>(smem_base + Smem::k_rows(keys_max));  // staged: (keys, D)
+  bf16* const vstage = reinterpret_cast<bf16*>(smem_base + Smem::v_rows(keys_max));  // (keys, DC)
   __shared__ __align__(16) float qc[D], kc[D], vc[D], qn[D], kn[D], qr[D], kr[D], kl[D], vl[D];
   __shared__ __align__(16) float raw[3][D];  // this token's q, k, v rows as they came (conv history)
   __shared__ float red[8][5], stat[2], hp[7], gb[2];
@@ -427,8 +459,33 @@ __global__ void __launch_bounds__(256, DecodeTuning<D, CS>::kMinBlocks) hybrid_d
   }
   __syncthreads();  // the view
   const int ring = window + 1;
-  // The state's rows held in shared memory copied in now; the lines of those held in registers and
-  // the exact rows of this kv head asked into L2: their DRAM reads overlap the front end.
+  // Staged: the exact keys' rows (keys and the block's value columns; not this token's, which
+  // comes from the conv rows) copied into shared memory now, waited for before the scores. Their
+  // reads overlap the front end.
+  if constexpr (kStaged) {
+    if (has_exact) {
+      const ExactKeys keys(pos, sinks, window, true);
+      const int w_slot = (int)(keys.w_begin % ring);  // the first window key's ring slot
+      constexpr int kK = D / 8, kV = DC / 8;          // 16-byte pieces of a key row, a value part
+      for (int i = tid; i < keys.n * (kK + kV); i += 256) {
+        const int idx = i / (kK + kV), piece = i % (kK + kV);
+        if (keys(idx) == pos) continue;
+        const bool sink = idx < keys.n_sink;
+        int slot = w_slot + (idx - (int)keys.n_sink);
+        if (slot >= ring) slot -= ring;
+        const long row = ((long)(sink ? idx : slot) * G + hk) * D;
+        if (piece < kK)
+          device::cp_async16(kstage + idx * D + piece * 8, (sink ? cache.sink_k : cache.ring_k) + row + piece * 8, true);
+        else
+          device::cp_async16(vstage + idx * DC + (piece - kK) * 8,
+                             (sink ? cache.sink_v : cache.ring_v) + row + split * DC + (piece - kK) * 8, true);
+      }
+    }
+    device::cp_async_commit();
+  }
+  // The state's rows held in shared memory copied in now; the lines of those held in registers
+  // and (unstaged) the exact rows of this kv head asked into L2: their DRAM reads overlap the
+  // front end.
   if (has_linear) {
     const float* S0 = cache.state + (long)h * D * D + split * DC;
     if constexpr (RS > 0) {
@@ -443,7 +500,7 @@ __global__ void __launch_bounds__(256, DecodeTuning<D, CS>::kMinBlocks) hybrid_d
       asm volatile("prefetch.global.L2 [%0];" ::"l"(reinterpret_cast<const char*>(S0 + (long)row * D) + idx % kRowLines * 128));
     }
   }
-  if (has_exact) {
+  if (!kStaged && has_exact) {
     constexpr int kLines = D * 2 / 128 > 0 ? D * 2 / 128 : 1;  // 128-byte lines per bf16 row
     const int rows = ring + sinks;
     for (int idx = tid; idx < 2 * rows * kLines; idx += 256) {
@@ -531,6 +588,7 @@ __global__ void __launch_bounds__(256, DecodeTuning<D, CS>::kMinBlocks) hybrid_d
   const float inv_q = rsqrtf(tot[3] + kUnitNormEps), inv_k = rsqrtf(tot[4] + kUnitNormEps);
   if (tid < D) qn[tid] = lq[tid] * inv_q, kn[tid] = lk[tid] * inv_k;
   if (tid == 0) gb[0] = g_now, gb[1] = beta_now;
+  if constexpr (kStaged) device::cp_async_wait<0>();  // this thread's copies; the barrier: all
   __syncthreads();
   // 4 exact branch scores: keys j < sinks, then t − window < j ≤ t (the current one from smem).
   const float scale = rsqrtf((float)D);
@@ -546,9 +604,13 @@ __global__ void __launch_bounds__(256, DecodeTuning<D, CS>::kMinBlocks) hybrid_d
 #pragma unroll
           for (int c = 0; c < ND; ++c) kv[u][c] = kr[d0 + c];
         } else if (j >= 0) {
-          const bf16* kj = idx < keys.n_sink ? cache.sink_k + ((long)idx * G + hk) * D
-                                          : cache.ring_k + ((j % ring) * G + hk) * (long)D;
-          load_row_part<ND>(kj + d0, kv[u]);
+          if constexpr (kStaged) {
+            load_row_part<ND>(kstage + idx * D + d0, kv[u]);
+          } else {
+            const bf16* kj = idx < keys.n_sink ? cache.sink_k + ((long)idx * G + hk) * D
+                                            : cache.ring_k + ((j % ring) * G + hk) * (long)D;
+            load_row_part<ND>(kj + d0, kv[u]);
+          }
         } else {
 #pragma unroll
           for (int c = 0; c < ND; ++c) kv[u][c] = 0.0f;
@@ -678,9 +740,12 @@ __global__ void __launch_bounds__(256, DecodeTuning<D, CS>::kMinBlocks) hybrid_d
 #pragma unroll
           for (int c = 0; c < NC; ++c) vv[u][c] = vc[gc + c];
         } else if (j >= 0) {
-          load_row_part<NC>(idx < keys.n_sink ? cache.sink_v + ((long)j * G + hk) * D + gc
-                                         : cache.ring_v + ((j % ring) * G + hk) * (long)D + gc,
-                            vv[u]);
+          if constexpr (kStaged)
+            load_row_part<NC>(vstage + idx * DC + lc, vv[u]);
+          else
+            load_row_part<NC>(idx < keys.n_sink ? cache.sink_v + ((long)j * G + hk) * D + gc
+                                           : cache.ring_v + ((j % ring) * G + hk) * (long)D + gc,
+                              vv[u]);
         } else {
 #pragma unroll
           for (int c = 0; c < NC; ++c) vv[u][c] = 0.0f;
@@ -873,9 +938,8 @@ Status decode_launch_split(bf16* y, const HybridShape& s, const HybridParams& p,
                            const HybridCacheView& one, const HybridCacheView* caches, int B,
                            const bf16* x, const bf16* q, const bf16* k, const bf16* v,
                            cudaStream_t stream) {
-  // The state rows held in shared memory (DecodeTuning), then the scores.
   constexpr size_t kStateSmem = (size_t)8 * DecodeTuning<Dc, CS>::kSmemRows * (Dc / CS) * sizeof(float);
-  const size_t smem = kStateSmem + (size_t)(s.sinks + s.window + 1) * sizeof(float);
+  const size_t smem = DecodeSmem<Dc, CS>::bytes(s.sinks + s.window + 1);
   auto launch = [&](auto kernel) -> Status {
     // Past 48 KiB with the static arrays; the SM's memory as shared memory, so that
     // DecodeTuning's blocks per SM are not held back by the L1 carveout.
@@ -917,9 +981,12 @@ Status decode_launch(bf16* y, const HybridShape& s, const HybridParams& p,
   // Split while the heads of the batch fill at most half the SMs (one sequence of 32 heads on
   // 132: 18.8 against 21.1 µs a layer). Four sequences (128 blocks) are slower split (5.10
   // against 5.03 ms a step, BENCHMARKS.md session 15).
-  const bool split = column_splits == 0 ? 2L * B * s.H <= sm_count() : column_splits > 1;
+  // A split block holds its window's rows in shared memory (DecodeTuning::kStaged): a window too
+  // long for that runs unsplit.
+  const bool wanted = column_splits == 0 ? 2L * B * s.H <= sm_count() : column_splits > 1;
   return dispatch_head_dim(s.D, [&](auto d) -> Status {
     constexpr int Dc = decltype(d)::value, kSplit = Dc / 32;
+    const bool split = wanted && DecodeSmem<Dc, kSplit>::bytes(s.sinks + s.window + 1) <= kDecodeStagedSmemMax;
     return split ? decode_launch_split<Dc, kSplit>(y, s, p, one, caches, B, x, q, k, v, stream)
                  : decode_launch_split<Dc, 1>(y, s, p, one, caches, B, x, q, k, v, stream);
   });

@@ -145,7 +145,8 @@ Status hybrid_cache_fill(const HybridCacheView& cache, const HybridShape& shape,
 // One token: y (H, D) bf16 from x (C), q (H, D), k, v (G, D) bf16; advances cache.position.
 // One launch (the last block to finish advances the position); capture steps in a CUDA graph.
 // column_splits: the blocks each head's state columns are spread over, 1 or D / 32 (the same
-// bits either way); 0 chooses D / 32 while the batch's heads are at most half the GPU's SMs.
+// bits either way); 0 chooses D / 32 while the batch's heads are at most half the GPU's SMs. A
+// split block holds the window's rows in shared memory: past ≈ 500 keys (D = 128) it runs unsplit.
 // Any sinks + window ≤ kHybridDecodeMaxKeys − 1.
 inline constexpr int kHybridDecodeMaxKeys = 4096;
 Status hybrid_decode_step(bf16* y, const HybridShape& shape, const HybridParams& params,

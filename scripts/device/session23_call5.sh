@@ -1,0 +1,41 @@
+#!/bin/bash
+# Session 23, call 5 (carry: pack.sh of main: the pipelined GEMV under __launch_bounds__(256, 4)
+# and the split decode kernel with its keys and values staged in shared memory; extra.tar.xz as
+# vbins/: golinear_old (37a04ca)): the 8B decode of old and main alternated (B = 1, 4), the
+# whole-model table's batch-1 decode rows at 4K / 32K / 128K, compute-sanitizer racecheck and
+# memcheck of the tests that run the split decode kernel (one process each, 8 at a time), then
+# every GPU test binary of main.
+cd "$(dirname "$0")/../.."
+source scripts/device/setup.sh
+unpack_extra
+ROUNDS=3 DECODE_TIMEOUT=40 decode_ab 1,4 old:$V/golinear_old main:$G
+for rep in 1 2; do
+  for b in old:$V/golinear_old main:$G; do
+    $T1 timeout 90 ${b#*:} bench --config $CFG --contexts 4096,32768,131072 --prefill-max 0 \
+      --decode-repeats 20 > /tmp/r/ctx_${b%%:*}_$rep.txt 2>&1
+    echo "contexts ${b%%:*} rep $rep exit $? at $(el) s" >> $R
+    grep -E "^bench:|error" /tmp/r/ctx_${b%%:*}_$rep.txt >> $R
+  done
+done
+mkdir -p /tmp/san
+CS=/usr/local/cuda/bin/compute-sanitizer
+san() {  # TOOL BINARY TEST
+  local log=/tmp/san/$1_$2_${3//\//_}.txt
+  timeout -s INT -k 10 200 $CS --tool $1 --error-exitcode 9 /tmp/bins/$2 --gtest_filter="$3" > $log 2>&1
+  echo "$1 $2 $3 exit $?: $(grep -E '^\[  (PASSED|FAILED)|SUMMARY' $log | tr '\n' ' ')"
+}
+export -f san; export CS
+{
+  for t in default split_window_8_d128 d128_gqa4_odd_hidden_lse sinks_only swa_only pure_replacement; do
+    echo "racecheck test_mixers_cuda Recipes/GpuHybridMixerRecipes.ForwardDecodeAndEveryGradientMatchTheCpuMixer/$t"
+  done
+  echo "racecheck test_model_cuda GpuModel.BatchDecodeMatchesOneSequenceAtATime"
+  echo "memcheck test_mixers_cuda Recipes/GpuHybridMixerRecipes.ForwardDecodeAndEveryGradientMatchTheCpuMixer/split_window_8_d128"
+  echo "memcheck test_mixers_cuda Recipes/GpuHybridMixerRecipes.ForwardDecodeAndEveryGradientMatchTheCpuMixer/default"
+  echo "memcheck test_model_cuda GpuModel.GreedyDecodeHybridGraph"
+} | taskset -c 2-15 xargs -P 8 -L 1 bash -c 'san "$@"' _ >> $R
+echo "sanitizers done at $(el) s" >> $R
+TEST_ARGS='--gtest_filter=-*TrainedStudent*' plain_tests test_ops_cuda test_kernels_cuda \
+  test_attention_cuda test_gated_delta_cuda test_gated_linear_cuda test_mixers_cuda \
+  test_model_cuda test_runtime_cuda test_eval_cuda test_analysis_cuda test_train_cuda
+echo "total $(el) s" >> $R
