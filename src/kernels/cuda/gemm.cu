@@ -46,12 +46,14 @@ __device__ __forceinline__ uint4 load_streamed(const uint4* p, uint64_t policy) 
 // (the carveout differs from the kernels around it). The grid is up to 16 blocks an SM: blocks
 // that finish early make room for the next, which evens out the end of a product (4 an SM, all
 // resident, was 0.06 ms a batch-1 8B step slower than 8: session 22). Launched as a programmatic
-// dependent (launch.h): its blocks are resident when the kernel before it (the norm, the mixer,
-// the activation) ends, and wait (pdl_wait) for their x and out; it starts its own dependent at
-// once. Asking weights into L2 meanwhile was slower (4 KiB a warp: +0.14 ms a batch-1 8B step;
-// more, slower still: BENCHMARKS.md session 15; the o and gate/up weights asked by a kernel
-// beside the mixer, +0.08: session 22); a warp's first chunk goes out before x is in shared
-// memory instead.
+// dependent (launch.h): its blocks become resident while the kernel before it (the norm, the
+// mixer, the activation) ends, load their first chunk (the weights do not change during a
+// decode step: launch.h's "constants"), then wait (pdl_wait) for their x and out; it starts its
+// own dependent at once. That first chunk before the wait is −0.07 ms a batch-1 8B step
+// (session 23; the mixer, beside which the o product's blocks wait, takes 1 µs longer for it).
+// Asking weights into L2 instead was slower (4 KiB a warp: +0.14 ms a batch-1 8B step; more,
+// slower still: BENCHMARKS.md session 15; the o and gate/up weights asked by a kernel beside the
+// mixer, +0.08: session 22).
 template <bool kOutBf16>
 __global__ void __launch_bounds__(256, 4) gemv_kernel(void* out, const bf16* __restrict__ W,
                                                       const bf16* __restrict__ x, int N, int K,
@@ -73,9 +75,9 @@ __global__ void __launch_bounds__(256, 4) gemv_kernel(void* out, const bf16* __r
     }
   };
   device::pdl_trigger();
-  device::pdl_wait();
   uint4 cur[kChunk];
-  if (r < N) load_chunk(cur, r, 0);  // before x is in shared memory (it does not need it)
+  if (r < N) load_chunk(cur, r, 0);  // weights: constant through the step, read before the wait
+  device::pdl_wait();
   for (int i = threadIdx.x; i < K8; i += blockDim.x) xs[i] = reinterpret_cast<const uint4*>(x)[i];
   __syncthreads();
   if (r >= N) return;

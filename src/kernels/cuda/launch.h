@@ -21,9 +21,10 @@ inline int sm_count() {
 
 // Launches `kernel` as a programmatic dependent of the kernel before it on `stream`: it may start
 // once that one calls device::pdl_trigger() and must call device::pdl_wait() before it reads or
-// writes anything but constants (device_utils.cuh). The decode step's chain: each GEMV starts
-// the small kernel after it (norm, qkv split, SwiGLU) at once, and the norm and SwiGLU start the
-// next GEMV, so that their blocks are resident when the kernel before them ends.
+// writes anything but constants (device_utils.cuh; the model's weights are constants through a
+// decode step: the GEMV loads its first weights before the wait). The decode step's chain: each
+// GEMV starts the small kernel after it (norm, qkv split, SwiGLU) at once, and the norm and
+// SwiGLU start the next GEMV, so that their blocks are resident when the kernel before them ends.
 template <class... Params, class... Args>
 cudaError_t launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
                              cudaStream_t stream, Args&&... args) {

@@ -1,0 +1,19 @@
+#!/bin/bash
+# Session 23, call 7 (carry: pack.sh of main with the GEMV's first chunk before its pdl_wait;
+# extra.tar.xz as vbins/: golinear_old (37a04ca, the session's start)): the 8B decode of old and
+# main alternated (B = 1, 4), the whole-model table's batch-1 decode rows at 4K / 32K / 128K, then
+# every GPU test binary of main.
+cd "$(dirname "$0")/../.."
+source scripts/device/setup.sh
+unpack_extra
+ROUNDS=3 DECODE_TIMEOUT=40 decode_ab 1,4 old:$V/golinear_old main:$G
+for b in old:$V/golinear_old main:$G; do
+  $T1 timeout 90 ${b#*:} bench --config $CFG --contexts 4096,32768,131072 --prefill-max 0 \
+    --decode-repeats 20 > /tmp/r/ctx_${b%%:*}.txt 2>&1
+  echo "contexts ${b%%:*} exit $? at $(el) s" >> $R
+  grep -E "^bench:|error" /tmp/r/ctx_${b%%:*}.txt >> $R
+done
+TEST_ARGS='--gtest_filter=-*TrainedStudent*' plain_tests test_ops_cuda test_kernels_cuda \
+  test_attention_cuda test_gated_delta_cuda test_gated_linear_cuda test_mixers_cuda \
+  test_model_cuda test_runtime_cuda test_eval_cuda test_analysis_cuda test_train_cuda
+echo "total $(el) s" >> $R
