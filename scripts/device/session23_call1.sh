@@ -10,8 +10,7 @@
 cd "$(dirname "$0")/../.."
 source scripts/device/setup.sh
 unpack_extra
-$T1 timeout 120 $V/gemv_micro 20 > /tmp/r/gemv_micro.txt 2>&1
-echo "gemv_micro exit $? at $(el) s" >> $R; cat /tmp/r/gemv_micro.txt >> $R
+gemv_micro
 for n in phases earlyph; do
   $T1 timeout 60 $V/golinear_$n bench --config $CFG --batches 1 --contexts 4096 --variants hybrid --decode-repeats 20 > /tmp/r/ph_$n.txt 2>&1
   echo "phases $n exit $? at $(el) s" >> $R; grep -E "^bench:|error" /tmp/r/ph_$n.txt >> $R

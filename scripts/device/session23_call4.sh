@@ -12,8 +12,7 @@ source scripts/device/setup.sh
 unpack_extra
 ops_first gemv || exit 0
 plain_tests test_mixers_cuda
-$T1 timeout 120 $V/gemv_micro 20 > /tmp/r/gemv_micro.txt 2>&1
-echo "gemv_micro exit $? at $(el) s" >> $R; cat /tmp/r/gemv_micro.txt >> $R
+gemv_micro
 ROUNDS=3 DECODE_TIMEOUT=40 decode_ab 1,4 old:$V/golinear_old nostage2:$V/golinear_nostage2 \
   g48:$V/golinear_g48 unst:$V/golinear_unst main:$G maxc:$V/golinear_maxc nostate:$V/golinear_nostate
 timeline main $G

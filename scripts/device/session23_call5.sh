@@ -9,14 +9,7 @@ cd "$(dirname "$0")/../.."
 source scripts/device/setup.sh
 unpack_extra
 ROUNDS=3 DECODE_TIMEOUT=40 decode_ab 1,4 old:$V/golinear_old main:$G
-for rep in 1 2; do
-  for b in old:$V/golinear_old main:$G; do
-    $T1 timeout 90 ${b#*:} bench --config $CFG --contexts 4096,32768,131072 --prefill-max 0 \
-      --decode-repeats 20 > /tmp/r/ctx_${b%%:*}_$rep.txt 2>&1
-    echo "contexts ${b%%:*} rep $rep exit $? at $(el) s" >> $R
-    grep -E "^bench:|error" /tmp/r/ctx_${b%%:*}_$rep.txt >> $R
-  done
-done
+ROUNDS=2 contexts_ab old:$V/golinear_old main:$G
 mkdir -p /tmp/san
 CS=/usr/local/cuda/bin/compute-sanitizer
 san() {  # TOOL BINARY TEST

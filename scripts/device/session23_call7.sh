@@ -7,12 +7,7 @@ cd "$(dirname "$0")/../.."
 source scripts/device/setup.sh
 unpack_extra
 ROUNDS=3 DECODE_TIMEOUT=40 decode_ab 1,4 old:$V/golinear_old main:$G
-for b in old:$V/golinear_old main:$G; do
-  $T1 timeout 90 ${b#*:} bench --config $CFG --contexts 4096,32768,131072 --prefill-max 0 \
-    --decode-repeats 20 > /tmp/r/ctx_${b%%:*}.txt 2>&1
-  echo "contexts ${b%%:*} exit $? at $(el) s" >> $R
-  grep -E "^bench:|error" /tmp/r/ctx_${b%%:*}.txt >> $R
-done
+contexts_ab old:$V/golinear_old main:$G
 TEST_ARGS='--gtest_filter=-*TrainedStudent*' plain_tests test_ops_cuda test_kernels_cuda \
   test_attention_cuda test_gated_delta_cuda test_gated_linear_cuda test_mixers_cuda \
   test_model_cuda test_runtime_cuda test_eval_cuda test_analysis_cuda test_train_cuda

@@ -101,6 +101,25 @@ decode_ab() {
     done
   done
 }
+# contexts_ab NAME:BINARY...: the whole-model table's batch-1 decode rows at 4K / 32K / 128K (no
+# prefill: random caches) of each binary, $ROUNDS rounds (default 1) alternated, into
+# /tmp/r/ctx_NAME_ROUND.txt; its rows into $R.
+contexts_ab() {
+  for rep in $(seq 1 ${ROUNDS:-1}); do
+    for b in "$@"; do
+      local out=/tmp/r/ctx_${b%%:*}_$rep.txt
+      $T1 timeout 90 ${b#*:} bench --config $CFG --contexts 4096,32768,131072 --prefill-max 0 \
+        --decode-repeats 20 > $out 2>&1
+      echo "contexts ${b%%:*} rep $rep exit $? at $(el) s" >> $R; grep -E "^bench:|error" $out >> $R
+    done
+  done
+}
+# gemv_micro: scripts/device/gemv_micro.cu's binary ($V/gemv_micro: unpack_extra first) into
+# /tmp/r/gemv_micro.txt and $R.
+gemv_micro() {
+  $T1 timeout 120 $V/gemv_micro 20 > /tmp/r/gemv_micro.txt 2>&1
+  echo "gemv_micro exit $? at $(el) s" >> $R; cat /tmp/r/gemv_micro.txt >> $R
+}
 # timeline NAME BINARY: the in-graph kernel times of batch-1 hybrid 8B decode steps
 # (kernel_timeline.cpp, carried as libkernel_timeline.so) into /tmp/r/timeline_NAME.txt and $R.
 timeline() {

@@ -320,8 +320,8 @@ struct DecodeTuning {
   // Split: the exact branch's key rows and value columns are copied into shared memory at the
   // start (cp.async, beside the front end's loads), so that the scores and the exact output read
   // no global memory. Each of those two phases was a chain of round trips, one per pass of
-  // kKeysPerPass keys: 8.6K and 6.1K of the kernel's 32K cycles at one 8B sequence, 3.5K and 1.9K
-  // staged; −0.11 ms a batch-1 8B step (BENCHMARKS.md session 23). The state's columns staged
+  // kKeysPerPass keys: 8.6K and 6.3K of the kernel's ≈ 32K cycles at one 8B sequence, 3.5K and
+  // 1.9K staged; −0.11 ms a batch-1 8B step (BENCHMARKS.md session 23). The state's columns staged
   // too (16 KiB more a block) made the step 0.11 ms slower again: they stay in registers, asked
   // into L2 at the start. Unsplit blocks (4 an SM) have no room for the rows and keep the L2
   // prefetch of them.
@@ -355,8 +355,7 @@ inline constexpr size_t kDecodeStagedSmemMax = 160 * 1024;
 // Few values stay live across the kernel so that DecodeTuning's blocks fit an SM: the cache
 // view, the head's parameters and the row leaving the window wait in shared memory (the last two
 // loaded at the start, beside the conv rows). The block of a sequence that finishes last
-// advances its cache.position (one launch per token). Dynamic shared memory: the state rows
-// held there (8·kSmemRows·DC floats), then the exact branch's scores (sinks + window + 1 floats).
+// advances its cache.position (one launch per token). Dynamic shared memory: DecodeSmem.
 template <int D, int NR, bool kBatch, int CS>
 __global__ void __launch_bounds__(256, DecodeTuning<D, CS>::kMinBlocks) hybrid_decode_kernel(
     bf16* __restrict__ y, HybridParams p, HybridCacheView one,
