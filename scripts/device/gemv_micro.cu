@@ -36,22 +36,20 @@ namespace dev = golinear::kernels::cuda::device;
     }                                                                                \
   } while (0)
 
-// 16-byte weight loads: 0 = ld.global.nc (__ldg), 1 = no L1 allocation and 256-byte L2
-// fetches, 2 = no L1 allocation, L2 evict-first (a cache policy).
-template <int kMode>
+// 16-byte weight loads: ld.global.nc (__ldg), or past L1 with an L2 evict-first policy (main's).
+// (Call 1 also measured 256-byte L2 fetches, `L2::256B`: slower, BENCHMARKS.md session 23.)
+template <bool kEvictFirst>
 __device__ __forceinline__ uint4 load_w(const uint4* p) {
-  if constexpr (kMode == 0) return __ldg(p);
-  uint4 v;
-  if constexpr (kMode == 1)
-    asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p));
-  else {
+  if constexpr (!kEvictFirst) {
+    return __ldg(p);
+  } else {
+    uint4 v;
     unsigned long long policy;
     asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
     asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0,%1,%2,%3}, [%4], %5;"
                  : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p), "l"(policy));
+    return v;
   }
-  return v;
 }
 
 __device__ __forceinline__ void dot8(const uint4& w, const uint4& xv, float& acc) {
@@ -101,7 +99,7 @@ __global__ void __launch_bounds__(256, kMinBlocks) gemv_copy(float* out, const b
 // of one row); the next chunk's loads (of the same row or the warp's next) are issued before the
 // current one is used, so a warp keeps U to 2U loads in flight across row ends. Needs
 // K / 8 % (32·U) == 0.
-template <int U, int kMinBlocks, int kMode>
+template <int U, int kMinBlocks, bool kEvictFirst>
 __global__ void __launch_bounds__(256, kMinBlocks) gemv_pipe(float* out, const bf16* __restrict__ W,
                                                              const bf16* __restrict__ x, int N, int K) {
   extern __shared__ uint4 xs[];
@@ -114,7 +112,7 @@ __global__ void __launch_bounds__(256, kMinBlocks) gemv_pipe(float* out, const b
   uint4 cur[U];
   if (r < N) {
 #pragma unroll
-    for (int u = 0; u < U; ++u) cur[u] = load_w<kMode>(reinterpret_cast<const uint4*>(W + r * K) + lane + 32 * u);
+    for (int u = 0; u < U; ++u) cur[u] = load_w<kEvictFirst>(reinterpret_cast<const uint4*>(W + r * K) + lane + 32 * u);
   }
   for (int i = threadIdx.x; i < K8; i += blockDim.x) xs[i] = reinterpret_cast<const uint4*>(x)[i];
   __syncthreads();
@@ -130,7 +128,7 @@ __global__ void __launch_bounds__(256, kMinBlocks) gemv_pipe(float* out, const b
     if (more) {
       const uint4* p = reinterpret_cast<const uint4*>(W + rn * K) + cn * 32 * U + lane;
 #pragma unroll
-      for (int u = 0; u < U; ++u) nxt[u] = load_w<kMode>(p + 32 * u);
+      for (int u = 0; u < U; ++u) nxt[u] = load_w<kEvictFirst>(p + 32 * u);
     }
 #pragma unroll
     for (int u = 0; u < U; ++u) dot8(cur[u], xs[c * 32 * U + 32 * u + lane], acc);
@@ -190,11 +188,11 @@ int main(int argc, char** argv) {
   std::vector<Candidate> cands = {
       {"main gemm_nt", nullptr, 0},
       {"session-22 kernel (copy)", gemv_copy<4>, 16},
-      {"pipe U4 lb4 g16 evict_first", gemv_pipe<4, 4, 2>, 16, 128},
-      {"pipe U4 lb5 g16 evict_first", gemv_pipe<4, 5, 2>, 16, 128},
-      {"pipe U4 lb4 g32 evict_first", gemv_pipe<4, 4, 2>, 32, 128},
-      {"pipe U8 lb2 g16 evict_first", gemv_pipe<8, 2, 2>, 16, 256},
-      {"pipe U4 lb4 g16", gemv_pipe<4, 4, 0>, 16, 128},
+      {"pipe U4 lb4 g16 evict_first", gemv_pipe<4, 4, true>, 16, 128},
+      {"pipe U4 lb5 g16 evict_first", gemv_pipe<4, 5, true>, 16, 128},
+      {"pipe U4 lb4 g32 evict_first", gemv_pipe<4, 4, true>, 32, 128},
+      {"pipe U8 lb2 g16 evict_first", gemv_pipe<8, 2, true>, 16, 256},
+      {"pipe U4 lb4 g16", gemv_pipe<4, 4, false>, 16, 128},
       {"read only", read_all, 16},
   };
   const std::vector<Shape> shapes = {

@@ -8,16 +8,8 @@
 # memcheck of four of them.
 cd "$(dirname "$0")/../.."
 source scripts/device/setup.sh
-mkdir -p /tmp/san
 tar xJf carry2/extra.tar.xz -C /tmp/bins/
 decode_ab 1,4 $(for b in new pf0 pf8 pf16; do echo $b:/tmp/bins/golinear_$b; done)
-CS=/usr/local/cuda/bin/compute-sanitizer
-san() {  # TOOL BINARY TEST
-  local log=/tmp/san/$1_$2_${3//\//_}.txt
-  timeout -s INT -k 10 420 $CS --tool $1 --error-exitcode 9 /tmp/bins/$2 --gtest_filter="$3" > $log 2>&1
-  echo "$1 $2 $3 exit $?: $(grep -E '^\[  (PASSED|FAILED)|SUMMARY' $log | tr '\n' ' ')"
-}
-export -f san; export CS
 {
   for t in default split_window_8_d128 d128_gqa4_odd_hidden_lse sinks_only swa_only linear_rope none pure_replacement; do
     echo "racecheck test_mixers_cuda Recipes/GpuHybridMixerRecipes.ForwardDecodeAndEveryGradientMatchTheCpuMixer/$t"
@@ -30,6 +22,6 @@ export -f san; export CS
   echo "memcheck test_mixers_cuda Recipes/GpuHybridMixerRecipes.ForwardDecodeAndEveryGradientMatchTheCpuMixer/split_window_8_d128"
   echo "memcheck test_model_cuda GpuModel.BatchDecodeMatchesOneSequenceAtATime"
   echo "memcheck test_model_cuda GpuModel.GreedyDecodeHybridGraph"
-} | taskset -c 2-15 xargs -P 12 -L 1 bash -c 'san "$@"' _ >> $R
+} | sanitize
 tar cJf $OUT/r.tar.xz -C /tmp r san
 echo "total $(el) s" >> $R

@@ -10,14 +10,6 @@ source scripts/device/setup.sh
 unpack_extra
 ROUNDS=3 DECODE_TIMEOUT=40 decode_ab 1,4 old:$V/golinear_old main:$G
 ROUNDS=2 contexts_ab old:$V/golinear_old main:$G
-mkdir -p /tmp/san
-CS=/usr/local/cuda/bin/compute-sanitizer
-san() {  # TOOL BINARY TEST
-  local log=/tmp/san/$1_$2_${3//\//_}.txt
-  timeout -s INT -k 10 200 $CS --tool $1 --error-exitcode 9 /tmp/bins/$2 --gtest_filter="$3" > $log 2>&1
-  echo "$1 $2 $3 exit $?: $(grep -E '^\[  (PASSED|FAILED)|SUMMARY' $log | tr '\n' ' ')"
-}
-export -f san; export CS
 {
   for t in default split_window_8_d128 d128_gqa4_odd_hidden_lse sinks_only swa_only pure_replacement; do
     echo "racecheck test_mixers_cuda Recipes/GpuHybridMixerRecipes.ForwardDecodeAndEveryGradientMatchTheCpuMixer/$t"
@@ -26,7 +18,7 @@ export -f san; export CS
   echo "memcheck test_mixers_cuda Recipes/GpuHybridMixerRecipes.ForwardDecodeAndEveryGradientMatchTheCpuMixer/split_window_8_d128"
   echo "memcheck test_mixers_cuda Recipes/GpuHybridMixerRecipes.ForwardDecodeAndEveryGradientMatchTheCpuMixer/default"
   echo "memcheck test_model_cuda GpuModel.GreedyDecodeHybridGraph"
-} | taskset -c 2-15 xargs -P 8 -L 1 bash -c 'san "$@"' _ >> $R
+} | SAN_JOBS=8 SAN_TIMEOUT=200 sanitize
 echo "sanitizers done at $(el) s" >> $R
 TEST_ARGS='--gtest_filter=-*TrainedStudent*' plain_tests test_ops_cuda test_kernels_cuda \
   test_attention_cuda test_gated_delta_cuda test_gated_linear_cuda test_mixers_cuda \

@@ -120,6 +120,21 @@ gemv_micro() {
   $T1 timeout 120 $V/gemv_micro 20 > /tmp/r/gemv_micro.txt 2>&1
   echo "gemv_micro exit $? at $(el) s" >> $R; cat /tmp/r/gemv_micro.txt >> $R
 }
+# sanitize: compute-sanitizer over the lines "TOOL BINARY GTEST_FILTER" of stdin (binaries of
+# /tmp/bins), one process each, $SAN_JOBS at a time (default 12: each holds up to ≈ 8 GiB of host
+# memory) on cores 2-15, each cut at $SAN_TIMEOUT s (default 420); logs into /tmp/san, a line each
+# (exit, gtest summary, sanitizer summary) into $R.
+san_one() {  # TOOL BINARY TEST
+  local log=/tmp/san/$1_$2_${3//\//_}.txt
+  timeout -s INT -k 10 ${SAN_TIMEOUT:-420} /usr/local/cuda/bin/compute-sanitizer --tool $1 \
+    --error-exitcode 9 /tmp/bins/$2 --gtest_filter="$3" > $log 2>&1
+  echo "$1 $2 $3 exit $?: $(grep -E '^\[  (PASSED|FAILED)|SUMMARY' $log | tr '\n' ' ')"
+}
+sanitize() {
+  mkdir -p /tmp/san
+  export -f san_one
+  taskset -c 2-15 xargs -P ${SAN_JOBS:-12} -L 1 bash -c 'san_one "$@"' _ >> $R
+}
 # timeline NAME BINARY: the in-graph kernel times of batch-1 hybrid 8B decode steps
 # (kernel_timeline.cpp, carried as libkernel_timeline.so) into /tmp/r/timeline_NAME.txt and $R.
 timeline() {

@@ -335,9 +335,8 @@ template <int D, int CS>
 struct DecodeSmem {
   using T = DecodeTuning<D, CS>;
   static constexpr int DC = D / CS;
-  __host__ __device__ static size_t k_rows(int keys) {
-    return (size_t)8 * T::kSmemRows * DC * 4 + ((size_t)keys * 4 + 15) / 16 * 16;
-  }
+  static constexpr size_t kStateRows = (size_t)8 * T::kSmemRows * DC * sizeof(float);  // the scores' offset
+  __host__ __device__ static size_t k_rows(int keys) { return kStateRows + ((size_t)keys * 4 + 15) / 16 * 16; }
   __host__ __device__ static size_t v_rows(int keys) { return k_rows(keys) + (T::kStaged ? (size_t)keys * D * 2 : 0); }
   __host__ __device__ static size_t bytes(int keys) { return v_rows(keys) + (T::kStaged ? (size_t)keys * DC * 2 : 0); }
 };
@@ -376,7 +375,7 @@ __global__ void __launch_bounds__(256, DecodeTuning<D, CS>::kMinBlocks) hybrid_d
   extern __shared__ float4 dynamic_smem[];
   char* const smem_base = reinterpret_cast<char*>(dynamic_smem);
   float* const srows = reinterpret_cast<float*>(smem_base);  // (8, RS, DC)
-  float* const scores = srows + 8 * RS * DC;
+  float* const scores = reinterpret_cast<float*>(smem_base + Smem::kStateRows);
   const int keys_max = sinks + window + 1;
   bf16* const kstage = reinterpret_cast<bf16*>(smem_base + Smem::k_rows(keys_max));  // staged: (keys, D)
   bf16* const vstage = reinterpret_cast<bf16*>(smem_base + Smem::v_rows(keys_max));  // (keys, DC)
@@ -937,14 +936,13 @@ Status decode_launch_split(bf16* y, const HybridShape& s, const HybridParams& p,
                            const HybridCacheView& one, const HybridCacheView* caches, int B,
                            const bf16* x, const bf16* q, const bf16* k, const bf16* v,
                            cudaStream_t stream) {
-  constexpr size_t kStateSmem = (size_t)8 * DecodeTuning<Dc, CS>::kSmemRows * (Dc / CS) * sizeof(float);
   const size_t smem = DecodeSmem<Dc, CS>::bytes(s.sinks + s.window + 1);
   auto launch = [&](auto kernel) -> Status {
     // Past 48 KiB with the static arrays; the SM's memory as shared memory, so that
     // DecodeTuning's blocks per SM are not held back by the L1 carveout.
     if (smem > 16 * 1024)
       GL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    if (kStateSmem > 0)
+    if (DecodeSmem<Dc, CS>::kStateRows > 0)
       GL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                          (int)cudaSharedmemCarveoutMaxShared));
     kernel<<<dim3(s.H, B, CS), 256, smem, stream>>>(y, p, one, caches, x, q, k, v, s.C, s.H, s.G,
