@@ -5,7 +5,9 @@
 // writes at exit one line per (kernel, grid, dynamic shared memory) — launches, total µs, mean
 // µs — sorted by total, for the kernels run inside CUDA graphs (KERNEL_TIMELINE_ALL=1: every
 // kernel), then the sum of their durations, the time at least one of them ran (their union) and
-// the span from the first start to the last end.
+// the span from the first start to the last end. KERNEL_TIMELINE_TRACE=FIRST:COUNT also writes the
+// kernels FIRST .. FIRST + COUNT − 1 (in order of start) one a line: start and end in µs from the
+// first one's start, duration, grid, name — where a chain of programmatic dependents overlaps.
 // Build here: g++ -O2 -shared -fPIC scripts/device/kernel_timeline.cpp -I/usr/local/cuda/include \
 //   -L/usr/local/cuda/lib64 -lcupti -o carry2/libkernel_timeline.so
 // (a measuring tool of the benchmarks, not part of golinear).
@@ -33,6 +35,12 @@ struct Stat {
 std::mutex mu;
 std::map<std::tuple<std::string, int, int, int, int>, Stat>* stats = nullptr;
 std::vector<std::pair<uint64_t, uint64_t>>* spans = nullptr;
+struct Record {
+  uint64_t start, end;
+  int gx, gy, gz;
+  std::string name;
+};
+std::vector<Record>* records = nullptr;  // KERNEL_TIMELINE_TRACE
 bool all_kernels = false;
 
 std::string short_name(const char* mangled) {
@@ -67,6 +75,7 @@ void CUPTIAPI buffer_completed(CUcontext, uint32_t, uint8_t* buffer, size_t, siz
     ++s.launches;
     s.total_ns += (double)(k->end - k->start);
     spans->push_back({k->start, k->end});
+    if (records) records->push_back({k->start, k->end, k->gridX, k->gridY, k->gridZ, short_name(k->name)});
   }
   std::free(buffer);
 }
@@ -105,6 +114,19 @@ void write_report() {
   const double span = spans->empty() ? 0 : (double)(cur_e - spans->front().first);
   std::fprintf(f, "# %zu kernels: sum of durations %.1f µs, busy (union) %.1f µs, span %.1f µs\n",
                spans->size(), sum_ns / 1e3, busy / 1e3, span / 1e3);
+  if (records) {
+    long first = 0, count = 0;
+    std::sscanf(std::getenv("KERNEL_TIMELINE_TRACE"), "%ld:%ld", &first, &count);
+    std::sort(records->begin(), records->end(),
+              [](const Record& a, const Record& b) { return a.start < b.start; });
+    const long last = std::min<long>(first + count, (long)records->size());
+    for (long i = first; i < last; ++i) {
+      const Record& r = (*records)[i];
+      const double t0 = (double)(*records)[first].start;
+      std::fprintf(f, "trace %8.2f %8.2f %7.2f  grid %d,%d,%d  %s\n", (r.start - t0) / 1e3,
+                   (r.end - t0) / 1e3, (r.end - r.start) / 1e3, r.gx, r.gy, r.gz, r.name.c_str());
+    }
+  }
   if (f != stderr) std::fclose(f);
 }
 
@@ -115,6 +137,7 @@ extern "C" int InitializeInjection() {
   spans = new std::vector<std::pair<uint64_t, uint64_t>>();
   const char* all = std::getenv("KERNEL_TIMELINE_ALL");
   all_kernels = all && std::strcmp(all, "1") == 0;
+  if (std::getenv("KERNEL_TIMELINE_TRACE")) records = new std::vector<Record>();
   if (cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed) != CUPTI_SUCCESS) return 0;
   if (cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) != CUPTI_SUCCESS) return 0;
   std::atexit(write_report);

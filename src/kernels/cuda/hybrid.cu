@@ -313,9 +313,12 @@ template <int D, int CS>
 struct DecodeTuning {
   // D = 128: 8 of the 16 rows in shared memory (32 KiB a block), 64 registers: 4 blocks per SM
   // (the register file and 200 of the 228 KiB of shared memory). D = 64: all in registers, 3.
-  // Split (CS > 1, D / CS columns a block): every row in registers.
-  static constexpr int kSmemRows = D >= 128 && CS == 1 ? D / 16 : 0;
-  static constexpr int kMinBlocks = D >= 128 ? 4 : 3;
+  // Split (CS > 1, D / CS columns a block): every row in shared memory (D · DC floats, 16 KiB at
+  // D = 128), where the update by the token leaving the window runs before the wait (below).
+  // Split blocks run at most 2 an SM (decode_launch): 3 leave them 80 registers, and room beside
+  // them for three of the o product's GEMV blocks.
+  static constexpr int kSmemRows = CS > 1 ? D / 8 : D >= 128 ? D / 16 : 0;
+  static constexpr int kMinBlocks = CS > 1 ? 3 : D >= 128 ? 4 : 3;
   static constexpr int kKeysPerPass = 4;
   // Split: the exact branch's key rows and value columns are copied into shared memory at the
   // start (cp.async, beside the front end's loads), so that the scores and the exact output read
@@ -323,14 +326,19 @@ struct DecodeTuning {
   // kKeysPerPass keys: 8.6K and 6.3K of the kernel's ≈ 32K cycles at one 8B sequence, 3.5K and
   // 1.9K staged; −0.11 ms a batch-1 8B step (BENCHMARKS.md session 23). The state's columns staged
   // too (16 KiB more a block) made the step 0.11 ms slower again: they stay in registers, asked
-  // into L2 at the start. Unsplit blocks (4 an SM) have no room for the rows and keep the L2
-  // prefetch of them.
+  // into L2 at the start (session 23). Staged blocks now also copy their gate rows (NR · C bf16)
+  // and their state columns into shared memory and hold the conv's weights and history rows in
+  // registers before they wait for the qkv product (launched dependent: HybridDecodeLaunch): after
+  // the wait the front end is one round trip (x and this token's rows), and with window > 0 the
+  // state's update (by the token leaving the window, whose rows the cache holds) is done before
+  // it. Unsplit blocks (4 an SM) have no room for the rows and keep L2 prefetches of them.
   static constexpr bool kStaged = CS > 1;
 };
 
 // The decode kernel's dynamic shared memory for `keys` = sinks + window + 1: the state rows held
 // there (8·kSmemRows·DC floats), the scores (keys floats), then, staged, the keys' rows (keys·D
-// bf16) and the values' columns (keys·DC bf16); every section 16-byte aligned.
+// bf16), the values' columns (keys·DC bf16) and the gate rows (gate_elems = NR·C bf16); every
+// section 16-byte aligned.
 template <int D, int CS>
 struct DecodeSmem {
   using T = DecodeTuning<D, CS>;
@@ -338,7 +346,10 @@ struct DecodeSmem {
   static constexpr size_t kStateRows = (size_t)8 * T::kSmemRows * DC * sizeof(float);  // the scores' offset
   __host__ __device__ static size_t k_rows(int keys) { return kStateRows + ((size_t)keys * 4 + 15) / 16 * 16; }
   __host__ __device__ static size_t v_rows(int keys) { return k_rows(keys) + (T::kStaged ? (size_t)keys * D * 2 : 0); }
-  __host__ __device__ static size_t bytes(int keys) { return v_rows(keys) + (T::kStaged ? (size_t)keys * DC * 2 : 0); }
+  __host__ __device__ static size_t g_rows(int keys) { return v_rows(keys) + (T::kStaged ? (size_t)keys * DC * 2 : 0); }
+  __host__ __device__ static size_t bytes(int keys, long gate_elems) {
+    return g_rows(keys) + (T::kStaged ? (size_t)gate_elems * 2 : 0);
+  }
 };
 // The most dynamic shared memory a staged block asks for (the static arrays take ≈ 20 KB more);
 // a window whose rows do not fit runs unsplit.
@@ -368,7 +379,7 @@ __global__ void __launch_bounds__(256, DecodeTuning<D, CS>::kMinBlocks) hybrid_d
   constexpr int ND = D / 32;   // dims per lane of the scores
   constexpr int RS = DecodeTuning<D, CS>::kSmemRows, RG = R - RS;  // rows in shared memory, registers
   constexpr int KU = DecodeTuning<D, CS>::kKeysPerPass;
-  static_assert(D <= 256 && RG > 0 && NC >= 1 && DC % 32 == 0 && (RS == 0 || NC == 4),
+  static_assert(D <= 256 && RG >= 0 && NC >= 1 && DC % 32 == 0 && (RS == 0 || RG == 0 || NC == 4),
                 "one row of D per thread; 16-byte copies");
   constexpr bool kStaged = DecodeTuning<D, CS>::kStaged;
   using Smem = DecodeSmem<D, CS>;
@@ -379,6 +390,7 @@ __global__ void __launch_bounds__(256, DecodeTuning<D, CS>::kMinBlocks) hybrid_d
   const int keys_max = sinks + window + 1;
   bf16* const kstage = reinterpret_cast<bf16*>(smem_base + Smem::k_rows(keys_max));  // staged: (keys, D)
   bf16* const vstage = reinterpret_cast<bf16*>(smem_base + Smem::v_rows(keys_max));  // (keys, DC)
+  bf16* const gstage = reinterpret_cast<bf16*>(smem_base + Smem::g_rows(keys_max));  // (NR, C)
   __shared__ __align__(16) float qc[D], kc[D], vc[D], qn[D], kn[D], qr[D], kr[D], kl[D], vl[D];
   __shared__ __align__(16) float raw[3][D];  // this token's q, k, v rows as they came (conv history)
   __shared__ float red[8][5], stat[2], hp[7], gb[2];
@@ -386,8 +398,11 @@ __global__ void __launch_bounds__(256, DecodeTuning<D, CS>::kMinBlocks) hybrid_d
   __shared__ __align__(16) float part_r[8][D], part_o[8][D], part_y[8][D];
   __shared__ __align__(16) unsigned char view[sizeof(HybridCacheView)];
   HybridCacheView& cache = *reinterpret_cast<HybridCacheView*>(view);
-  // The position asked for first (the cache rows this step reads hang on it); used after the
-  // gate logits' loads.
+  // Before pdl_wait the block reads only what no kernel of this step writes before it: the
+  // weights, and this layer's cache (its position, view, state, window and conv history are
+  // written by this kernel alone, in earlier steps). Launched dependent (HybridDecodeLaunch), that
+  // part runs while the qkv product ends; x, q, k, v, which the kernels before it write, are read
+  // after the wait.
   const long pos = *(kBatch ? caches[blockIdx.y].position : one.position);
   const int h = blockIdx.x, seq = blockIdx.y, split = blockIdx.z, group = H / G, hk = h / group;
   const bool leader = h % group == 0;
@@ -416,45 +431,28 @@ __global__ void __launch_bounds__(256, DecodeTuning<D, CS>::kMinBlocks) hybrid_d
     if (src) param = src[h];
   }
   const float freq = tid < D ? p.inv_freq[tid % (D / 2)] : 0.0f;
-  // 1 gate logits: NR dot products of length C (rows a, b, λ: NR = 3; a, b: 2; none: 0), 16-byte
-  //   loads issued together; first, while the view and the position are being read (they need
-  //   neither).
-  const bf16* const x_seq = x + (long)seq * C;
-  float part[5] = {0, 0, 0, 0, 0};
+  // The gate rows (a, b, λ: NR = 3; a, b: 2; none: 0): their dot products with x wait for x.
+  // Staged, each thread copies the 16-byte pieces it will read (C % 8 == 0 and 16-byte aligned
+  // rows: decode_launch), a commit group of their own; else they are asked into L2.
   const bf16* wrow[3];
 #pragma unroll
   for (int r = 0; r < NR; ++r)
     wrow[r] = p.w_gates + ((long)(r == 2 ? p.lambda_row : r * H) + h) * C;
   const int C8 = C / 8;
-  bool aligned = (reinterpret_cast<size_t>(x_seq) & 15) == 0;
+  if constexpr (kStaged) {
 #pragma unroll
-  for (int r = 0; r < NR; ++r) aligned = aligned && (reinterpret_cast<size_t>(wrow[r]) & 15) == 0;
-  if (NR > 0 && aligned) {
-#pragma unroll 2  // C = 4096: both passes' loads in flight together
-    for (int c8 = tid; c8 < C8; c8 += 256) {
-      const uint4 xv = reinterpret_cast<const uint4*>(x_seq)[c8];
-      uint4 av[NR > 0 ? NR : 1];
-#pragma unroll
-      for (int r = 0; r < NR; ++r) av[r] = reinterpret_cast<const uint4*>(wrow[r])[c8];
-      const __nv_bfloat162* px = reinterpret_cast<const __nv_bfloat162*>(&xv);
-#pragma unroll
-      for (int r = 0; r < NR; ++r) {
-        const __nv_bfloat162* pa = reinterpret_cast<const __nv_bfloat162*>(&av[r]);
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const float2 fx = __bfloat1622float2(px[e]), fa = __bfloat1622float2(pa[e]);
-          part[r] += fx.x * fa.x + fx.y * fa.y;
-        }
-      }
+    for (int r = 0; r < NR; ++r)
+      for (int c8 = tid; c8 < C8; c8 += 256) device::cp_async16(gstage + r * C + c8 * 8, wrow[r] + c8 * 8, true);
+  } else if (NR > 0) {
+    const int lines = C * 2 / 128 + 2;  // 128-byte lines a row touches, at most
+    for (int i = tid; i < NR * lines; i += 256) {
+      const size_t begin = reinterpret_cast<size_t>(wrow[i / lines]);
+      const size_t line = (begin & ~size_t{127}) + (size_t)(i % lines) * 128;
+      if (line < begin + (size_t)C * 2)
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(reinterpret_cast<const char*>(line)));
     }
   }
-  if (NR > 0) {
-    for (int c = aligned ? C8 * 8 + tid : tid; c < C; c += 256) {
-      const float xc = __bfloat162float(x_seq[c]);
-#pragma unroll
-      for (int r = 0; r < NR; ++r) part[r] += xc * __bfloat162float(wrow[r][c]);
-    }
-  }
+  if constexpr (kStaged) device::cp_async_commit();
   __syncthreads();  // the view
   const int ring = window + 1;
   // Staged: the exact keys' rows (keys and the block's value columns; not this token's, which
@@ -486,7 +484,12 @@ __global__ void __launch_bounds__(256, DecodeTuning<D, CS>::kMinBlocks) hybrid_d
   // front end.
   if (has_linear) {
     const float* S0 = cache.state + (long)h * D * D + split * DC;
-    if constexpr (RS > 0) {
+    if constexpr (RG == 0) {  // every row: any thread's pieces (read after a barrier)
+      constexpr int kP = DC / 4;  // 16-byte pieces of a row's columns
+      for (int i = tid; i < D * kP; i += 256)
+        device::cp_async16(srows + (i / kP) * DC + (i % kP) * 4, S0 + (long)(i / kP) * D + (i % kP) * 4, true);
+      device::cp_async_commit();
+    } else if constexpr (RS > 0) {  // the thread's own (read back by it alone: no barrier)
 #pragma unroll
       for (int i = 0; i < RS; ++i)
         device::cp_async16(srows + (warp * RS + i) * DC + lc, S0 + (long)(warp * R + RG + i) * D + lc, true);
@@ -494,7 +497,7 @@ __global__ void __launch_bounds__(256, DecodeTuning<D, CS>::kMinBlocks) hybrid_d
     }
     constexpr int kRowLines = DC * 4 / 128;  // 128-byte lines per fp32 row part
     for (int idx = tid; idx < 8 * RG * kRowLines; idx += 256) {
-      const int row = idx / kRowLines / RG * R + idx / kRowLines % RG;
+      const int row = idx / kRowLines / (RG > 0 ? RG : 1) * R + idx / kRowLines % (RG > 0 ? RG : 1);
       asm volatile("prefetch.global.L2 [%0];" ::"l"(reinterpret_cast<const char*>(S0 + (long)row * D) + idx % kRowLines * 128));
     }
   }
@@ -522,31 +525,163 @@ __global__ void __launch_bounds__(256, DecodeTuning<D, CS>::kMinBlocks) hybrid_d
     g_leave = cache.ring_g[slot * H + h];
     b_leave = cache.ring_beta[slot * H + h];
   }
+  // The short conv's weights and the raw rows of the last 3 tokens (conv history), of the
+  // (row, dim) pairs idx = tid + 256·i < 3·D this thread convolves: staged, now; else after the
+  // gate logits (the registers of 4 blocks an SM do not hold them across those).
+  constexpr int kConvIters = (3 * D + 255) / 256;
+  float cw[kConvIters][kConvWidth], chist[kConvIters][3];
+  auto conv_inputs = [&] {
+#pragma unroll
+    for (int it = 0; it < kConvIters; ++it) {
+      const int idx = tid + 256 * it, which = idx / D, d = idx % D;
+      const float* w = which == 0 ? p.conv_q : which == 1 ? p.conv_k : p.conv_v;
+      if (idx < 3 * D && w) {
+        const float* hist = which == 0 ? cache.conv_q : which == 1 ? cache.conv_k : cache.conv_v;
+        const int heads = which == 0 ? H : G, head = which == 0 ? h : hk;
+        const long ch = (long)head * D + d;
+#pragma unroll
+        for (int i = 0; i < kConvWidth; ++i) cw[it][i] = w[ch * kConvWidth + i];
+#pragma unroll
+        for (int i = 0; i < 3; ++i) {
+          const long j = pos - 3 + i;
+          chist[it][i] = j >= 0 ? hist[((j % 4) * heads + head) * (long)D + d] : 0.0f;
+        }
+      }
+    }
+  };
+  if constexpr (kStaged) conv_inputs();
+  // The linear branch's state: rows i < RG of a warp's slice in registers, the rest in shared
+  // memory; every sum over rows in row order.
+  // (S and Ss computed where used rather than held across the front end)
+  auto S = [&] { return cache.state + (long)h * D * D + gc; };
+  auto Ss = [&] { return srows + warp * RS * DC + lc; };
+  float sreg[RG > 0 ? RG : 1][NC];
+  // r = Σ_rows kls[row] S[row] over this warp's rows, into part_r.
+  auto state_r = [&](const float* kls) {
+    float r[NC];
+#pragma unroll
+    for (int c = 0; c < NC; ++c) r[c] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < RG; ++i)
+#pragma unroll
+      for (int c = 0; c < NC; ++c) r[c] += kls[warp * R + i] * sreg[i][c];
+#pragma unroll
+    for (int i = 0; i < RS; ++i) {
+      float s[NC];
+      load_f32<NC>(Ss() + i * DC, s);
+#pragma unroll
+      for (int c = 0; c < NC; ++c) r[c] += kls[warp * R + RG + i] * s[c];
+    }
+#pragma unroll
+    for (int c = 0; c < NC; ++c) part_r[warp][lc + c] = r[c];
+  };
+  // The delta rule (after a barrier on part_r): u = b (vls − α Sᵀ kls), S ← α S + kls uᵀ in
+  // registers, shared memory and the cache.
+  auto state_update = [&](const float* kls, const float* vls, float alpha, float b) {
+    float u[NC];
+#pragma unroll
+    for (int c = 0; c < NC; ++c) {
+      float r = 0.0f;
+#pragma unroll
+      for (int w = 0; w < 8; ++w) r += part_r[w][lc + c];
+      u[c] = b * (vls[gc + c] - alpha * r);
+    }
+#pragma unroll
+    for (int i = 0; i < RG; ++i) {
+#pragma unroll
+      for (int c = 0; c < NC; ++c) sreg[i][c] = alpha * sreg[i][c] + kls[warp * R + i] * u[c];
+      store_f32<NC>(S() + (long)(warp * R + i) * D, sreg[i]);
+    }
+#pragma unroll
+    for (int i = 0; i < RS; ++i) {
+      float s[NC];
+      load_f32<NC>(Ss() + i * DC, s);
+#pragma unroll
+      for (int c = 0; c < NC; ++c) s[c] = alpha * s[c] + kls[warp * R + RG + i] * u[c];
+      store_f32<NC>(S() + (long)(warp * R + RG + i) * D, s);
+      store_f32<NC>(Ss() + i * DC, s);
+    }
+  };
+  // Staged with window > 0: the token entering the state is the one leaving the window, whose
+  // rows the cache holds, so the update runs now (the state in shared memory, copied above).
+  // The leaving token's key and value into kl, vl (visible after the next barrier): staged now,
+  // unsplit after the gate logits (its registers do not hold them across those).
+  if (kStaged && tid < D) kl[tid] = kl_now, vl[tid] = vl_now;
+  const bool early_update = kStaged && enters && window > 0;
+  if (early_update) {
+    device::cp_async_wait<0>();
+    __syncthreads();  // kl, vl, the state's rows
+    state_r(kl);
+    __syncthreads();  // part_r
+    state_update(kl, vl, expf(g_leave), b_leave);
+  }
 
+  device::pdl_wait();  // x, q, k, v written
+  // 1 gate logits: NR dot products of length C, x's 16-byte loads issued together (beside this
+  //   token's q, k, v rows for the conv), the rows' from shared memory (staged) or L2.
+  float now_v[kConvIters];
+  auto now_rows = [&] {
+#pragma unroll
+    for (int it = 0; it < kConvIters; ++it) {
+      const int idx = tid + 256 * it, which = idx / D, d = idx % D;
+      const int head = which == 0 ? h : hk;
+      const bf16* now = which == 0 ? q + (long)seq * H * D : (which == 1 ? k : v) + (long)seq * G * D;
+      now_v[it] = idx < 3 * D ? __bfloat162float(now[(long)head * D + d]) : 0.0f;
+    }
+  };
+  if constexpr (kStaged) now_rows();
+  const bf16* const x_seq = x + (long)seq * C;
+  float part[5] = {0, 0, 0, 0, 0};
+  bool aligned = (reinterpret_cast<size_t>(x_seq) & 15) == 0;
+#pragma unroll
+  for (int r = 0; r < NR; ++r) aligned = aligned && (reinterpret_cast<size_t>(wrow[r]) & 15) == 0;
+  if constexpr (kStaged && NR > 0) device::cp_async_wait<1>();  // this thread's gate pieces
+  if (NR > 0 && aligned) {
+#pragma unroll 2  // C = 4096: both passes' loads in flight together
+    for (int c8 = tid; c8 < C8; c8 += 256) {
+      const uint4 xv = reinterpret_cast<const uint4*>(x_seq)[c8];
+      uint4 av[NR > 0 ? NR : 1];
+#pragma unroll
+      for (int r = 0; r < NR; ++r)
+        av[r] = reinterpret_cast<const uint4*>(kStaged ? gstage + r * C : wrow[r])[c8];
+      const __nv_bfloat162* px = reinterpret_cast<const __nv_bfloat162*>(&xv);
+#pragma unroll
+      for (int r = 0; r < NR; ++r) {
+        const __nv_bfloat162* pa = reinterpret_cast<const __nv_bfloat162*>(&av[r]);
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const float2 fx = __bfloat1622float2(px[e]), fa = __bfloat1622float2(pa[e]);
+          part[r] += fx.x * fa.x + fx.y * fa.y;
+        }
+      }
+    }
+  }
+  if (NR > 0) {
+    for (int c = aligned ? C8 * 8 + tid : tid; c < C; c += 256) {
+      const float xc = __bfloat162float(x_seq[c]);
+#pragma unroll
+      for (int r = 0; r < NR; ++r) part[r] += xc * __bfloat162float(wrow[r][c]);
+    }
+  }
   // 2 short conv over the raw rows of the last 3 tokens and this one (conv off: the rows as they
   //   are).
-#pragma unroll 2  // D = 128: both passes' loads in flight together
-  for (int idx = tid; idx < 3 * D; idx += 256) {
-    const int which = idx / D, d = idx % D;
-    const float* hist = which == 0 ? cache.conv_q : which == 1 ? cache.conv_k : cache.conv_v;
-    const float* w = which == 0 ? p.conv_q : which == 1 ? p.conv_k : p.conv_v;
-    const int heads = which == 0 ? H : G, head = which == 0 ? h : hk;
-    const bf16* now = which == 0 ? q + (long)seq * H * D : (which == 1 ? k : v) + (long)seq * G * D;
-    const long ch = (long)head * D + d;
-    const float now_d = __bfloat162float(now[ch]);
-    raw[which][d] = now_d;
-    float acc = now_d;
-    if (w) {
-      acc *= w[ch * kConvWidth + 3];
+  if constexpr (!kStaged) now_rows(), conv_inputs();
 #pragma unroll
-      for (int i = 0; i < 3; ++i) {
-        const long j = pos - 3 + i;
-        if (j >= 0) acc += w[ch * kConvWidth + i] * hist[((j % 4) * heads + head) * (long)D + d];
-      }
+  for (int it = 0; it < kConvIters; ++it) {
+    const int idx = tid + 256 * it, which = idx / D, d = idx % D;
+    if (idx >= 3 * D) break;
+    const float* w = which == 0 ? p.conv_q : which == 1 ? p.conv_k : p.conv_v;
+    raw[which][d] = now_v[it];
+    float acc = now_v[it];
+    if (w) {
+      acc *= cw[it][kConvWidth - 1];
+#pragma unroll
+      for (int i = 0; i < 3; ++i)
+        if (pos - 3 + i >= 0) acc += cw[it][i] * chist[it][i];
     }
     (which == 0 ? qc : which == 1 ? kc : vc)[d] = acc;
   }
-  if (tid < D) kl[tid] = kl_now, vl[tid] = vl_now;
+  if (!kStaged && tid < D) kl[tid] = kl_now, vl[tid] = vl_now;
   if (tid < 7) hp[tid] = param;
   if (tid == 0) spos = pos;
   __syncthreads();  // conv rows, kl, vl, hp visible
@@ -624,9 +759,8 @@ __global__ void __launch_bounds__(256, DecodeTuning<D, CS>::kMinBlocks) hybrid_d
       }
     }
   }
-  // 5 linear branch over the state (independent of the scores): the leaving token enters it, then
-  //   q̂ reads it. Rows i < RG of a warp's slice in registers, the rest in shared memory (each
-  //   thread reads back only what it copied: no barrier), every sum over rows in row order.
+  // 5 linear branch over the state (independent of the scores): the leaving token enters it
+  //   (unless done before the wait), then q̂ reads it.
   const float* kls = window == 0 ? kn : kl;  // the entering key and value
   const float* vls = window == 0 ? vc : vl;
   float alpha = 1.0f, b = 0.0f;
@@ -634,37 +768,17 @@ __global__ void __launch_bounds__(256, DecodeTuning<D, CS>::kMinBlocks) hybrid_d
     if (window == 0) alpha = expf(g_now), b = beta_now;
     else alpha = expf(g_leave), b = b_leave;
   }
-  float* S = cache.state + (long)h * D * D + gc;
-  const float* Ss = srows + warp * RS * DC + lc;
-  float sreg[RG][NC];
   if (has_linear) {  // (zero without a linear branch: not read)
 #pragma unroll
-    for (int i = 0; i < RG; ++i) load_f32<NC>(S + (long)(warp * R + i) * D, sreg[i]);
+    for (int i = 0; i < RG; ++i) load_f32<NC>(S() + (long)(warp * R + i) * D, sreg[i]);
   } else {
 #pragma unroll
     for (int i = 0; i < RG; ++i)
 #pragma unroll
       for (int c = 0; c < NC; ++c) sreg[i][c] = 0.0f;
   }
-  if constexpr (RS > 0) device::cp_async_wait<0>();
-  if (enters) {
-    float r[NC];
-#pragma unroll
-    for (int c = 0; c < NC; ++c) r[c] = 0.0f;
-#pragma unroll
-    for (int i = 0; i < RG; ++i)
-#pragma unroll
-      for (int c = 0; c < NC; ++c) r[c] += kls[warp * R + i] * sreg[i][c];
-#pragma unroll
-    for (int i = 0; i < RS; ++i) {
-      float s[NC];
-      load_f32<NC>(Ss + i * DC, s);
-#pragma unroll
-      for (int c = 0; c < NC; ++c) r[c] += kls[warp * R + RG + i] * s[c];
-    }
-#pragma unroll
-    for (int c = 0; c < NC; ++c) part_r[warp][lc + c] = r[c];
-  }
+  if constexpr (RS > 0 && RG > 0) device::cp_async_wait<0>();  // the thread's own rows
+  if (enters && !early_update) state_r(kls);
   __syncthreads();  // scores and part_r
   // pos, the key range, the gates and the λ logit read again from shared memory from here on,
   // rather than kept live across the state phase.
@@ -672,24 +786,10 @@ __global__ void __launch_bounds__(256, DecodeTuning<D, CS>::kMinBlocks) hybrid_d
   const ExactKeys keys(pos_l, sinks, window, has_exact);
   auto red_total = [&](int i) { float t = 0.0f; for (int w = 0; w < 8; ++w) t += red[w][i]; return t; };
   {
-    float u[NC], o[NC];
+    if (enters && !early_update) state_update(kls, vls, alpha, b);
+    float o[NC];
 #pragma unroll
-    for (int c = 0; c < NC; ++c) u[c] = 0.0f, o[c] = 0.0f;
-    if (enters) {
-#pragma unroll
-      for (int c = 0; c < NC; ++c) {
-        float r = 0.0f;
-#pragma unroll
-        for (int w = 0; w < 8; ++w) r += part_r[w][lc + c];
-        u[c] = b * (vls[gc + c] - alpha * r);
-      }
-#pragma unroll
-      for (int i = 0; i < RG; ++i) {
-#pragma unroll
-        for (int c = 0; c < NC; ++c) sreg[i][c] = alpha * sreg[i][c] + kls[warp * R + i] * u[c];
-        store_f32<NC>(S + (long)(warp * R + i) * D, sreg[i]);
-      }
-    }
+    for (int c = 0; c < NC; ++c) o[c] = 0.0f;
 #pragma unroll
     for (int i = 0; i < RG; ++i)
 #pragma unroll
@@ -698,12 +798,7 @@ __global__ void __launch_bounds__(256, DecodeTuning<D, CS>::kMinBlocks) hybrid_d
 #pragma unroll
       for (int i = 0; i < RS; ++i) {
         float s[NC];
-        load_f32<NC>(Ss + i * DC, s);
-        if (enters) {
-#pragma unroll
-          for (int c = 0; c < NC; ++c) s[c] = alpha * s[c] + kls[warp * R + RG + i] * u[c];
-          store_f32<NC>(S + (long)(warp * R + RG + i) * D, s);
-        }
+        load_f32<NC>(Ss() + i * DC, s);
 #pragma unroll
         for (int c = 0; c < NC; ++c) o[c] += qn[warp * R + RG + i] * s[c];
       }
@@ -935,19 +1030,30 @@ template <int Dc, int CS>
 Status decode_launch_split(bf16* y, const HybridShape& s, const HybridParams& p,
                            const HybridCacheView& one, const HybridCacheView* caches, int B,
                            const bf16* x, const bf16* q, const bf16* k, const bf16* v,
-                           cudaStream_t stream) {
-  const size_t smem = DecodeSmem<Dc, CS>::bytes(s.sinks + s.window + 1);
+                           cudaStream_t stream, bool dependent) {
+  const size_t smem = DecodeSmem<Dc, CS>::bytes(s.sinks + s.window + 1, (long)(p.R / s.H) * s.C);
   auto launch = [&](auto kernel) -> Status {
-    // Past 48 KiB with the static arrays; the SM's memory as shared memory, so that
-    // DecodeTuning's blocks per SM are not held back by the L1 carveout.
+    // Past 48 KiB with the static arrays. Unsplit with state rows there, the SM's memory as
+    // shared memory, so that DecodeTuning's 4 blocks per SM are not held back by the L1
+    // carveout; a grid of at most one block an SM (one sequence, split) asks for the carveout of
+    // the kernels around it (launch.h's kDependentCarveout: an SM then does not drain between
+    // them; measured at batch 1 only); more blocks, the default.
+    const bool one_per_sm = (long)s.H * B * CS <= sm_count();
+    const int carveout = CS == 1 && DecodeSmem<Dc, CS>::kStateRows > 0 ? (int)cudaSharedmemCarveoutMaxShared
+                         : one_per_sm                                   ? kDependentCarveout
+                                                                        : (int)cudaSharedmemCarveoutDefault;
     if (smem > 16 * 1024)
       GL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    if (DecodeSmem<Dc, CS>::kStateRows > 0)
-      GL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
-                                         (int)cudaSharedmemCarveoutMaxShared));
-    kernel<<<dim3(s.H, B, CS), 256, smem, stream>>>(y, p, one, caches, x, q, k, v, s.C, s.H, s.G,
-                                                    s.sinks, s.window, s.mix, s.linear_rope,
-                                                    s.count_far);
+    const dim3 grid(s.H, B, CS);
+    if (dependent) {
+      GL_CUDA_CHECK(launch_dependent_carveout(carveout, kernel, grid, dim3(256), smem, stream, y, p,
+                                              one, caches, x, q, k, v, s.C, s.H, s.G, s.sinks,
+                                              s.window, s.mix, s.linear_rope, s.count_far));
+    } else {
+      GL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, carveout));
+      kernel<<<grid, 256, smem, stream>>>(y, p, one, caches, x, q, k, v, s.C, s.H, s.G, s.sinks,
+                                          s.window, s.mix, s.linear_rope, s.count_far);
+    }
     GL_CUDA_CHECK_LAUNCH();
     return ok_status();
   };
@@ -965,7 +1071,8 @@ Status decode_launch_split(bf16* y, const HybridShape& s, const HybridParams& p,
 Status decode_launch(bf16* y, const HybridShape& s, const HybridParams& p,
                      const HybridCacheView& one, const HybridCacheView* caches, int B,
                      const bf16* x, const bf16* q, const bf16* k, const bf16* v,
-                     cudaStream_t stream, int column_splits) {
+                     cudaStream_t stream, const HybridDecodeLaunch& how) {
+  const int column_splits = how.column_splits;
   if (s.sinks < 0 || s.window < 0 || s.sinks + s.window + 1 > kHybridDecodeMaxKeys)
     return make_error("hybrid_decode_step: sinks ", s.sinks, " + window ", s.window,
                       " outside 0 ≤ sinks + window < ", kHybridDecodeMaxKeys);
@@ -983,9 +1090,10 @@ Status decode_launch(bf16* y, const HybridShape& s, const HybridParams& p,
   const bool wanted = column_splits == 0 ? 2L * B * s.H <= sm_count() : column_splits > 1;
   return dispatch_head_dim(s.D, [&](auto d) -> Status {
     constexpr int Dc = decltype(d)::value, kSplit = Dc / 32;
-    const bool split = wanted && DecodeSmem<Dc, kSplit>::bytes(s.sinks + s.window + 1) <= kDecodeStagedSmemMax;
-    return split ? decode_launch_split<Dc, kSplit>(y, s, p, one, caches, B, x, q, k, v, stream)
-                 : decode_launch_split<Dc, 1>(y, s, p, one, caches, B, x, q, k, v, stream);
+    const bool split = wanted && s.C % 8 == 0 && reinterpret_cast<size_t>(p.w_gates) % 16 == 0 &&
+                       DecodeSmem<Dc, kSplit>::bytes(s.sinks + s.window + 1, (long)(p.R / s.H) * s.C) <= kDecodeStagedSmemMax;
+    return split ? decode_launch_split<Dc, kSplit>(y, s, p, one, caches, B, x, q, k, v, stream, how.dependent)
+                 : decode_launch_split<Dc, 1>(y, s, p, one, caches, B, x, q, k, v, stream, how.dependent);
   });
 }
 
@@ -993,16 +1101,17 @@ Status decode_launch(bf16* y, const HybridShape& s, const HybridParams& p,
 
 Status hybrid_decode_step(bf16* y, const HybridShape& s, const HybridParams& p,
                           const HybridCacheView& cache, const bf16* x, const bf16* q,
-                          const bf16* k, const bf16* v, cudaStream_t stream, int column_splits) {
-  return decode_launch(y, s, p, cache, nullptr, 1, x, q, k, v, stream, column_splits);
+                          const bf16* k, const bf16* v, cudaStream_t stream,
+                          const HybridDecodeLaunch& how) {
+  return decode_launch(y, s, p, cache, nullptr, 1, x, q, k, v, stream, how);
 }
 
 Status hybrid_decode_step_batch(bf16* y, const HybridShape& s, const HybridParams& p,
                                 const HybridCacheView* caches, int B, const bf16* x,
                                 const bf16* q, const bf16* k, const bf16* v,
-                                cudaStream_t stream, int column_splits) {
+                                cudaStream_t stream, const HybridDecodeLaunch& how) {
   if (!caches) return make_error("hybrid_decode_step_batch: no cache views");
-  return decode_launch(y, s, p, HybridCacheView{}, caches, B, x, q, k, v, stream, column_splits);
+  return decode_launch(y, s, p, HybridCacheView{}, caches, B, x, q, k, v, stream, how);
 }
 Status hybrid_gates_backward(float* dlogits, int R, int lambda_row, float* dA_log,
                              float* ddt_bias, float* db_beta, float* db_lambda, float* dc_lse,

@@ -142,22 +142,34 @@ Status hybrid_cache_fill(const HybridCacheView& cache, const HybridShape& shape,
                          const bf16* kn, const float* g, const float* beta, int T,
                          cudaStream_t stream);
 
+// How a decode launch is made.
+struct HybridDecodeLaunch {
+  // The blocks each head's state columns are spread over, 1 or D / 32 (the same bits either
+  // way); 0 chooses D / 32 while the batch's heads are at most half the GPU's SMs. A split block
+  // holds the window's rows in shared memory: past ≈ 500 keys (D = 128) it runs unsplit.
+  int column_splits = 0;
+  // Launched as a programmatic dependent of the kernel before it (launch.h): its blocks start
+  // while that kernel ends and, before they wait for it, read the weights and the caches (their
+  // position, state, window and conv history). The caller promises that no kernel that may still
+  // run writes those caches: true in a decode step whose first kernel is an ordinary launch and
+  // in which only each layer's decode kernel writes its caches (gpu_decode_batch); not between
+  // two decode steps of the same caches, each of which starts the next at once.
+  bool dependent = false;
+};
+
 // One token: y (H, D) bf16 from x (C), q (H, D), k, v (G, D) bf16; advances cache.position.
 // One launch (the last block to finish advances the position); capture steps in a CUDA graph.
-// column_splits: the blocks each head's state columns are spread over, 1 or D / 32 (the same
-// bits either way); 0 chooses D / 32 while the batch's heads are at most half the GPU's SMs. A
-// split block holds the window's rows in shared memory: past ≈ 500 keys (D = 128) it runs unsplit.
 // Any sinks + window ≤ kHybridDecodeMaxKeys − 1.
 inline constexpr int kHybridDecodeMaxKeys = 4096;
 Status hybrid_decode_step(bf16* y, const HybridShape& shape, const HybridParams& params,
                           const HybridCacheView& cache, const bf16* x, const bf16* q,
                           const bf16* k, const bf16* v, cudaStream_t stream,
-                          int column_splits = 0);
+                          const HybridDecodeLaunch& how = {});
 // The same for each of B sequences in one launch: y (B, H, D) from x (B, C), q (B, H, D), k, v
 // (B, G, D); caches (B) a device array of views, each advanced by one position.
 Status hybrid_decode_step_batch(bf16* y, const HybridShape& shape, const HybridParams& params,
                                 const HybridCacheView* caches, int B, const bf16* x,
                                 const bf16* q, const bf16* k, const bf16* v, cudaStream_t stream,
-                                int column_splits = 0);
+                                const HybridDecodeLaunch& how = {});
 
 }  // namespace golinear::kernels::cuda

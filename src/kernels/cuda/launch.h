@@ -19,15 +19,30 @@ inline int sm_count() {
   return sms;
 }
 
+// The shared-memory carveout (percent of the SM's 228 KiB; cudaFuncAttributePreferredSharedMemoryCarveout)
+// every programmatic dependent asks for. Kernels of a chain share an SM only while they agree on
+// the split between L1 and shared memory: with each asking for its own, an SM holding the GEMV's
+// blocks drains before the hybrid decode kernel's (≈ 104 KiB) can start beside them. 50% (a 132
+// KiB configuration: one split decode block and three GEMV blocks) was −0.044 ms a batch-1 8B
+// hybrid step against each kernel's default; 60% −0.024, 75% −0.01, 100% +0.08
+// (docs/BENCHMARKS.md session 24).
+inline constexpr int kDependentCarveout = 50;
+
 // Launches `kernel` as a programmatic dependent of the kernel before it on `stream`: it may start
 // once that one calls device::pdl_trigger() and must call device::pdl_wait() before it reads or
 // writes anything but constants (device_utils.cuh; the model's weights are constants through a
 // decode step: the GEMV loads its first weights before the wait). The decode step's chain: each
 // GEMV starts the small kernel after it (norm, qkv split, SwiGLU) at once, and the norm and
 // SwiGLU start the next GEMV, so that their blocks are resident when the kernel before them ends.
+// `carveout`: the kernel's shared-memory carveout (kDependentCarveout unless it needs more).
 template <class... Params, class... Args>
-cudaError_t launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
-                             cudaStream_t stream, Args&&... args) {
+cudaError_t launch_dependent_carveout(int carveout, void (*kernel)(Params...), dim3 grid,
+                                      dim3 block, size_t smem, cudaStream_t stream,
+                                      Args&&... args) {
+  if (const cudaError_t e =
+          cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, carveout);
+      e != cudaSuccess)
+    return e;
   cudaLaunchAttribute pdl{};
   pdl.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   pdl.val.programmaticStreamSerializationAllowed = 1;
@@ -39,6 +54,12 @@ cudaError_t launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, s
   cfg.attrs = &pdl;
   cfg.numAttrs = 1;
   return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+}
+template <class... Params, class... Args>
+cudaError_t launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
+                             cudaStream_t stream, Args&&... args) {
+  return launch_dependent_carveout(kDependentCarveout, kernel, grid, block, smem, stream,
+                                   std::forward<Args>(args)...);
 }
 
 }  // namespace golinear::kernels::cuda

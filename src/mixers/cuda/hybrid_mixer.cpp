@@ -698,9 +698,8 @@ Status GpuHybridMixer::decode_step(bf16* y, const kc::HybridCacheView& cache, co
 
 Status GpuHybridMixer::decode_step(bf16* y, const kc::HybridCacheView* caches, int B,
                                    const bf16* x, const bf16* q, const bf16* k, const bf16* v,
-                                   cudaStream_t stream, int column_splits) const {
-  return kc::hybrid_decode_step_batch(y, kshape_, kparams_, caches, B, x, q, k, v, stream,
-                                      column_splits);
+                                   cudaStream_t stream, const kc::HybridDecodeLaunch& how) const {
+  return kc::hybrid_decode_step_batch(y, kshape_, kparams_, caches, B, x, q, k, v, stream, how);
 }
 
 }  // namespace golinear::mixers::cuda

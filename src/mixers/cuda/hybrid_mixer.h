@@ -159,11 +159,11 @@ class GpuHybridMixer {
   Status decode_step(bf16* y, const kernels::cuda::HybridCacheView& cache, const bf16* x,
                      const bf16* q, const bf16* k, const bf16* v, cudaStream_t stream) const;
   // One token for each of B sequences (caches: a device array of B views): y (B, H, D) from
-  // x (B, C), q (B, H, D), k, v (B, G, D). One launch; graph-capturable. column_splits as
-  // kernels::cuda::hybrid_decode_step_batch's (0: chosen by the batch's head count).
+  // x (B, C), q (B, H, D), k, v (B, G, D). One launch; graph-capturable. `how`: the column
+  // split and whether it is launched dependent (kernels::cuda::HybridDecodeLaunch).
   Status decode_step(bf16* y, const kernels::cuda::HybridCacheView* caches, int B, const bf16* x,
                      const bf16* q, const bf16* k, const bf16* v, cudaStream_t stream,
-                     int column_splits = 0) const;
+                     const kernels::cuda::HybridDecodeLaunch& how = {}) const;
 
   // The buffers of one call, carved from a HybridScratch (hybrid_mixer.cpp).
   struct Buffers;

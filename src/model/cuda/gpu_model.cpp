@@ -1027,6 +1027,10 @@ Status gpu_decode_batch(GpuModel& model, GpuSequenceCache* const* caches, const 
   bf16* const q = st.qkv;
   bf16* const k1 = q + (size_t)B * H * D;
   bf16* const v1 = k1 + (size_t)B * G * D;
+  // The step's first kernel is an ordinary launch (it starts after all work before it on the
+  // stream) and only each layer's decode kernel writes that layer's caches: so each may be
+  // launched dependent, reading its cache before the qkv product ends (HybridDecodeLaunch).
+  const kc::HybridDecodeLaunch hybrid_launch{.column_splits = 0, .dependent = true};
   auto enqueue = [&]() -> Status {
     GL_TRY(kc::embed_gather(st.h, model.embed_, st.ids, B, C, s));
     for (int l = 0; l < L; ++l) {
@@ -1034,7 +1038,8 @@ Status gpu_decode_batch(GpuModel& model, GpuSequenceCache* const* caches, const 
       GL_TRY(model.block_input(Ly, st.h, B, st.xn, q, k1, v1, st.qkv32, s, nullptr,
                                nullptr, st.lora_u));
       if (Ly.hybrid) {
-        GL_TRY(Ly.hybrid->decode_step(st.y, st.views + l * cap, B, st.xn, q, k1, v1, s));
+        GL_TRY(Ly.hybrid->decode_step(st.y, st.views + l * cap, B, st.xn, q, k1, v1, s,
+                                      hybrid_launch));
       } else {
         bf16* const* k_rows = st.kv_rows + (l * 2) * cap;
         bf16* const* v_rows = st.kv_rows + (l * 2 + 1) * cap;

@@ -274,7 +274,7 @@ TEST_P(GpuHybridMixerRecipes, ForwardDecodeAndEveryGradientMatchTheCpuMixer) {
       ASSERT_OK(mixer->decode_step(ys.ptr + (size_t)t * B * H * D, views.ptr, B,
                                    dxs.ptr + (size_t)t * B * C, dqs.ptr + (size_t)t * B * H * D,
                                    dks.ptr + (size_t)t * B * G * D, dvs.ptr + (size_t)t * B * G * D, 0,
-                                   splits));
+                                   kc::HybridDecodeLaunch{splits}));
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     const std::vector<float> steps = to_float(ys.download());
     const std::vector<char> caches = cache_memory.download();
@@ -321,7 +321,10 @@ INSTANTIATE_TEST_SUITE_P(
         Recipe{"sinks_only", MixerKind::gdn, MixKind::gate, 4, 0, true, false, 150, 128, 4, 2, 64},
         Recipe{"swa_only", MixerKind::none, MixKind::gate, 0, 64, true, false, 150, 128, 4, 2, 64},
         Recipe{"window_1000", MixerKind::gdn, MixKind::gate, 16, 1000, true, false, 1100, 128, 4, 2, 64},
-        Recipe{"d128_gqa4_odd_hidden_lse", MixerKind::gdn, MixKind::gate_lse, 8, 56, true, true, 260, 100, 4, 1, 128}),
+        Recipe{"d128_gqa4_odd_hidden_lse", MixerKind::gdn, MixKind::gate_lse, 8, 56, true, true, 260, 100, 4, 1, 128},
+        // The 8B decode's kernel: D = 128, three gate rows, column-split blocks (C % 8 == 0: an
+        // odd C runs unsplit) that stage their gate rows and update their state before the wait.
+        Recipe{"d128_gqa4_lse_split", MixerKind::gdn, MixKind::gate_lse, 8, 56, true, false, 260, 128, 4, 1, 128}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // Mix split on the GPU is exact where exactness is possible: at t < s + w its output equals, to
