@@ -556,24 +556,27 @@ __global__ void __launch_bounds__(256, DecodeTuning<D, CS>::kMinBlocks) hybrid_d
   auto S = [&] { return cache.state + (long)h * D * D + gc; };
   auto Ss = [&] { return srows + warp * RS * DC + lc; };
   float sreg[RG > 0 ? RG : 1][NC];
-  // r = Σ_rows kls[row] S[row] over this warp's rows, into part_r.
-  auto state_r = [&](const float* kls) {
+  // part[warp] = Σ_rows vec[row] S[row] over this warp's rows (Sᵀ kls for the update, Sᵀ q̂ for
+  // the output; without a linear branch the register rows are zero and the others not read).
+  auto state_dot = [&](const float* vec, float (*part)[D]) {
     float r[NC];
 #pragma unroll
     for (int c = 0; c < NC; ++c) r[c] = 0.0f;
 #pragma unroll
     for (int i = 0; i < RG; ++i)
 #pragma unroll
-      for (int c = 0; c < NC; ++c) r[c] += kls[warp * R + i] * sreg[i][c];
+      for (int c = 0; c < NC; ++c) r[c] += vec[warp * R + i] * sreg[i][c];
+    if (RS > 0 && has_linear) {
 #pragma unroll
-    for (int i = 0; i < RS; ++i) {
-      float s[NC];
-      load_f32<NC>(Ss() + i * DC, s);
+      for (int i = 0; i < RS; ++i) {
+        float s[NC];
+        load_f32<NC>(Ss() + i * DC, s);
 #pragma unroll
-      for (int c = 0; c < NC; ++c) r[c] += kls[warp * R + RG + i] * s[c];
+        for (int c = 0; c < NC; ++c) r[c] += vec[warp * R + RG + i] * s[c];
+      }
     }
 #pragma unroll
-    for (int c = 0; c < NC; ++c) part_r[warp][lc + c] = r[c];
+    for (int c = 0; c < NC; ++c) part[warp][lc + c] = r[c];
   };
   // The delta rule (after a barrier on part_r): u = b (vls − α Sᵀ kls), S ← α S + kls uᵀ in
   // registers, shared memory and the cache.
@@ -611,7 +614,7 @@ __global__ void __launch_bounds__(256, DecodeTuning<D, CS>::kMinBlocks) hybrid_d
   if (early_update) {
     device::cp_async_wait<0>();
     __syncthreads();  // kl, vl, the state's rows
-    state_r(kl);
+    state_dot(kl, part_r);
     __syncthreads();  // part_r
     state_update(kl, vl, expf(g_leave), b_leave);
   }
@@ -778,34 +781,15 @@ __global__ void __launch_bounds__(256, DecodeTuning<D, CS>::kMinBlocks) hybrid_d
       for (int c = 0; c < NC; ++c) sreg[i][c] = 0.0f;
   }
   if constexpr (RS > 0 && RG > 0) device::cp_async_wait<0>();  // the thread's own rows
-  if (enters && !early_update) state_r(kls);
+  if (enters && !early_update) state_dot(kls, part_r);
   __syncthreads();  // scores and part_r
   // pos, the key range, the gates and the λ logit read again from shared memory from here on,
   // rather than kept live across the state phase.
   const long pos_l = spos;
   const ExactKeys keys(pos_l, sinks, window, has_exact);
   auto red_total = [&](int i) { float t = 0.0f; for (int w = 0; w < 8; ++w) t += red[w][i]; return t; };
-  {
-    if (enters && !early_update) state_update(kls, vls, alpha, b);
-    float o[NC];
-#pragma unroll
-    for (int c = 0; c < NC; ++c) o[c] = 0.0f;
-#pragma unroll
-    for (int i = 0; i < RG; ++i)
-#pragma unroll
-      for (int c = 0; c < NC; ++c) o[c] += qn[warp * R + i] * sreg[i][c];  // 0 without a linear branch
-    if (RS > 0 && has_linear) {
-#pragma unroll
-      for (int i = 0; i < RS; ++i) {
-        float s[NC];
-        load_f32<NC>(Ss() + i * DC, s);
-#pragma unroll
-        for (int c = 0; c < NC; ++c) o[c] += qn[warp * R + RG + i] * s[c];
-      }
-    }
-#pragma unroll
-    for (int c = 0; c < NC; ++c) part_o[warp][lc + c] = o[c];
-  }
+  if (enters && !early_update) state_update(kls, vls, alpha, b);
+  state_dot(qn, part_o);
   if (warp == 0 && keys.n > 0) {  // softmax statistics (after the state phase: fewer live registers)
     float m = -INFINITY;
     for (int idx = lane; idx < keys.n; idx += 32) m = fmaxf(m, scores[idx]);
