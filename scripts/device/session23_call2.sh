@@ -12,11 +12,7 @@ unpack_extra
 ops_first gemv || exit 0
 plain_tests test_mixers_cuda
 gemv_micro
-for n in stph phases; do
-  $T1 timeout 60 $V/golinear_$n bench --config $CFG --batches 1 --contexts 4096 --variants hybrid --decode-repeats 20 > /tmp/r/ph_$n.txt 2>&1
-  echo "phases $n exit $? at $(el) s" >> $R; grep -E "^bench:|error" /tmp/r/ph_$n.txt >> $R
-  grep -E "^phases" /tmp/r/ph_$n.txt | tail -8 >> $R
-done
+for n in stph phases; do decode_probe $n $V/golinear_$n "^phases" 8; done
 ROUNDS=3 DECODE_TIMEOUT=40 decode_ab 1,4 old:$V/golinear_old nostage:$V/golinear_nostage main:$G
 TEST_ARGS='--gtest_filter=-*TrainedStudent*' plain_tests test_kernels_cuda \
   test_attention_cuda test_model_cuda test_runtime_cuda test_eval_cuda test_analysis_cuda \

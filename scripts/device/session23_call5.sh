@@ -20,7 +20,5 @@ ROUNDS=2 contexts_ab old:$V/golinear_old main:$G
   echo "memcheck test_model_cuda GpuModel.GreedyDecodeHybridGraph"
 } | SAN_JOBS=8 SAN_TIMEOUT=200 sanitize
 echo "sanitizers done at $(el) s" >> $R
-TEST_ARGS='--gtest_filter=-*TrainedStudent*' plain_tests test_ops_cuda test_kernels_cuda \
-  test_attention_cuda test_gated_delta_cuda test_gated_linear_cuda test_mixers_cuda \
-  test_model_cuda test_runtime_cuda test_eval_cuda test_analysis_cuda test_train_cuda
+gpu_tests
 echo "total $(el) s" >> $R

@@ -8,7 +8,5 @@ source scripts/device/setup.sh
 unpack_extra
 ROUNDS=3 DECODE_TIMEOUT=40 decode_ab 1,4 old:$V/golinear_old main:$G
 contexts_ab old:$V/golinear_old main:$G
-TEST_ARGS='--gtest_filter=-*TrainedStudent*' plain_tests test_ops_cuda test_kernels_cuda \
-  test_attention_cuda test_gated_delta_cuda test_gated_linear_cuda test_mixers_cuda \
-  test_model_cuda test_runtime_cuda test_eval_cuda test_analysis_cuda test_train_cuda
+gpu_tests
 echo "total $(el) s" >> $R

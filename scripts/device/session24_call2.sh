@@ -11,7 +11,5 @@ unpack_extra
 ROUNDS=2 DECODE_TIMEOUT=40 decode_ab 1 base:$V/golinear_base new:$V/golinear_new \
   nonorm:$V/golinear_nonorm noswiglu:$V/golinear_noswiglu nomixer:$V/golinear_nomixer \
   gemvonly:$V/golinear_gemvonly
-$T1 timeout 60 $V/golinear_phases4 bench --config $CFG --batches 1 --contexts 4096 --variants hybrid \
-  --decode-repeats 20 > /tmp/r/phases.txt 2>&1
-echo "phases exit $? at $(el) s" >> $R; grep -E "^bench:|^phases" /tmp/r/phases.txt | head -16 >> $R
+decode_probe phases $V/golinear_phases4 "^phases" 16
 echo "total $(el) s" >> $R

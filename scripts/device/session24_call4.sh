@@ -8,14 +8,9 @@
 cd "$(dirname "$0")/../.."
 source scripts/device/setup.sh
 unpack_extra
-TEST_ARGS='--gtest_filter=*Hybrid*:*Decode*' plain_tests test_mixers_cuda
-grep -q "PASSED" /tmp/r/test_mixers_cuda.txt && ! grep -q "FAILED" /tmp/r/test_mixers_cuda.txt || exit 0
+TEST_ARGS='--gtest_filter=*Hybrid*:*Decode*' plain_tests test_mixers_cuda || exit 0
 ROUNDS=3 DECODE_TIMEOUT=40 decode_ab 1,4 base:$V/golinear_base pdl:$V/golinear_pdl pre:$G
-$T1 timeout 60 $V/golinear_phpre bench --config $CFG --batches 1 --contexts 4096 --variants hybrid \
-  --decode-repeats 20 > /tmp/r/phases.txt 2>&1
-echo "phases exit $? at $(el) s" >> $R; grep -E "^bench:|^phases" /tmp/r/phases.txt | head -16 >> $R
+decode_probe phases $V/golinear_phpre "^phases" 16
 contexts_ab base:$V/golinear_base pre:$G
-TEST_ARGS='--gtest_filter=-*TrainedStudent*' plain_tests test_ops_cuda test_kernels_cuda \
-  test_attention_cuda test_gated_delta_cuda test_gated_linear_cuda test_mixers_cuda \
-  test_model_cuda test_runtime_cuda test_eval_cuda test_analysis_cuda test_train_cuda
+gpu_tests
 echo "total $(el) s" >> $R

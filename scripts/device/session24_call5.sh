@@ -10,7 +10,5 @@ source scripts/device/setup.sh
 unpack_extra
 ROUNDS=3 DECODE_TIMEOUT=40 decode_ab 1 pre:$V/golinear_pre ew:$V/golinear_ew \
   carve100:$V/golinear_carve100 carve60:$V/golinear_carve60
-$T1 timeout 60 $V/golinear_blk bench --config $CFG --batches 1 --contexts 4096 --variants hybrid \
-  --decode-repeats 20 > /tmp/r/blocks.txt 2>&1
-echo "blocks exit $? at $(el) s" >> $R; grep -E "^bench:|^blocks" /tmp/r/blocks.txt | head -12 >> $R
+decode_probe blocks $V/golinear_blk "^blocks" 12
 echo "total $(el) s" >> $R

@@ -57,14 +57,34 @@ mixers_ab() {
 }
 # plain_tests BINARY...: each GPU test binary of /tmp/bins (or of $BIN_DIR: a variant's) plainly
 # (cores 0-7, extra gtest arguments in $TEST_ARGS), into /tmp/r/BINARY.txt; its summary and
-# failures into $R.
+# failures into $R; fails unless every binary passed (a call runs `plain_tests X || exit 0` to
+# stop before its measurements when a new kernel's tests fail).
 plain_tests() {
   mkdir -p /tmp/r
+  local ok=0
   for t in "$@"; do
     taskset -c 0-7 timeout 200 ${BIN_DIR:-/tmp/bins}/$t ${TEST_ARGS:+"$TEST_ARGS"} > /tmp/r/$t.txt 2>&1
     echo "$t exit $? at $(el) s: $(grep -E '^\[  (PASSED|FAILED)' /tmp/r/$t.txt | tr '\n' ' ')" >> $R
     grep -E '^\[  FAILED|Failure' /tmp/r/$t.txt | head -10 >> $R
+    grep -q '^\[  PASSED' /tmp/r/$t.txt && ! grep -q '^\[  FAILED' /tmp/r/$t.txt || ok=1
   done
+  return $ok
+}
+# gpu_tests: every GPU test binary of /tmp/bins (plain_tests; not the trained-student tests,
+# whose bundled model a call does not always carry).
+gpu_tests() {
+  TEST_ARGS='--gtest_filter=-*TrainedStudent*' plain_tests test_ops_cuda test_kernels_cuda \
+    test_attention_cuda test_gated_delta_cuda test_gated_linear_cuda test_mixers_cuda \
+    test_model_cuda test_runtime_cuda test_eval_cuda test_analysis_cuda test_train_cuda
+}
+# decode_probe NAME BINARY PATTERN [LINES]: batch-1 8B hybrid decode steps of BINARY (a build
+# that prints a diagnostic: phase stamps, block times) into /tmp/r/probe_NAME.txt; its bench rows
+# and the first LINES (default 16) lines matching PATTERN into $R.
+decode_probe() {
+  $T1 timeout 60 $2 bench --config $CFG --batches 1 --contexts 4096 --variants hybrid \
+    --decode-repeats 20 > /tmp/r/probe_$1.txt 2>&1
+  echo "probe $1 exit $? at $(el) s" >> $R
+  grep -E "^bench:|error" /tmp/r/probe_$1.txt >> $R; grep -E "$3" /tmp/r/probe_$1.txt | head -${4:-16} >> $R
 }
 # ops_first PATTERN: test_ops_cuda of /tmp/bins alone (cut at 60 s) into /tmp/r/ops.txt, its
 # summary and the lines matching PATTERN or a failure into $R; fails unless it passed — a call

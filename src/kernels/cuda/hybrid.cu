@@ -320,18 +320,16 @@ struct DecodeTuning {
   static constexpr int kSmemRows = CS > 1 ? D / 8 : D >= 128 ? D / 16 : 0;
   static constexpr int kMinBlocks = CS > 1 ? 3 : D >= 128 ? 4 : 3;
   static constexpr int kKeysPerPass = 4;
-  // Split: the exact branch's key rows and value columns are copied into shared memory at the
-  // start (cp.async, beside the front end's loads), so that the scores and the exact output read
-  // no global memory. Each of those two phases was a chain of round trips, one per pass of
-  // kKeysPerPass keys: 8.6K and 6.3K of the kernel's ≈ 32K cycles at one 8B sequence, 3.5K and
-  // 1.9K staged; −0.11 ms a batch-1 8B step (BENCHMARKS.md session 23). The state's columns staged
-  // too (16 KiB more a block) made the step 0.11 ms slower again: they stay in registers, asked
-  // into L2 at the start (session 23). Staged blocks now also copy their gate rows (NR · C bf16)
-  // and their state columns into shared memory and hold the conv's weights and history rows in
-  // registers before they wait for the qkv product (launched dependent: HybridDecodeLaunch): after
-  // the wait the front end is one round trip (x and this token's rows), and with window > 0 the
-  // state's update (by the token leaving the window, whose rows the cache holds) is done before
-  // it. Unsplit blocks (4 an SM) have no room for the rows and keep L2 prefetches of them.
+  // Split ("staged"): before the wait for the qkv product (launched dependent:
+  // HybridDecodeLaunch) a block copies into shared memory (cp.async) the exact branch's key rows
+  // and value columns, its gate rows (NR · C bf16) and its state columns, holds the conv's
+  // weights and history rows in registers and, with window > 0, applies the update by the token
+  // leaving the window (its rows are in the cache); after the wait the front end is one round
+  // trip (x and this token's rows) and the scores and exact output read no global memory. The
+  // window's staging was −0.11 ms a batch-1 8B step (BENCHMARKS.md session 23: each of those
+  // phases had been a chain of round trips), the dependent launch −0.10 to −0.12 (session 24);
+  // the state's staging, which had cost +0.11 ms beside the front end's loads in session 23, is
+  // even before the wait. Unsplit blocks (4 an SM) have no room for the rows and ask them into L2.
   static constexpr bool kStaged = CS > 1;
 };
 
@@ -443,6 +441,7 @@ __global__ void __launch_bounds__(256, DecodeTuning<D, CS>::kMinBlocks) hybrid_d
 #pragma unroll
     for (int r = 0; r < NR; ++r)
       for (int c8 = tid; c8 < C8; c8 += 256) device::cp_async16(gstage + r * C + c8 * 8, wrow[r] + c8 * 8, true);
+    device::cp_async_commit();
   } else if (NR > 0) {
     const int lines = C * 2 / 128 + 2;  // 128-byte lines a row touches, at most
     for (int i = tid; i < NR * lines; i += 256) {
@@ -452,7 +451,6 @@ __global__ void __launch_bounds__(256, DecodeTuning<D, CS>::kMinBlocks) hybrid_d
         asm volatile("prefetch.global.L2 [%0];" ::"l"(reinterpret_cast<const char*>(line)));
     }
   }
-  if constexpr (kStaged) device::cp_async_commit();
   __syncthreads();  // the view
   const int ring = window + 1;
   // Staged: the exact keys' rows (keys and the block's value columns; not this token's, which
@@ -495,10 +493,12 @@ __global__ void __launch_bounds__(256, DecodeTuning<D, CS>::kMinBlocks) hybrid_d
         device::cp_async16(srows + (warp * RS + i) * DC + lc, S0 + (long)(warp * R + RG + i) * D + lc, true);
       device::cp_async_commit();
     }
-    constexpr int kRowLines = DC * 4 / 128;  // 128-byte lines per fp32 row part
-    for (int idx = tid; idx < 8 * RG * kRowLines; idx += 256) {
-      const int row = idx / kRowLines / (RG > 0 ? RG : 1) * R + idx / kRowLines % (RG > 0 ? RG : 1);
-      asm volatile("prefetch.global.L2 [%0];" ::"l"(reinterpret_cast<const char*>(S0 + (long)row * D) + idx % kRowLines * 128));
+    if constexpr (RG > 0) {
+      constexpr int kRowLines = DC * 4 / 128;  // 128-byte lines per fp32 row part
+      for (int idx = tid; idx < 8 * RG * kRowLines; idx += 256) {
+        const int row = idx / kRowLines / RG * R + idx / kRowLines % RG;
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(reinterpret_cast<const char*>(S0 + (long)row * D) + idx % kRowLines * 128));
+      }
     }
   }
   if (!kStaged && has_exact) {
@@ -551,8 +551,8 @@ __global__ void __launch_bounds__(256, DecodeTuning<D, CS>::kMinBlocks) hybrid_d
   };
   if constexpr (kStaged) conv_inputs();
   // The linear branch's state: rows i < RG of a warp's slice in registers, the rest in shared
-  // memory; every sum over rows in row order.
-  // (S and Ss computed where used rather than held across the front end)
+  // memory; every sum over rows in row order. S and Ss are computed where used rather than held
+  // across the front end.
   auto S = [&] { return cache.state + (long)h * D * D + gc; };
   auto Ss = [&] { return srows + warp * RS * DC + lc; };
   float sreg[RG > 0 ? RG : 1][NC];
@@ -605,11 +605,11 @@ __global__ void __launch_bounds__(256, DecodeTuning<D, CS>::kMinBlocks) hybrid_d
       store_f32<NC>(Ss() + i * DC, s);
     }
   };
-  // Staged with window > 0: the token entering the state is the one leaving the window, whose
-  // rows the cache holds, so the update runs now (the state in shared memory, copied above).
   // The leaving token's key and value into kl, vl (visible after the next barrier): staged now,
   // unsplit after the gate logits (its registers do not hold them across those).
   if (kStaged && tid < D) kl[tid] = kl_now, vl[tid] = vl_now;
+  // Staged with window > 0: the token entering the state is the one leaving the window, whose
+  // rows the cache holds, so the update runs now (the state in shared memory, copied above).
   const bool early_update = kStaged && enters && window > 0;
   if (early_update) {
     device::cp_async_wait<0>();
@@ -1028,16 +1028,9 @@ Status decode_launch_split(bf16* y, const HybridShape& s, const HybridParams& p,
                                                                         : (int)cudaSharedmemCarveoutDefault;
     if (smem > 16 * 1024)
       GL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    const dim3 grid(s.H, B, CS);
-    if (dependent) {
-      GL_CUDA_CHECK(launch_dependent_carveout(carveout, kernel, grid, dim3(256), smem, stream, y, p,
-                                              one, caches, x, q, k, v, s.C, s.H, s.G, s.sinks,
-                                              s.window, s.mix, s.linear_rope, s.count_far));
-    } else {
-      GL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, carveout));
-      kernel<<<grid, 256, smem, stream>>>(y, p, one, caches, x, q, k, v, s.C, s.H, s.G, s.sinks,
-                                          s.window, s.mix, s.linear_rope, s.count_far);
-    }
+    GL_CUDA_CHECK(launch_kernel(carveout, dependent, kernel, dim3(s.H, B, CS), dim3(256), smem, stream,
+                                y, p, one, caches, x, q, k, v, s.C, s.H, s.G, s.sinks, s.window,
+                                s.mix, s.linear_rope, s.count_far));
     GL_CUDA_CHECK_LAUNCH();
     return ok_status();
   };

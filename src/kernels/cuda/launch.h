@@ -28,17 +28,12 @@ inline int sm_count() {
 // (docs/BENCHMARKS.md session 24).
 inline constexpr int kDependentCarveout = 50;
 
-// Launches `kernel` as a programmatic dependent of the kernel before it on `stream`: it may start
-// once that one calls device::pdl_trigger() and must call device::pdl_wait() before it reads or
-// writes anything but constants (device_utils.cuh; the model's weights are constants through a
-// decode step: the GEMV loads its first weights before the wait). The decode step's chain: each
-// GEMV starts the small kernel after it (norm, qkv split, SwiGLU) at once, and the norm and
-// SwiGLU start the next GEMV, so that their blocks are resident when the kernel before them ends.
-// `carveout`: the kernel's shared-memory carveout (kDependentCarveout unless it needs more).
+// A launch with the kernel's shared-memory carveout (cudaFuncAttributePreferredSharedMemoryCarveout,
+// percent; set on every launch, as the other launchers set their attributes): as a programmatic
+// dependent (launch_dependent's contract, below) or an ordinary launch.
 template <class... Params, class... Args>
-cudaError_t launch_dependent_carveout(int carveout, void (*kernel)(Params...), dim3 grid,
-                                      dim3 block, size_t smem, cudaStream_t stream,
-                                      Args&&... args) {
+cudaError_t launch_kernel(int carveout, bool dependent, void (*kernel)(Params...), dim3 grid,
+                          dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
   if (const cudaError_t e =
           cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, carveout);
       e != cudaSuccess)
@@ -52,14 +47,22 @@ cudaError_t launch_dependent_carveout(int carveout, void (*kernel)(Params...), d
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
   cfg.attrs = &pdl;
-  cfg.numAttrs = 1;
+  cfg.numAttrs = dependent ? 1 : 0;
   return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
 }
+
+// Launches `kernel` as a programmatic dependent of the kernel before it on `stream`: it may start
+// once that one calls device::pdl_trigger() and must call device::pdl_wait() before it reads or
+// writes anything but constants (device_utils.cuh; the model's weights are constants through a
+// decode step: the GEMV loads its first weights before the wait). The decode step's chain: each
+// GEMV starts the small kernel after it (norm, qkv split, SwiGLU) at once, and the norm and
+// SwiGLU start the next GEMV, so that their blocks are resident when the kernel before them ends.
+// Every such kernel asks for kDependentCarveout.
 template <class... Params, class... Args>
 cudaError_t launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
                              cudaStream_t stream, Args&&... args) {
-  return launch_dependent_carveout(kDependentCarveout, kernel, grid, block, smem, stream,
-                                   std::forward<Args>(args)...);
+  return launch_kernel(kDependentCarveout, true, kernel, grid, block, smem, stream,
+                       std::forward<Args>(args)...);
 }
 
 }  // namespace golinear::kernels::cuda
