@@ -124,6 +124,27 @@ decode_ab() {
 # contexts_ab NAME:BINARY...: the whole-model table's batch-1 decode rows at 4K / 32K / 128K (no
 # prefill: random caches) of each binary, $ROUNDS rounds (default 1) alternated, into
 # /tmp/r/ctx_NAME_ROUND.txt; its rows into $R.
+long_ab() {  # NAME:BINARY ...: 600 batch-1 hybrid steps of each (the power-capped regime), ROUNDS (2) rounds
+  for rep in $(seq 1 ${ROUNDS:-2}); do
+    for b in "$@"; do
+      local out=/tmp/r/long_${b%%:*}_$rep.txt
+      $T1 timeout 60 ${b#*:} bench --config $CFG --variants hybrid --batches 1 --contexts 4096 --decode-repeats 600 > $out 2>&1
+      echo "long ${b%%:*} rep $rep: $(grep -E '^bench:|error' $out)" >> $R
+    done
+  done
+}
+power_probe() {  # NAME BINARY: nvidia-smi every 20 ms beside 600 batch-1 hybrid steps; samples above 250 W summarised
+  local smi=/usr/local/nvidia/bin/nvidia-smi
+  $smi --query-gpu=clocks.sm,clocks.mem,power.draw.instant,clocks_event_reasons.active,temperature.gpu \
+    --format=csv,noheader,nounits -lms 20 > /tmp/r/smi_$1.txt 2>&1 &
+  local pid=$!
+  $T1 timeout 60 $2 bench --config $CFG --variants hybrid --batches 1 --contexts 4096 --decode-repeats 600 > /tmp/r/pp_$1.txt 2>&1
+  kill $pid; sleep 0.2
+  echo "power $1: $(grep -E '^bench:' /tmp/r/pp_$1.txt)" >> $R
+  awk -F', *' -v n=$1 '$3+0 > 250 {k++; c+=$1; p+=$3; r[$4]++; if ($3>pm) pm=$3}
+    END {printf "  %s: %d samples > 250 W: mean SM %.0f MHz, mean %.0f W, max %.0f W, reasons:", n, k, c/k, p/k, pm;
+         for (x in r) printf " %s×%d", x, r[x]; print ""}' /tmp/r/smi_$1.txt >> $R
+}
 contexts_ab() {
   for rep in $(seq 1 ${ROUNDS:-1}); do
     for b in "$@"; do

@@ -307,7 +307,7 @@ struct ExactKeys {
 // The decode kernel's tuning: of the R = D / 8 state rows a warp owns, kSmemRows sit in shared
 // memory (cp.async'd at the kernel's start, so their reads overlap the whole front end) and the
 // rest in registers; the registers are bounded for kMinBlocks blocks of 256 threads per SM; the
-// exact branch visits kKeysPerPass keys per warp and pass, their loads issued together.
+// exact output visits kKeysPerPass keys per warp and pass, their loads issued together.
 // CS: the blocks a head's columns are split over (1: one block holds all D columns).
 template <int D, int CS>
 struct DecodeTuning {
@@ -374,7 +374,6 @@ __global__ void __launch_bounds__(256, DecodeTuning<D, CS>::kMinBlocks) hybrid_d
   constexpr int R = D / 8;     // state rows per warp
   constexpr int DC = D / CS;   // the block's state and output columns
   constexpr int NC = DC / 32;  // of them per lane
-  constexpr int ND = D / 32;   // dims per lane of the scores
   constexpr int RS = DecodeTuning<D, CS>::kSmemRows, RG = R - RS;  // rows in shared memory, registers
   constexpr int KU = DecodeTuning<D, CS>::kKeysPerPass;
   static_assert(D <= 256 && RG >= 0 && NC >= 1 && DC % 32 == 0 && (RS == 0 || RG == 0 || NC == 4),
@@ -406,7 +405,6 @@ __global__ void __launch_bounds__(256, DecodeTuning<D, CS>::kMinBlocks) hybrid_d
   const bool leader = h % group == 0;
   const bool has_exact = mix != HybridMix::linear, has_linear = mix != HybridMix::exact;
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  const int d0 = lane * ND;                // this lane's dims (scores)
   const int lc = lane * NC, gc = split * DC + lc;  // its columns: in the block's, in the head's
   // The sequence's cache view into shared memory, read from there after each barrier rather than
   // held in 28 registers (one sequence: from the kernel parameter).
@@ -727,39 +725,50 @@ __global__ void __launch_bounds__(256, DecodeTuning<D, CS>::kMinBlocks) hybrid_d
   if constexpr (kStaged) device::cp_async_wait<0>();  // this thread's copies; the barrier: all
   __syncthreads();
   // 4 exact branch scores: keys j < sinks, then t − window < j ≤ t (the current one from smem).
+  //   Four threads a key (its D dims as 16-byte pieces of 8, thread sub the pieces sub, sub + 4,
+  //   …), two shuffles; every thread's loop runs the same passes (the shuffles' full mask). A warp
+  //   a key (five dependent shuffles each, a warp's keys one after another) was 0.025–0.04 ms a
+  //   batch-1 8B step slower, 0.04–0.07 at batch 4 (docs/BENCHMARKS.md session 25).
   const float scale = rsqrtf((float)D);
   {
     const ExactKeys keys(pos, sinks, window, has_exact);
-    for (int base = warp; base < keys.n; base += 8 * KU) {
-      float kv[KU][ND];
+    constexpr int kT = 4, kP = D / 8 / kT;  // threads a key, pieces a thread
+    const int sub = tid % kT;
+    for (int base = 0; base < keys.n; base += 256 / kT) {
+      const int idx = base + tid / kT;
+      const long j = idx < keys.n ? keys(idx) : -1;
+      float s = 0.0f;
+      if (j >= 0) {
 #pragma unroll
-      for (int u = 0; u < KU; ++u) {
-        const int idx = base + 8 * u;
-        const long j = idx < keys.n ? keys(idx) : -1;
-        if (j == pos) {
-#pragma unroll
-          for (int c = 0; c < ND; ++c) kv[u][c] = kr[d0 + c];
-        } else if (j >= 0) {
-          if constexpr (kStaged) {
-            load_row_part<ND>(kstage + idx * D + d0, kv[u]);
+        for (int i = 0; i < kP; ++i) {
+          const int c = (i * kT + sub) * 8;  // the piece's first dim
+          float kv[8];
+          if (j == pos) {
+            const float4 a = *reinterpret_cast<const float4*>(kr + c), b = *reinterpret_cast<const float4*>(kr + c + 4);
+            kv[0] = a.x, kv[1] = a.y, kv[2] = a.z, kv[3] = a.w, kv[4] = b.x, kv[5] = b.y, kv[6] = b.z, kv[7] = b.w;
           } else {
-            const bf16* kj = idx < keys.n_sink ? cache.sink_k + ((long)idx * G + hk) * D
-                                            : cache.ring_k + ((j % ring) * G + hk) * (long)D;
-            load_row_part<ND>(kj + d0, kv[u]);
-          }
-        } else {
+            const bf16* src;
+            if constexpr (kStaged)
+              src = kstage + idx * D + c;
+            else
+              src = idx < keys.n_sink ? cache.sink_k + ((long)idx * G + hk) * D + c
+                                      : cache.ring_k + ((j % ring) * G + hk) * (long)D + c;
+            const uint4 raw8 = *reinterpret_cast<const uint4*>(src);
+            const __nv_bfloat162* pk = reinterpret_cast<const __nv_bfloat162*>(&raw8);
 #pragma unroll
-          for (int c = 0; c < ND; ++c) kv[u][c] = 0.0f;
+            for (int e = 0; e < 4; ++e) {
+              const float2 f = __bfloat1622float2(pk[e]);
+              kv[2 * e] = f.x, kv[2 * e + 1] = f.y;
+            }
+          }
+          const float4 qa = *reinterpret_cast<const float4*>(qr + c), qb = *reinterpret_cast<const float4*>(qr + c + 4);
+          s += qa.x * kv[0] + qa.y * kv[1] + qa.z * kv[2] + qa.w * kv[3] + qb.x * kv[4] + qb.y * kv[5] +
+               qb.z * kv[6] + qb.w * kv[7];
         }
       }
-#pragma unroll
-      for (int u = 0; u < KU; ++u) {
-        float s = 0.0f;
-#pragma unroll
-        for (int c = 0; c < ND; ++c) s += qr[d0 + c] * kv[u][c];
-        s = device::warp_sum(s);
-        if (lane == 0 && base + 8 * u < keys.n) scores[base + 8 * u] = s * scale;
-      }
+      s += __shfl_xor_sync(0xffffffffu, s, 1);
+      s += __shfl_xor_sync(0xffffffffu, s, 2);
+      if (sub == 0 && j >= 0) scores[idx] = s * scale;
     }
   }
   // 5 linear branch over the state (independent of the scores): the leaving token enters it
