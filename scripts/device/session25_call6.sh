@@ -11,12 +11,5 @@ unpack_extra
 BIN_DIR=$V plain_tests test_mixers_cuda_TK1 test_mixers_cuda_TK2
 long_ab base:$V/golinear_main sc4:$G TK1:$V/golinear_TK1 TK2:$V/golinear_TK2
 ROUNDS=2 DECODE_TIMEOUT=40 decode_ab 1,4 base:$V/golinear_main sc4:$G TK1:$V/golinear_TK1 TK2:$V/golinear_TK2
-gpu_tests &
-R2=Recipes/GpuHybridMixerRecipes.ForwardDecodeAndEveryGradientMatchTheCpuMixer
-printf '%s\n' "racecheck test_mixers_cuda $R2/default" "racecheck test_mixers_cuda $R2/d128_gqa4_lse_split" \
-  "racecheck test_mixers_cuda $R2/split_window_8_d128" "racecheck test_mixers_cuda $R2/d128_gqa4_odd_hidden_lse" \
-  "racecheck test_mixers_cuda GpuHybridMixer.SplitIsTheExactBranchUntilATokenLeavesTheExactSet" \
-  "memcheck test_mixers_cuda *GpuHybridMixer*" |
-  SAN_JOBS=6 SAN_TIMEOUT=300 sanitize
-wait
+decode_sanitize
 echo "total $(el) s" >> $R

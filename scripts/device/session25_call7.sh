@@ -12,12 +12,5 @@ TEST_ARGS='--gtest_filter=*Hybrid*:*Decode*' plain_tests test_mixers_cuda || exi
 long_ab base:$V/golinear_main sc4:$V/golinear_sc4 st:$G
 ROUNDS=2 DECODE_TIMEOUT=40 decode_ab 1,4 base:$V/golinear_main sc4:$V/golinear_sc4 st:$G
 contexts_ab base:$V/golinear_main st:$G
-gpu_tests &
-R2=Recipes/GpuHybridMixerRecipes.ForwardDecodeAndEveryGradientMatchTheCpuMixer
-printf '%s\n' "racecheck test_mixers_cuda $R2/default" "racecheck test_mixers_cuda $R2/d128_gqa4_lse_split" \
-  "racecheck test_mixers_cuda $R2/split_window_8_d128" "racecheck test_mixers_cuda $R2/d128_gqa4_odd_hidden_lse" \
-  "racecheck test_mixers_cuda GpuHybridMixer.SplitIsTheExactBranchUntilATokenLeavesTheExactSet" \
-  "memcheck test_mixers_cuda *GpuHybridMixer*" |
-  SAN_JOBS=6 SAN_TIMEOUT=300 sanitize
-wait
+decode_sanitize
 echo "total $(el) s" >> $R

@@ -178,6 +178,16 @@ sanitize() {
 }
 # timeline NAME BINARY: the in-graph kernel times of batch-1 hybrid 8B decode steps
 # (kernel_timeline.cpp, carried as libkernel_timeline.so) into /tmp/r/timeline_NAME.txt and $R.
+decode_sanitize() {  # racecheck of the split decode kernel's tests and memcheck of the hybrid mixer tests (300 s each), beside every GPU test binary
+  gpu_tests &
+  local r2=Recipes/GpuHybridMixerRecipes.ForwardDecodeAndEveryGradientMatchTheCpuMixer
+  printf '%s\n' "racecheck test_mixers_cuda $r2/default" "racecheck test_mixers_cuda $r2/d128_gqa4_lse_split" \
+    "racecheck test_mixers_cuda $r2/split_window_8_d128" "racecheck test_mixers_cuda $r2/d128_gqa4_odd_hidden_lse" \
+    "racecheck test_mixers_cuda GpuHybridMixer.SplitIsTheExactBranchUntilATokenLeavesTheExactSet" \
+    "memcheck test_mixers_cuda *GpuHybridMixer*" |
+    SAN_JOBS=6 SAN_TIMEOUT=300 sanitize
+  wait
+}
 timeline() {
   CUDA_INJECTION64_PATH=/tmp/lib/libkernel_timeline.so KERNEL_TIMELINE_OUT=/tmp/r/timeline_$1.txt \
     $T1 timeout 120 $2 bench --config $CFG --batches 1 --contexts 4096 --variants hybrid --decode-repeats 20 > /tmp/r/tl_decode_$1.txt 2>&1
