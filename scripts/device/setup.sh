@@ -124,6 +124,16 @@ decode_ab() {
 # contexts_ab NAME:BINARY...: the whole-model table's batch-1 decode rows at 4K / 32K / 128K (no
 # prefill: random caches) of each binary, $ROUNDS rounds (default 1) alternated, into
 # /tmp/r/ctx_NAME_ROUND.txt; its rows into $R.
+contexts_ab() {
+  for rep in $(seq 1 ${ROUNDS:-1}); do
+    for b in "$@"; do
+      local out=/tmp/r/ctx_${b%%:*}_$rep.txt
+      $T1 timeout 90 ${b#*:} bench --config $CFG --contexts 4096,32768,131072 --prefill-max 0 \
+        --decode-repeats 20 > $out 2>&1
+      echo "contexts ${b%%:*} rep $rep exit $? at $(el) s" >> $R; grep -E "^bench:|error" $out >> $R
+    done
+  done
+}
 long_ab() {  # NAME:BINARY ...: 600 batch-1 hybrid steps of each (the power-capped regime), ROUNDS (2) rounds
   for rep in $(seq 1 ${ROUNDS:-2}); do
     for b in "$@"; do
@@ -144,16 +154,6 @@ power_probe() {  # NAME BINARY: nvidia-smi every 20 ms beside 600 batch-1 hybrid
   awk -F', *' -v n=$1 '$3+0 > 250 {k++; c+=$1; p+=$3; r[$4]++; if ($3>pm) pm=$3}
     END {printf "  %s: %d samples > 250 W: mean SM %.0f MHz, mean %.0f W, max %.0f W, reasons:", n, k, c/k, p/k, pm;
          for (x in r) printf " %s×%d", x, r[x]; print ""}' /tmp/r/smi_$1.txt >> $R
-}
-contexts_ab() {
-  for rep in $(seq 1 ${ROUNDS:-1}); do
-    for b in "$@"; do
-      local out=/tmp/r/ctx_${b%%:*}_$rep.txt
-      $T1 timeout 90 ${b#*:} bench --config $CFG --contexts 4096,32768,131072 --prefill-max 0 \
-        --decode-repeats 20 > $out 2>&1
-      echo "contexts ${b%%:*} rep $rep exit $? at $(el) s" >> $R; grep -E "^bench:|error" $out >> $R
-    done
-  done
 }
 # gemv_micro: scripts/device/gemv_micro.cu's binary ($V/gemv_micro: unpack_extra first) into
 # /tmp/r/gemv_micro.txt and $R.
@@ -176,8 +176,6 @@ sanitize() {
   export -f san_one
   taskset -c 2-15 xargs -P ${SAN_JOBS:-12} -L 1 bash -c 'san_one "$@"' _ >> $R
 }
-# timeline NAME BINARY: the in-graph kernel times of batch-1 hybrid 8B decode steps
-# (kernel_timeline.cpp, carried as libkernel_timeline.so) into /tmp/r/timeline_NAME.txt and $R.
 decode_sanitize() {  # racecheck of the split decode kernel's tests and memcheck of the hybrid mixer tests (300 s each), beside every GPU test binary
   gpu_tests &
   local r2=Recipes/GpuHybridMixerRecipes.ForwardDecodeAndEveryGradientMatchTheCpuMixer
@@ -188,6 +186,8 @@ decode_sanitize() {  # racecheck of the split decode kernel's tests and memcheck
     SAN_JOBS=6 SAN_TIMEOUT=300 sanitize
   wait
 }
+# timeline NAME BINARY: the in-graph kernel times of batch-1 hybrid 8B decode steps
+# (kernel_timeline.cpp, carried as libkernel_timeline.so) into /tmp/r/timeline_NAME.txt and $R.
 timeline() {
   CUDA_INJECTION64_PATH=/tmp/lib/libkernel_timeline.so KERNEL_TIMELINE_OUT=/tmp/r/timeline_$1.txt \
     $T1 timeout 120 $2 bench --config $CFG --batches 1 --contexts 4096 --variants hybrid --decode-repeats 20 > /tmp/r/tl_decode_$1.txt 2>&1

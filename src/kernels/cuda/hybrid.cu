@@ -169,10 +169,18 @@ __global__ void mix_forward_kernel(float* y32, bf16* y16, HybridMix mix, const b
 }
 
 // NC consecutive bf16 (NC·2 bytes, aligned) as floats / NC consecutive floats loaded and stored
-// as one access.
+// as one access (NC = 8: one 16-byte access of bf16, two of floats).
 template <int NC>
 __device__ __forceinline__ void load_row_part(const bf16* src, float* out) {
-  if constexpr (NC == 4) {
+  if constexpr (NC == 8) {
+    const uint4 raw = *reinterpret_cast<const uint4*>(src);
+    const __nv_bfloat162* p = reinterpret_cast<const __nv_bfloat162*>(&raw);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const float2 f = __bfloat1622float2(p[e]);
+      out[2 * e] = f.x, out[2 * e + 1] = f.y;
+    }
+  } else if constexpr (NC == 4) {
     const uint2 raw = *reinterpret_cast<const uint2*>(src);
     const float2 a = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.x));
     const float2 b = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&raw.y));
@@ -187,7 +195,10 @@ __device__ __forceinline__ void load_row_part(const bf16* src, float* out) {
 }
 template <int NC>
 __device__ __forceinline__ void load_f32(const float* src, float* out) {
-  if constexpr (NC == 4) {
+  if constexpr (NC == 8) {
+    load_f32<4>(src, out);
+    load_f32<4>(src + 4, out + 4);
+  } else if constexpr (NC == 4) {
     const float4 a = *reinterpret_cast<const float4*>(src);
     out[0] = a.x, out[1] = a.y, out[2] = a.z, out[3] = a.w;
   } else if constexpr (NC == 2) {
@@ -727,8 +738,8 @@ __global__ void __launch_bounds__(256, DecodeTuning<D, CS>::kMinBlocks) hybrid_d
   // 4 exact branch scores: keys j < sinks, then t − window < j ≤ t (the current one from smem).
   //   Four threads a key (its D dims as 16-byte pieces of 8, thread sub the pieces sub, sub + 4,
   //   …), two shuffles; every thread's loop runs the same passes (the shuffles' full mask). A warp
-  //   a key (five dependent shuffles each, a warp's keys one after another) was 0.025–0.04 ms a
-  //   batch-1 8B step slower, 0.04–0.07 at batch 4 (docs/BENCHMARKS.md session 25).
+  //   a key (five dependent shuffles each, a warp's keys one after another) was 0.02–0.04 ms a
+  //   batch-1 8B step slower, 0.03–0.07 at batch 4 (docs/BENCHMARKS.md session 25).
   const float scale = rsqrtf((float)D);
   {
     const ExactKeys keys(pos, sinks, window, has_exact);
@@ -742,28 +753,21 @@ __global__ void __launch_bounds__(256, DecodeTuning<D, CS>::kMinBlocks) hybrid_d
 #pragma unroll
         for (int i = 0; i < kP; ++i) {
           const int c = (i * kT + sub) * 8;  // the piece's first dim
-          float kv[8];
+          float kv[8], qv[8];
           if (j == pos) {
-            const float4 a = *reinterpret_cast<const float4*>(kr + c), b = *reinterpret_cast<const float4*>(kr + c + 4);
-            kv[0] = a.x, kv[1] = a.y, kv[2] = a.z, kv[3] = a.w, kv[4] = b.x, kv[5] = b.y, kv[6] = b.z, kv[7] = b.w;
+            load_f32<8>(kr + c, kv);
+          } else if constexpr (kStaged) {
+            load_row_part<8>(kstage + idx * D + c, kv);
           } else {
-            const bf16* src;
-            if constexpr (kStaged)
-              src = kstage + idx * D + c;
-            else
-              src = idx < keys.n_sink ? cache.sink_k + ((long)idx * G + hk) * D + c
-                                      : cache.ring_k + ((j % ring) * G + hk) * (long)D + c;
-            const uint4 raw8 = *reinterpret_cast<const uint4*>(src);
-            const __nv_bfloat162* pk = reinterpret_cast<const __nv_bfloat162*>(&raw8);
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-              const float2 f = __bfloat1622float2(pk[e]);
-              kv[2 * e] = f.x, kv[2 * e + 1] = f.y;
-            }
+            load_row_part<8>(idx < keys.n_sink ? cache.sink_k + ((long)idx * G + hk) * D + c
+                                               : cache.ring_k + ((j % ring) * G + hk) * (long)D + c,
+                             kv);
           }
-          const float4 qa = *reinterpret_cast<const float4*>(qr + c), qb = *reinterpret_cast<const float4*>(qr + c + 4);
-          s += qa.x * kv[0] + qa.y * kv[1] + qa.z * kv[2] + qa.w * kv[3] + qb.x * kv[4] + qb.y * kv[5] +
-               qb.z * kv[6] + qb.w * kv[7];
+          load_f32<8>(qr + c, qv);
+          float piece = qv[0] * kv[0];
+#pragma unroll
+          for (int e = 1; e < 8; ++e) piece += qv[e] * kv[e];
+          s += piece;
         }
       }
       s += __shfl_xor_sync(0xffffffffu, s, 1);
